@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build (once) the Debian rootfs in which the tests boot systemd as PID 1 with systemd-nspawn.
+# Prints the rootfs path. Cached under $KUBEUNIT_CACHE; a rootfs with a .complete stamp is reused.
+set -euo pipefail
+cache=${KUBEUNIT_CACHE:-$HOME/.cache/kubeunit-test}
+rootfs="$cache/rootfs-bookworm"
+if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
+command -v debootstrap >/dev/null || { echo "build-rootfs: debootstrap missing (scripts/install-deps.sh)" >&2; exit 1; }
+# Use the mirror apt already uses on this machine (no host named here).
+mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+[ -n "$mirror" ] || mirror=$(sed -n 's/^deb \([^ ]*\/debian\) .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -n1)
+[ -n "$mirror" ] || { echo "build-rootfs: no Debian mirror found in apt's sources" >&2; exit 1; }
+rm -rf "$rootfs.tmp"
+mkdir -p "$cache"
+debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates \
+  bookworm "$rootfs.tmp" "$mirror" >&2
+# A quiet, quick boot: no getty, no network management (the container shares the host network).
+chroot "$rootfs.tmp" systemctl mask console-getty.service getty.target systemd-networkd.service \
+  systemd-resolved.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1 || true
+echo kubeunit-test > "$rootfs.tmp/etc/hostname"
+rm -rf "$rootfs"
+mv "$rootfs.tmp" "$rootfs"
+touch "$rootfs/.complete"
+echo "$rootfs"
