@@ -163,6 +163,9 @@ fn gen(args: GenArgs) -> Result<i32, Error> {
         }
     }
     let plan = Plan::new(profile, &dir)?;
+    if !args.check {
+        state::prepare_dir(&plan.state_dir)?;
+    }
     let old = Existing::load(&plan.state_dir)?;
     let opts = Options {
         entropy: args.seed.map(Entropy::Seed).unwrap_or(Entropy::Os),

@@ -257,14 +257,26 @@ fn finish(source: Source, mut value: Value, sets: &[String]) -> Result<Profile, 
     for set in sets {
         apply_set(&mut value, set)?;
     }
-    let profile: Profile = serde_yaml_ng::from_value(value).map_err(|e| Error::Profile {
-        source_name: source.to_string(),
-        field: field_from_serde(&e.to_string()),
-        message: e.to_string(),
-        fix: "check the field's spelling and type against `kubeunit profile show base`".into(),
-    })?;
+    let profile = typed(&source, value)?;
     profile.validate(&source)?;
     Ok(profile)
+}
+
+/// Deserialize with the path of the offending field in the error (`ports.apiserver`, not "(document)").
+fn typed(source: &Source, value: Value) -> Result<Profile, Error> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Error::Profile {
+            source_name: source.to_string(),
+            field: if path == "." {
+                "(document)".into()
+            } else {
+                path
+            },
+            message: e.into_inner().to_string(),
+            fix: "check the field's spelling and type against `kubeunit profile show base`".into(),
+        }
+    })
 }
 
 fn parse_yaml(source: &Source, text: &str) -> Result<Value, Error> {
@@ -381,8 +393,8 @@ fn merge(base: &mut Value, over: Value) {
     }
 }
 
-/// `--set a.b.c=VALUE`. VALUE is read as YAML (`[a,b]`, `true`, `12`), but kept as a string where the
-/// profile already has a string, so `--set name=007` means the name "007".
+/// `--set a.b.c=VALUE`. VALUE is read as YAML (`[a,b]`, `true`, `12`); where the schema wants a string
+/// there (`--set name=007`, `extraArgs.profiling=false`) the raw text is used instead.
 fn apply_set(root: &mut Value, set: &str) -> Result<(), Error> {
     let Some((path, raw)) = set.split_once('=') else {
         return Err(Error::Set {
@@ -398,6 +410,25 @@ fn apply_set(root: &mut Value, set: &str) -> Result<(), Error> {
         });
     }
     let parsed: Value = serde_yaml_ng::from_str(raw).unwrap_or(Value::String(raw.to_string()));
+    let as_string = Value::String(raw.to_string());
+    if parsed != as_string {
+        let mut typed_try = root.clone();
+        set_path(&mut typed_try, &keys, parsed, set)?;
+        let typed_ok = serde_path_to_error::deserialize::<_, Profile>(typed_try.clone()).is_ok();
+        let mut string_try = root.clone();
+        set_path(&mut string_try, &keys, as_string, set)?;
+        let string_ok = serde_path_to_error::deserialize::<_, Profile>(string_try.clone()).is_ok();
+        *root = if string_ok && !typed_ok {
+            string_try
+        } else {
+            typed_try
+        };
+        return Ok(());
+    }
+    set_path(root, &keys, parsed, set)
+}
+
+fn set_path(root: &mut Value, keys: &[&str], new: Value, set: &str) -> Result<(), Error> {
     let mut node = root;
     for (i, key) in keys.iter().enumerate() {
         let Value::Mapping(map) = node else {
@@ -408,13 +439,6 @@ fn apply_set(root: &mut Value, set: &str) -> Result<(), Error> {
         };
         let key_value = Value::String(key.to_string());
         if i + 1 == keys.len() {
-            let new = match (map.get(&key_value), parsed) {
-                (Some(Value::String(_)), v) if !matches!(v, Value::String(_) | Value::Null) => {
-                    Value::String(raw.to_string())
-                }
-                (_, Value::Null) if raw.is_empty() => Value::String(String::new()),
-                (_, v) => v,
-            };
             map.insert(key_value, new);
             return Ok(());
         }
@@ -423,23 +447,6 @@ fn apply_set(root: &mut Value, set: &str) -> Result<(), Error> {
             .or_insert_with(|| Value::Mapping(Default::default()));
     }
     Ok(())
-}
-
-/// serde_yaml errors say "name: unknown field `x`, expected ..."; pull out the path when present.
-fn field_from_serde(msg: &str) -> String {
-    if let Some(rest) = msg.split_once("unknown field `") {
-        if let Some((f, _)) = rest.1.split_once('`') {
-            let prefix = msg.split(": ").next().unwrap_or("");
-            if prefix.contains('.') || !prefix.contains(' ') {
-                return format!("{prefix}.{f}").trim_start_matches('.').to_string();
-            }
-            return f.to_string();
-        }
-    }
-    match msg.split_once(": ") {
-        Some((p, _)) if !p.contains(' ') => p.to_string(),
-        _ => "(document)".into(),
-    }
 }
 
 impl Profile {

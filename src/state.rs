@@ -176,8 +176,8 @@ pub fn prepare_dir(dir: &Path) -> Result<(), Error> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::state(dir, format!("cannot create it: {e}"), fix))?;
-    tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| Error::state(dir, format!("cannot write in it: {e}"), fix))?;
+    // chmod fails on a read-only file system and for a directory we do not own: a probe that,
+    // unlike a test file, leaves the directory's mtime alone.
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
         .map_err(|e| Error::state(dir, format!("cannot set its mode to 0700: {e}"), fix))?;
     Ok(())
@@ -217,7 +217,9 @@ pub fn write(
     }
     let mut json = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Other(e.to_string()))?;
     json.push(b'\n');
-    write_atomic(&dir.join(MANIFEST), &json, 0o644)?;
+    if fs::read(dir.join(MANIFEST)).ok().as_deref() != Some(json.as_slice()) {
+        write_atomic(&dir.join(MANIFEST), &json, 0o644)?;
+    }
     Ok(summary)
 }
 

@@ -1,0 +1,134 @@
+//! Helpers shared by the integration tests: run the kubeunit binary, snapshot a directory, find the
+//! pinned test binaries (built by scripts/build-test-binaries.sh; missing ones are an install error).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn kubeunit() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubeunit"));
+    c.env_remove("KUBEUNIT_STATE_DIR")
+        .env_remove("KUBEUNIT_BIN_DIR");
+    c.env("SOURCE_DATE_EPOCH", "1767225600"); // 2026-01-01T00:00:00Z
+    c
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("spawn")
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A binDir whose component binaries exist and are executable (what `systemd-analyze verify` checks).
+pub fn executable_bin_dir(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubelet",
+        "kube-proxy",
+        "containerd",
+        "cloud-controller-manager",
+        "hyperkube",
+    ] {
+        let p = bin.join(name);
+        std::fs::copy("/bin/true", &p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// gen into `dir` with extra args; panics with the output on failure.
+pub fn gen_ok(dir: &Path, args: &[&str]) -> Output {
+    let out = run(kubeunit().arg("gen").arg("--state-dir").arg(dir).args(args));
+    assert!(out.status.success(), "gen {args:?} failed:\n{}", text(&out));
+    out
+}
+
+/// Path -> (bytes, mode, mtime) of every file below `dir`.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    if !dir.exists() {
+        return out;
+    }
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.unwrap();
+        let meta = e.metadata().unwrap();
+        let content = if meta.is_file() {
+            std::fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        out.insert(
+            e.path().strip_prefix(dir).unwrap().to_path_buf(),
+            (
+                content,
+                meta.permissions().mode() & 0o7777,
+                meta.modified().unwrap(),
+            ),
+        );
+    }
+    out
+}
+
+/// Pinned versions from scripts/versions.env (the one place they are written).
+pub fn pinned(key: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/versions.env");
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} missing in scripts/versions.env"));
+    line.split_once('=')
+        .unwrap()
+        .1
+        .trim_matches('"')
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("KUBEUNIT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/kubeunit-test")
+        })
+}
+
+/// Directory of the pinned Kubernetes binaries (newest minor unless `KUBEUNIT_TEST_K8S` names one).
+pub fn kubernetes_bin_dir() -> PathBuf {
+    let version = std::env::var("KUBEUNIT_TEST_K8S")
+        .unwrap_or_else(|_| pinned("KUBERNETES_VERSIONS")[0].clone());
+    let dir = cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"));
+    assert!(
+        dir.join(".complete").exists(),
+        "pinned Kubernetes {version} binaries missing in {}: run scripts/build-test-binaries.sh (the README's test command does)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn etcd_bin_dir() -> PathBuf {
+    let version = pinned("ETCD_VERSION")[0].clone();
+    let dir = cache_dir().join("bin").join(format!("etcd-{version}"));
+    assert!(
+        dir.join(".complete").exists(),
+        "pinned etcd {version} missing in {}: run scripts/build-test-binaries.sh",
+        dir.display()
+    );
+    dir
+}

@@ -1,0 +1,892 @@
+//! `kubeunit gen`: the state dir it writes, checked with the tools that consume it (openssl, kubectl,
+//! systemd-analyze) and by parsing the certificates.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::prelude::*;
+
+struct CertInfo {
+    cn: String,
+    orgs: Vec<String>,
+    sans: BTreeSet<String>,
+    server_auth: bool,
+    client_auth: bool,
+    is_ca: bool,
+    key_cert_sign: bool,
+    digital_signature: bool,
+}
+
+fn cert(dir: &Path, name: &str) -> CertInfo {
+    let pem_bytes = std::fs::read(dir.join("pki").join(format!("{name}.crt"))).unwrap();
+    let (_, pem) = parse_x509_pem(&pem_bytes).unwrap();
+    let c = pem.parse_x509().unwrap();
+    let mut info = CertInfo {
+        cn: c
+            .subject()
+            .iter_common_name()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect(),
+        orgs: c
+            .subject()
+            .iter_organization()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect(),
+        sans: BTreeSet::new(),
+        server_auth: false,
+        client_auth: false,
+        is_ca: false,
+        key_cert_sign: false,
+        digital_signature: false,
+    };
+    for ext in c.extensions() {
+        match ext.parsed_extension() {
+            ParsedExtension::SubjectAlternativeName(san) => {
+                for n in &san.general_names {
+                    match n {
+                        GeneralName::DNSName(d) => info.sans.insert(d.to_string()),
+                        GeneralName::IPAddress(b) => info.sans.insert(match b.len() {
+                            4 => std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).unwrap())
+                                .to_string(),
+                            _ => std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*b).unwrap())
+                                .to_string(),
+                        }),
+                        _ => false,
+                    };
+                }
+            }
+            ParsedExtension::ExtendedKeyUsage(eku) => {
+                info.server_auth = eku.server_auth;
+                info.client_auth = eku.client_auth;
+            }
+            ParsedExtension::BasicConstraints(bc) => info.is_ca = bc.ca,
+            ParsedExtension::KeyUsage(ku) => {
+                info.key_cert_sign = ku.key_cert_sign();
+                info.digital_signature = ku.digital_signature();
+            }
+            _ => {}
+        }
+    }
+    info
+}
+
+fn set<const N: usize>(items: [&str; N]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn gen_dev(dir: &Path, extra: &[&str]) {
+    let bin = executable_bin_dir(dir.parent().unwrap());
+    let mut args = vec![
+        "--profile",
+        "dev",
+        "--seed",
+        "7",
+        "--bin-dir",
+        bin.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    gen_ok(dir, &args);
+}
+
+#[test]
+fn every_certificate_verifies_against_its_ca_with_openssl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let certs: Vec<String> = manifest["files"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.ends_with(".crt"))
+        .cloned()
+        .collect();
+    assert!(
+        certs.len() >= 18,
+        "expected every certificate in the manifest, got {certs:?}"
+    );
+    for crt in certs {
+        let ca = if crt.starts_with("pki/etcd/") || crt == "pki/apiserver-etcd-client.crt" {
+            "pki/etcd/ca.crt"
+        } else if crt.starts_with("pki/front-proxy") {
+            "pki/front-proxy-ca.crt"
+        } else {
+            "pki/ca.crt"
+        };
+        let out = run(Command::new("openssl").current_dir(&dir).args([
+            "verify",
+            "-x509_strict",
+            "-CAfile",
+            ca,
+            &crt,
+        ]));
+        assert!(
+            out.status.success(),
+            "openssl verify {crt} against {ca}: {}",
+            text(&out)
+        );
+        // Each key belongs to its certificate.
+        let key = crt.replace(".crt", ".key");
+        let from_key = run(Command::new("openssl")
+            .current_dir(&dir)
+            .args(["pkey", "-pubout", "-in", &key]));
+        let from_crt = run(Command::new("openssl")
+            .current_dir(&dir)
+            .args(["x509", "-pubkey", "-noout", "-in", &crt]));
+        assert!(
+            from_key.status.success(),
+            "openssl cannot read {key}: {}",
+            text(&from_key)
+        );
+        assert_eq!(
+            from_key.stdout, from_crt.stdout,
+            "{key} does not match {crt}"
+        );
+    }
+}
+
+#[test]
+fn subjects_sans_and_key_usages_are_as_specified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "network.extraSANs=[api.example.test,198.51.100.7]",
+        ],
+    );
+    for ca in ["ca", "front-proxy-ca", "etcd/ca"] {
+        let c = cert(&dir, ca);
+        assert!(c.is_ca && c.key_cert_sign, "{ca} must be a CA");
+    }
+    let api = cert(&dir, "apiserver");
+    assert_eq!(api.cn, "kube-apiserver");
+    assert!(api.server_auth && !api.client_auth && !api.is_ca && api.digital_signature);
+    assert_eq!(
+        api.sans,
+        set([
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "localhost",
+            "dev",
+            "127.0.0.1",
+            "::1",
+            "10.0.0.1",
+            "192.0.2.10",
+            "api.example.test",
+            "198.51.100.7",
+        ])
+    );
+    let expect_client = |name: &str, cn: &str, orgs: &[&str]| {
+        let c = cert(&dir, name);
+        assert_eq!(c.cn, cn, "{name} CN");
+        assert_eq!(c.orgs, orgs, "{name} O");
+        assert!(
+            c.client_auth && !c.server_auth && !c.is_ca,
+            "{name} must be a client cert only"
+        );
+    };
+    expect_client("admin", "kubernetes-admin", &["system:masters"]);
+    expect_client("controller-manager", "system:kube-controller-manager", &[]);
+    expect_client("scheduler", "system:kube-scheduler", &[]);
+    expect_client("kube-proxy", "system:kube-proxy", &[]);
+    expect_client("kubelet-client", "system:node:dev", &["system:nodes"]);
+    expect_client(
+        "apiserver-kubelet-client",
+        "kube-apiserver-kubelet-client",
+        &[],
+    );
+    expect_client("apiserver-etcd-client", "kube-apiserver-etcd-client", &[]);
+    expect_client("front-proxy-client", "front-proxy-client", &[]);
+    expect_client(
+        "etcd/healthcheck-client",
+        "kube-etcd-healthcheck-client",
+        &[],
+    );
+
+    let kubelet = cert(&dir, "kubelet");
+    assert_eq!(kubelet.cn, "system:node:dev");
+    assert!(kubelet.server_auth && !kubelet.client_auth);
+    assert!(kubelet.sans.contains("192.0.2.10") && kubelet.sans.contains("dev"));
+    for name in ["etcd/server", "etcd/peer"] {
+        let c = cert(&dir, name);
+        assert!(
+            c.server_auth && c.client_auth,
+            "{name} is server and client"
+        );
+        assert!(
+            c.sans
+                .is_superset(&set(["localhost", "127.0.0.1", "::1", "dev"])),
+            "{name}: {:?}",
+            c.sans
+        );
+    }
+
+    // The service-account public key is an SPKI PEM that openssl reads and that matches sa.key.
+    let pub_pem = std::fs::read_to_string(dir.join("pki/sa.pub")).unwrap();
+    assert!(pub_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
+    let derived = run(Command::new("openssl").current_dir(&dir).args([
+        "pkey",
+        "-pubout",
+        "-in",
+        "pki/sa.key",
+    ]));
+    assert_eq!(String::from_utf8_lossy(&derived.stdout), pub_pem);
+}
+
+#[test]
+fn several_groups_become_several_o_attributes() {
+    // An extra O is only reachable through the table, so check the one multi-group path we have
+    // through openssl's own reading of the subject.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    let out = run(Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in"])
+        .arg(dir.join("pki/kubelet-client.crt")));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "subject=CN=system:node:dev,O=system:nodes"
+    );
+}
+
+#[test]
+fn first_service_address_follows_the_service_cidr() {
+    for (cidr, first, dns, advertise) in [
+        ("10.96.0.0/16", "10.96.0.1", "10.96.0.10", "192.0.2.10"),
+        (
+            "fd00:10:96::/108",
+            "fd00:10:96::1",
+            "fd00:10:96::a",
+            "2001:db8::10",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let svc = format!("network.serviceCIDR={cidr}");
+        let adv = format!("network.advertiseAddress={advertise}");
+        gen_dev(&dir, &["--set", &svc, "--set", &adv]);
+        let api = cert(&dir, "apiserver");
+        assert!(
+            api.sans.contains(first),
+            "{cidr}: apiserver SANs {:?} lack {first}",
+            api.sans
+        );
+        assert!(
+            !api.sans.contains("10.0.0.1"),
+            "{cidr}: default service IP leaked into SANs"
+        );
+        let kubelet = std::fs::read_to_string(dir.join("config/kubelet-config.yaml")).unwrap();
+        assert!(
+            kubelet.contains(&format!("- \"{dns}\"")),
+            "{cidr}: clusterDNS should be {dns}:\n{kubelet}"
+        );
+        let unit =
+            std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+        assert!(unit.contains(&format!("--service-cluster-ip-range={cidr}")));
+    }
+}
+
+#[test]
+fn kubectl_reads_every_kubeconfig() {
+    let kubectl = kubernetes_bin_dir().join("kubectl");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "ports.apiserver=7443",
+        ],
+    );
+    for (file, user) in [
+        ("admin", "kubernetes-admin"),
+        ("controller-manager", "system:kube-controller-manager"),
+        ("scheduler", "system:kube-scheduler"),
+        ("kubelet", "system:node:dev"),
+        ("kube-proxy", "system:kube-proxy"),
+    ] {
+        let path = dir.join(format!("kubeconfig/{file}.kubeconfig"));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let out = run(Command::new(&kubectl)
+            .args(["config", "view", "--raw", "-o", "json", "--kubeconfig"])
+            .arg(&path));
+        assert!(
+            out.status.success(),
+            "kubectl config view {file}: {}",
+            text(&out)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:7443"
+        );
+        assert_eq!(v["users"][0]["name"], user);
+        assert!(
+            v["users"][0]["user"]["client-key-data"]
+                .as_str()
+                .unwrap()
+                .len()
+                > 100,
+            "{file}: embedded key"
+        );
+        let out = run(Command::new(&kubectl)
+            .args(["config", "current-context", "--kubeconfig"])
+            .arg(&path));
+        assert!(out.status.success(), "{file}: {}", text(&out));
+    }
+}
+
+#[test]
+fn systemd_analyze_verify_accepts_every_unit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let bin = executable_bin_dir(tmp.path());
+    gen_ok(
+        &dir,
+        &[
+            "--profile",
+            "dev",
+            "--bin-dir",
+            bin.to_str().unwrap(),
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            // Quoting and escaping on the way: a space, a percent sign and a dollar in one value.
+            "--set",
+            "components.kube-apiserver.extraArgs.service-node-port-range=30000-32767",
+            "--set",
+            "components.kube-scheduler.extraArgs.profiling=false",
+            "--set",
+            "components.kube-proxy.env.GODEBUG=x509sha1=1 $HOME 100%",
+            "--set",
+            "components.etcd.extraArgs.log-outputs=stderr",
+        ],
+    );
+    let units: Vec<_> = std::fs::read_dir(dir.join("units"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(units.len(), 8, "slice + 7 dev components: {units:?}");
+    let out = run(Command::new("systemd-analyze").arg("verify").args(&units));
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "systemd-analyze verify: {}",
+        text(&out)
+    );
+    let apiserver =
+        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+    assert!(
+        apiserver.contains("Type=notify")
+            && apiserver.contains("Requires=kubeunit-dev-etcd.service")
+    );
+    assert!(
+        apiserver.contains("Slice=kubeunit-dev.slice") && apiserver.contains("Restart=on-failure")
+    );
+    let scheduler =
+        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-scheduler.service")).unwrap();
+    assert!(scheduler.contains("Type=exec") && scheduler.contains("--profiling=false"));
+    // Environment goes to a 0600 file, never into the unit.
+    let proxy = std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-proxy.service")).unwrap();
+    assert!(!proxy.contains("GODEBUG") && proxy.contains("EnvironmentFile="));
+    let env_file = dir.join("env/kube-proxy.env");
+    assert_eq!(
+        std::fs::metadata(&env_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn units_carry_no_secrets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    let key = std::fs::read_to_string(dir.join("pki/encryption.key")).unwrap();
+    for e in std::fs::read_dir(dir.join("units")).unwrap() {
+        let unit = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        assert!(!unit.contains(key.trim()) && !unit.contains("PRIVATE KEY"));
+        assert!(
+            !unit.contains("Environment="),
+            "no inline environment in units"
+        );
+    }
+    let enc = dir.join("config/encryption-config.yaml");
+    assert!(std::fs::read_to_string(&enc).unwrap().contains(key.trim()));
+    assert_eq!(
+        std::fs::metadata(&enc).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn keys_are_0600_and_directories_0700() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    for e in walkdir::WalkDir::new(&dir) {
+        let e = e.unwrap();
+        let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+        let name = e.file_name().to_string_lossy();
+        if e.file_type().is_dir() {
+            assert_eq!(mode, 0o700, "{}", e.path().display());
+        } else if name.ends_with(".key") || name.ends_with(".kubeconfig") {
+            assert_eq!(mode, 0o600, "{}", e.path().display());
+        }
+    }
+}
+
+#[test]
+fn seeded_runs_are_byte_identical_and_unseeded_runs_are_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let bin = executable_bin_dir(tmp.path());
+    let args = [
+        "--profile",
+        "dev",
+        "--seed",
+        "42",
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+    ];
+    let contents = |dir: &Path| -> Vec<(std::path::PathBuf, Vec<u8>, u32)> {
+        snapshot(dir)
+            .into_iter()
+            .map(|(p, (b, m, _))| (p, b, m))
+            .collect()
+    };
+    gen_ok(&dir, &args);
+    let first = contents(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    gen_ok(&dir, &args);
+    let second = contents(&dir);
+    let differing: Vec<_> = first
+        .iter()
+        .zip(&second)
+        .filter(|(a, b)| a != b)
+        .map(|(a, _)| &a.0)
+        .collect();
+    assert!(
+        first.len() == second.len() && differing.is_empty(),
+        "same profile + seed must give the same bytes: {differing:?}"
+    );
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    gen_ok(
+        &dir,
+        &args[..2]
+            .iter()
+            .chain(&args[4..])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    let unseeded = std::fs::read(dir.join("pki/ca.key")).unwrap();
+    let seeded = &first
+        .iter()
+        .find(|(p, _, _)| p == Path::new("pki/ca.key"))
+        .unwrap()
+        .1;
+    assert_ne!(&unseeded, seeded, "without --seed keys are random");
+}
+
+#[test]
+fn rerun_keeps_keys_and_reissues_only_what_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let bin = executable_bin_dir(tmp.path());
+    let base = [
+        "--profile",
+        "dev",
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+    ];
+    gen_ok(&dir, &base);
+    let before = snapshot(&dir);
+    // Unseeded and on another "day": nothing may change on a plain re-run.
+    let out = run(kubeunit()
+        .env("SOURCE_DATE_EPOCH", "1767312000")
+        .arg("gen")
+        .arg("--state-dir")
+        .arg(&dir)
+        .args(base));
+    assert!(out.status.success(), "{}", text(&out));
+    let after = snapshot(&dir);
+    let touched: Vec<_> = after
+        .iter()
+        .filter(|(p, v)| before.get(*p) != Some(v))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "a re-run with the same profile must not touch any file: {touched:?}"
+    );
+
+    // A new SAN reissues the apiserver certificate only; its key and the CA stay.
+    let mut with_san = base.to_vec();
+    with_san.extend(["--set", "network.extraSANs=[api.example.test]"]);
+    gen_ok(&dir, &with_san);
+    let changed: Vec<_> = snapshot(&dir)
+        .into_iter()
+        .filter(|(p, v)| before.get(p).map(|b| b.0 != v.0).unwrap_or(true))
+        .map(|(p, _)| p.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        changed,
+        vec!["manifest.json", "pki/apiserver.crt", "profile.yaml"]
+    );
+
+    // --force replaces the CA.
+    let mut forced = with_san.clone();
+    forced.push("--force");
+    gen_ok(&dir, &forced);
+    assert_ne!(
+        before[Path::new("pki/ca.key")].0,
+        std::fs::read(dir.join("pki/ca.key")).unwrap()
+    );
+}
+
+#[test]
+fn disabling_a_component_removes_its_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    assert!(dir.join("units/kubeunit-dev-kube-proxy.service").exists());
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "components.kube-proxy.enabled=false",
+        ],
+    );
+    assert!(!dir.join("units/kubeunit-dev-kube-proxy.service").exists());
+    assert!(!dir.join("kubeconfig/kube-proxy.kubeconfig").exists());
+    assert!(!dir.join("pki/kube-proxy.key").exists());
+    let out = run(kubeunit().args(["gen", "--check", "--state-dir"]).arg(&dir));
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn check_reports_tampered_missing_and_changed_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    let check = |extra: &[&str]| {
+        run(kubeunit()
+            .args(["gen", "--check", "--state-dir"])
+            .arg(&dir)
+            .args(extra))
+    };
+    let out = check(&[]);
+    assert!(
+        out.status.success(),
+        "fresh state must pass: {}",
+        text(&out)
+    );
+
+    // A modified certificate (another valid cert swapped in) is caught.
+    std::fs::copy(dir.join("pki/admin.crt"), dir.join("pki/apiserver.crt")).unwrap();
+    std::fs::remove_file(dir.join("config/audit-policy.yaml")).unwrap();
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("tampered  pki/apiserver.crt"), "{t}");
+    assert!(t.contains("missing   config/audit-policy.yaml"), "{t}");
+
+    // JSON for scripts.
+    let out = check(&["-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["differences"].as_array().unwrap().len(), 2);
+
+    // gen repairs it, keeping the CA.
+    let ca = std::fs::read(dir.join("pki/ca.crt")).unwrap();
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    assert!(check(&[]).status.success());
+    assert_eq!(ca, std::fs::read(dir.join("pki/ca.crt")).unwrap());
+
+    // A profile that asks for something else shows up as changed.
+    let out = check(&[
+        "--profile",
+        "dev",
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+        "--set",
+        "logging.verbosity=5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("changed   units/kubeunit-dev-kube-apiserver.service"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn hyperkube_style_binary_is_expressible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "components.kube-apiserver.binary=hyperkube",
+            "--set",
+            "components.kube-apiserver.binaryArgs=[kube-apiserver]",
+        ],
+    );
+    let unit =
+        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+    let bin = tmp.path().join("bin/hyperkube");
+    assert!(
+        unit.contains(&format!(
+            "ExecStart={} \\\n    kube-apiserver \\\n    --advertise-address",
+            bin.display()
+        )),
+        "{unit}"
+    );
+}
+
+#[test]
+fn feature_gates_reach_flags_and_config_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "featureGates.AllAlpha=false",
+            "--set",
+            "components.kubelet.featureGates.KubeletTracing=true",
+        ],
+    );
+    let api =
+        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+    assert!(api.contains("--feature-gates=AllAlpha=false"));
+    let kubelet_unit =
+        std::fs::read_to_string(dir.join("units/kubeunit-dev-kubelet.service")).unwrap();
+    assert!(
+        !kubelet_unit.contains("--feature-gates"),
+        "kubelet takes gates from its config file"
+    );
+    let kubelet = std::fs::read_to_string(dir.join("config/kubelet-config.yaml")).unwrap();
+    assert!(
+        kubelet.contains("featureGates:\n  AllAlpha: false\n  KubeletTracing: true\n"),
+        "{kubelet}"
+    );
+    let etcd = std::fs::read_to_string(dir.join("units/kubeunit-dev-etcd.service")).unwrap();
+    assert!(
+        !etcd.contains("AllAlpha"),
+        "Kubernetes gates are not etcd's"
+    );
+}
+
+/// Bad input: exit 2, a message naming the field, the value and a fix, and no change to existing state.
+#[test]
+fn bad_input_is_reported_and_leaves_state_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    let before = snapshot(&dir);
+    let bad_profile = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &bad_profile,
+        "extends: dev\nnetwork:\n  sevriceCIDR: 10.0.0.0/24\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec!["--profile".into(), bad_profile.to_string_lossy().into()],
+            vec!["sevriceCIDR", "bad.yaml", "fix:"],
+        ),
+        (
+            vec!["--set".into(), "ports.apiserver=high".into()],
+            vec!["ports.apiserver", "high", "fix:"],
+        ),
+        (
+            vec!["--set".into(), "network.serviceCIDR=10.0.0.0/33".into()],
+            vec!["network.serviceCIDR", "10.0.0.0/33", "fix:"],
+        ),
+        (
+            vec!["--set".into(), "network.dnsIP=10.1.0.10".into()],
+            vec!["network.dnsIP", "10.1.0.10", "fix:"],
+        ),
+        (
+            vec!["--set".into(), "ports.scheduler=6443".into()],
+            vec!["ports.scheduler", "6443", "ports.apiserver", "fix:"],
+        ),
+        (
+            vec!["--set".into(), "components.kube-dns.enabled=true".into()],
+            vec!["components.kube-dns", "unknown component", "fix:"],
+        ),
+        (
+            vec!["--profile".into(), "/nonexistent/profile.yaml".into()],
+            vec!["/nonexistent/profile.yaml", "fix:"],
+        ),
+        (
+            vec!["--profile".into(), "devv".into()],
+            vec!["devv", "built-in", "fix:"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = run(kubeunit()
+            .args([
+                "gen",
+                "--set",
+                "network.advertiseAddress=192.0.2.10",
+                "--state-dir",
+            ])
+            .arg(&dir)
+            .args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let t = text(&out);
+        for n in needles {
+            assert!(t.contains(n), "{args:?}: error should mention {n:?}:\n{t}");
+        }
+        assert!(before == snapshot(&dir), "{args:?} changed the state dir");
+    }
+}
+
+#[test]
+fn unwritable_state_dir_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A path below a regular file cannot be created, even by root.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = run(kubeunit()
+        .args([
+            "gen",
+            "--profile",
+            "ci",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--state-dir",
+        ])
+        .arg(file.join("state")));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("a-file/state") && t.contains("cannot create") && t.contains("fix:"),
+        "{t}"
+    );
+
+    // A read-only file system (a read-only bind mount) as well.
+    let ro = tmp.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mounted = Command::new("mount")
+        .args(["--bind", "-o", "ro"])
+        .arg(&ro)
+        .arg(&ro)
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "tests run as root (they boot systemd containers)"
+    );
+    let out = run(kubeunit()
+        .args([
+            "gen",
+            "--profile",
+            "ci",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--state-dir",
+        ])
+        .arg(ro.join("state")));
+    let _ = Command::new("umount").arg(&ro).status();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("Read-only file system"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn foreign_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("important.txt"), "keep me").unwrap();
+    let out = run(kubeunit()
+        .args([
+            "gen",
+            "--profile",
+            "ci",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--state-dir",
+        ])
+        .arg(tmp.path()));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not a kubeunit state dir"));
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn profiles_extend_and_default_state_dir_follows_the_environment() {
+    let out = run(kubeunit().args(["profile", "show", "ci"]));
+    let t = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        t.contains("name: ci") && t.contains("unsafeNoFsync: true"),
+        "{t}"
+    );
+    assert!(
+        t.contains("kubelet:\n    enabled: false"),
+        "ci extends control-plane: {t}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let user_profile = tmp.path().join("mine.yaml");
+    std::fs::write(
+        &user_profile,
+        "extends: ci\nname: mine\nports:\n  apiserver: 7443\n",
+    )
+    .unwrap();
+    let state = tmp.path().join("env-state");
+    let out = run(kubeunit()
+        .env("KUBEUNIT_STATE_DIR", &state)
+        .args([
+            "gen",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "-o",
+            "json",
+            "--profile",
+        ])
+        .arg(&user_profile));
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stateDir"], state.to_string_lossy().as_ref());
+    let unit =
+        std::fs::read_to_string(state.join("units/kubeunit-mine-kube-apiserver.service")).unwrap();
+    assert!(unit.contains("--secure-port=7443") && unit.contains("--v=1"));
+    assert!(state.join("units/kubeunit-mine-etcd.service").exists());
+    assert!(
+        std::fs::read_to_string(state.join("units/kubeunit-mine-etcd.service"))
+            .unwrap()
+            .contains("--unsafe-no-fsync=true")
+    );
+}
