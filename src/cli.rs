@@ -163,51 +163,31 @@ fn gen(args: GenArgs) -> Result<i32, Error> {
         }
     }
     let plan = Plan::new(profile, &dir)?;
-    if !args.check {
-        state::prepare_dir(&plan.state_dir)?;
-    }
-    let old = Existing::load(&plan.state_dir)?;
     let opts = Options {
         entropy: args.seed.map(Entropy::Seed).unwrap_or(Entropy::Os),
         force: args.force,
     };
-    let generated = artifacts::generate(&plan, &old, &opts)?;
     let mut out = std::io::stdout().lock();
     if args.check {
+        let old = Existing::load(&plan.state_dir)?;
+        let generated = artifacts::generate(&plan, &old, &opts)?;
         let diffs = state::check(&plan.state_dir, &old, &generated.tree)?;
         if args.output == Output::Json {
             let v = serde_json::json!({ "stateDir": plan.state_dir, "ok": diffs.is_empty(), "differences": diffs });
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&v).unwrap_or_default()
-            );
+            let _ = writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         } else if diffs.is_empty() {
-            let _ = writeln!(
-                out,
-                "{}: matches its manifest and profile",
-                plan.state_dir.display()
-            );
+            let _ = writeln!(out, "{}: matches its manifest and profile", plan.state_dir.display());
         } else {
-            let _ = writeln!(
-                out,
-                "{}: {} difference(s)",
-                plan.state_dir.display(),
-                diffs.len()
-            );
+            let _ = writeln!(out, "{}: {} difference(s)", plan.state_dir.display(), diffs.len());
             for d in &diffs {
                 let kind = serde_json::to_value(d.kind).unwrap_or_default();
                 let _ = writeln!(out, "  {:<9} {}", kind.as_str().unwrap_or(""), d.path);
             }
-            let _ = writeln!(
-                out,
-                "run `kubeunit gen` to bring the state dir back in line (keys and CAs are kept)"
-            );
+            let _ = writeln!(out, "run `kubeunit gen` to bring the state dir back in line (keys and CAs are kept)");
         }
         return Ok(if diffs.is_empty() { 0 } else { 1 });
     }
-    let manifest = state::manifest_for(&plan, &generated);
-    let summary = state::write(&plan.state_dir, &old, &generated.tree, &manifest)?;
+    let (generated, summary) = crate::gen(&plan, &opts)?;
     if args.output == Output::Json {
         let v = serde_json::json!({
             "stateDir": plan.state_dir,

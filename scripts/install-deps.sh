@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install what building and testing kubeunit needs on a Debian machine (idempotent, quiet when done).
+set -euo pipefail
+need=()
+for pair in systemd-nspawn:systemd-container debootstrap:debootstrap openssl:openssl \
+            systemd-analyze:systemd ss:iproute2 nsenter:util-linux; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq "${need[@]}" >&2
+fi
+command -v cargo >/dev/null || { echo "install-deps: cargo (Rust) is required" >&2; exit 1; }
+command -v go >/dev/null || { echo "install-deps: go is required to build the pinned test binaries" >&2; exit 1; }

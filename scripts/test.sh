@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: dependencies, pinned binaries and the systemd rootfs (cached under
+# ~/.cache/kubeunit-test), lint, then every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+start=$(date +%s)
+scripts/build-test-binaries.sh
+echo "test binaries ready after $(( $(date +%s) - start ))s"
+scripts/build-rootfs.sh >/dev/null
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked -- --test-threads="${KUBEUNIT_TEST_THREADS:-2}"
