@@ -20,7 +20,10 @@ fn gen_dev(c: &mut Criterion, algorithm: &str) {
                 ];
                 let p = profile::load("dev", &sets).expect("profile");
                 let plan = Plan::new(p, &tmp.path().join("state")).expect("plan");
-                let opts = Options { entropy: Entropy::Os, force: false };
+                let opts = Options {
+                    entropy: Entropy::Os,
+                    force: false,
+                };
                 kubeunit::gen(&plan, &opts).expect("gen");
                 tmp
             },

@@ -410,9 +410,8 @@ fn units(plan: &Plan, r: &Renderer, g: &mut Generated) -> Result<(), Error> {
     );
     for c in plan.components() {
         let unit = |n: &&str| plan.unit_name(n);
-        let requires: Vec<String> = c.requires.iter().map(unit).collect();
-        let wants: Vec<String> = c.wants.iter().map(unit).collect();
-        let mut after: Vec<String> = requires.iter().chain(&wants).cloned().collect();
+        let wants: Vec<String> = c.needs.iter().map(unit).collect();
+        let mut after = wants.clone();
         after.extend(
             c.after_if_enabled
                 .iter()
@@ -436,7 +435,6 @@ fn units(plan: &Plan, r: &Renderer, g: &mut Generated) -> Result<(), Error> {
             "version": version,
             "env": plan.name(),
             "component": c.name,
-            "requires": requires,
             "wants": wants,
             "after": after,
             "type": if c.notify { "notify" } else { "exec" },

@@ -6,11 +6,13 @@ use std::path::PathBuf;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::artifacts::{self, Options};
+use crate::environment::{self, Env};
 use crate::error::Error;
 use crate::pki::Entropy;
 use crate::plan::Plan;
 use crate::profile::{self, Profile};
 use crate::state::{self, Existing};
+use crate::systemd::{Bus, Systemd};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -43,6 +45,75 @@ pub enum Command {
         kubeunit gen --check                                   # exit 1 if the state dir differs\n\n\
         Re-running gen keeps keys and CAs and reissues only the certificates whose inputs changed.")]
     Gen(GenArgs),
+    /// Start every component of a state dir as transient systemd units and wait until all are healthy.
+    #[command(after_help = "Examples:\n  \
+        kubeunit start                          # /var/lib/kubeunit/dev as root\n  \
+        kubeunit start --env ci --timeout 60\n  \
+        kubeunit start --state-dir /tmp/k8s -o json\n  \
+        kubeunit start --bus unix:path=/proc/1234/root/run/dbus/system_bus_socket\n\n\
+        Exit codes: 0 up (or already up), 1 a component failed or a check failed, 2 bad state dir.")]
+    Start {
+        #[command(flatten)]
+        target: Target,
+        /// Seconds to wait for every component to become healthy.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Stop every unit of the environment (its slice) and wait until they and their ports are gone.
+    Stop {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Per component: unit state, PID, memory, restarts, uptime and health.
+    #[command(
+        after_help = "Examples:\n  kubeunit status\n  kubeunit status -o json | jq '.[] | select(.healthy | not)'"
+    )]
+    Status {
+        #[command(flatten)]
+        target: Target,
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Show component logs from journald (all components when none is named).
+    #[command(
+        after_help = "Examples:\n  kubeunit logs -f\n  kubeunit logs kube-apiserver -n 200\n  kubeunit logs etcd kube-apiserver --since '5 min ago'"
+    )]
+    Logs {
+        #[command(flatten)]
+        target: Target,
+        /// Components (etcd, kube-apiserver, ...).
+        components: Vec<String>,
+        /// Follow.
+        #[arg(short, long)]
+        follow: bool,
+        /// Number of lines.
+        #[arg(short = 'n', long, default_value_t = 100)]
+        lines: u64,
+        /// Only entries since this time (journalctl --since syntax).
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Stop one component and start it again from its unit file (picks up edits and swapped binaries).
+    #[command(
+        after_help = "Example:\n  cp _output/bin/kube-apiserver /usr/local/bin/ && kubeunit restart kube-apiserver"
+    )]
+    Restart {
+        #[command(flatten)]
+        target: Target,
+        component: String,
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
+    /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
+    Destroy {
+        #[command(flatten)]
+        target: Target,
+        /// Delete the whole state dir, PKI included.
+        #[arg(long)]
+        all: bool,
+    },
     /// Inspect built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -83,6 +154,39 @@ pub struct GenArgs {
     pub output: Output,
 }
 
+/// Which environment, and which systemd.
+#[derive(clap::Args, Debug)]
+pub struct Target {
+    /// State directory [default: $KUBEUNIT_STATE_DIR, /var/lib/kubeunit/ENV as root, else $XDG_STATE_HOME/kubeunit/ENV].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Environment name, for the default state dir.
+    #[arg(short, long = "env", value_name = "NAME", default_value = "dev")]
+    pub env: String,
+    /// Use the calling user's systemd instead of the system manager.
+    #[arg(long, conflicts_with = "bus")]
+    pub user: bool,
+    /// D-Bus address of the systemd to use (e.g. a container's system bus socket).
+    #[arg(long, env = "KUBEUNIT_BUS_ADDRESS", value_name = "ADDRESS")]
+    pub bus: Option<String>,
+}
+
+impl Target {
+    fn state_dir(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| state::default_state_dir(&self.env))
+    }
+
+    fn bus(&self) -> Bus {
+        match (&self.bus, self.user) {
+            (Some(a), _) => Bus::Address(a.clone()),
+            (None, true) => Bus::User,
+            (None, false) => Bus::System,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum ProfileCommand {
     /// List the built-in profiles.
@@ -111,6 +215,24 @@ pub fn run() -> i32 {
 fn dispatch(cli: Cli) -> Result<i32, Error> {
     match cli.command {
         Command::Gen(args) => gen(args),
+        Command::Logs {
+            target,
+            components,
+            follow,
+            lines,
+            since,
+        } => logs(&target, &components, follow, lines, since.as_deref()),
+        Command::Start { .. }
+        | Command::Stop { .. }
+        | Command::Status { .. }
+        | Command::Restart { .. }
+        | Command::Destroy { .. } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Other(format!("cannot start the async runtime: {e}")))?;
+            rt.block_on(run_systemd_command(cli.command))
+        }
         Command::Profile { command } => {
             match command {
                 ProfileCommand::List => {
@@ -174,16 +296,32 @@ fn gen(args: GenArgs) -> Result<i32, Error> {
         let diffs = state::check(&plan.state_dir, &old, &generated.tree)?;
         if args.output == Output::Json {
             let v = serde_json::json!({ "stateDir": plan.state_dir, "ok": diffs.is_empty(), "differences": diffs });
-            let _ = writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            );
         } else if diffs.is_empty() {
-            let _ = writeln!(out, "{}: matches its manifest and profile", plan.state_dir.display());
+            let _ = writeln!(
+                out,
+                "{}: matches its manifest and profile",
+                plan.state_dir.display()
+            );
         } else {
-            let _ = writeln!(out, "{}: {} difference(s)", plan.state_dir.display(), diffs.len());
+            let _ = writeln!(
+                out,
+                "{}: {} difference(s)",
+                plan.state_dir.display(),
+                diffs.len()
+            );
             for d in &diffs {
                 let kind = serde_json::to_value(d.kind).unwrap_or_default();
                 let _ = writeln!(out, "  {:<9} {}", kind.as_str().unwrap_or(""), d.path);
             }
-            let _ = writeln!(out, "run `kubeunit gen` to bring the state dir back in line (keys and CAs are kept)");
+            let _ = writeln!(
+                out,
+                "run `kubeunit gen` to bring the state dir back in line (keys and CAs are kept)"
+            );
         }
         return Ok(if diffs.is_empty() { 0 } else { 1 });
     }
@@ -227,4 +365,243 @@ fn gen(args: GenArgs) -> Result<i32, Error> {
         plan.state_dir.display()
     );
     Ok(0)
+}
+
+async fn run_systemd_command(command: Command) -> Result<i32, Error> {
+    match command {
+        Command::Start {
+            target,
+            timeout,
+            output,
+        } => {
+            let env = Env::load(&target.state_dir())?;
+            let sd = Systemd::connect(&target.bus()).await?;
+            let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let text = output == Output::Text;
+            if text {
+                println!(
+                    "starting environment '{}' from {}",
+                    env.plan.name(),
+                    env.plan.state_dir.display()
+                );
+            }
+            let mut progress = |t: &environment::Timing| {
+                if text {
+                    let mark = if tty { "\u{2713}" } else { "ok" };
+                    println!(
+                        "  {mark} {:<26} running after {:>5.2}s, healthy after {:>5.2}s",
+                        t.component, t.job_done, t.healthy
+                    );
+                }
+            };
+            let report = environment::start(
+                &env,
+                &sd,
+                std::time::Duration::from_secs(timeout),
+                &mut progress,
+            )
+            .await?;
+            if !text {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+                return Ok(0);
+            }
+            for n in &report.notes {
+                println!("  note: {n}");
+            }
+            let name = env.plan.name();
+            let dir_flag = format!("--state-dir {}", env.plan.state_dir.display());
+            if report.already_running {
+                println!("environment '{name}' is already running; nothing changed (see `kubeunit status {dir_flag}`)");
+            } else {
+                println!(
+                    "environment '{name}' is up in {:.1}s\n",
+                    report.total_seconds
+                );
+            }
+            println!(
+                "  export KUBECONFIG={}",
+                env.plan.path("kubeconfig/admin.kubeconfig")
+            );
+            println!("  kubectl get --raw /readyz\n");
+            println!(
+                "logs:    kubeunit logs -f {dir_flag}    (or journalctl -u {} -f)",
+                env.plan.slice_name()
+            );
+            println!("status:  kubeunit status {dir_flag}");
+            println!("stop:    kubeunit stop {dir_flag}");
+            Ok(0)
+        }
+        Command::Stop { target } => {
+            let env = Env::load(&target.state_dir())?;
+            let sd = Systemd::connect(&target.bus()).await?;
+            let report = environment::stop(&env, &sd).await?;
+            println!(
+                "environment '{}' stopped ({} units) in {:.1}s",
+                env.plan.name(),
+                report.stopped.len(),
+                report.seconds
+            );
+            if !report.busy_ports.is_empty() {
+                eprintln!(
+                    "warning: ports still in use after stop: {:?}",
+                    report.busy_ports
+                );
+                return Ok(1);
+            }
+            Ok(0)
+        }
+        Command::Status { target, output } => {
+            let env = Env::load(&target.state_dir())?;
+            let sd = Systemd::connect(&target.bus()).await?;
+            let rows = environment::status(&env, &sd).await?;
+            if output == Output::Json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&rows).unwrap_or_default()
+                );
+            } else {
+                println!(
+                    "{:<26} {:<20} {:>8} {:>9} {:>8} {:>8}  HEALTH",
+                    "COMPONENT", "STATE", "PID", "MEMORY", "RESTARTS", "UPTIME"
+                );
+                for r in &rows {
+                    let mem = r
+                        .memory_bytes
+                        .map(|m| format!("{}Mi", m / (1 << 20)))
+                        .unwrap_or_else(|| "-".into());
+                    let up = r
+                        .uptime_seconds
+                        .map(human_duration)
+                        .unwrap_or_else(|| "-".into());
+                    let pid = if r.pid == 0 {
+                        "-".to_string()
+                    } else {
+                        r.pid.to_string()
+                    };
+                    let health = if r.healthy {
+                        "ok".to_string()
+                    } else {
+                        r.health_detail.clone()
+                    };
+                    println!(
+                        "{:<26} {:<20} {:>8} {:>9} {:>8} {:>8}  {}",
+                        r.component,
+                        format!("{}/{}", r.active_state, r.sub_state),
+                        pid,
+                        mem,
+                        r.restarts,
+                        up,
+                        health
+                    );
+                }
+            }
+            // Exit code for scripts: 0 all healthy, 3 anything not running or unhealthy (like systemctl is-active).
+            Ok(if rows.iter().all(|r| r.healthy) { 0 } else { 3 })
+        }
+        Command::Restart {
+            target,
+            component,
+            timeout,
+        } => {
+            let env = Env::load(&target.state_dir())?;
+            let sd = Systemd::connect(&target.bus()).await?;
+            let t = environment::restart(
+                &env,
+                &sd,
+                &component,
+                std::time::Duration::from_secs(timeout),
+            )
+            .await?;
+            println!(
+                "{} restarted: running after {:.2}s, healthy after {:.2}s",
+                t.component, t.job_done, t.healthy
+            );
+            Ok(0)
+        }
+        Command::Destroy { target, all } => {
+            let dir = target.state_dir();
+            let env = Env::load(&dir)?;
+            let sd = Systemd::connect(&target.bus()).await?;
+            environment::stop(&env, &sd).await?;
+            let doomed = if all {
+                env.plan.state_dir.clone()
+            } else {
+                env.plan.data_dir.clone()
+            };
+            match std::fs::remove_dir_all(&doomed) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(Error::state(
+                        &doomed,
+                        format!("cannot delete: {e}"),
+                        "check its permissions",
+                    ))
+                }
+            }
+            println!(
+                "environment '{}' stopped; deleted {}",
+                env.plan.name(),
+                doomed.display()
+            );
+            Ok(0)
+        }
+        _ => Ok(0),
+    }
+}
+
+fn human_duration(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+/// `logs`: hand over to journalctl (it pages, follows and formats better than we would).
+fn logs(
+    target: &Target,
+    components: &[String],
+    follow: bool,
+    lines: u64,
+    since: Option<&str>,
+) -> Result<i32, Error> {
+    let env = Env::load(&target.state_dir())?;
+    let mut cmd = std::process::Command::new("journalctl");
+    if target.user {
+        cmd.arg("--user");
+    }
+    cmd.args(["--no-hostname", "-o", "short-precise", "-n"])
+        .arg(lines.to_string());
+    if follow {
+        cmd.arg("-f");
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        cmd.arg("--no-pager");
+    }
+    if let Some(s) = since {
+        cmd.args(["--since", s]);
+    }
+    if components.is_empty() {
+        // -u on the slice matches _SYSTEMD_SLICE: every unit of the environment.
+        cmd.arg("-u").arg(env.plan.slice_name());
+    }
+    for name in components {
+        let Some((_, unit)) = env.unit(name) else {
+            let names: Vec<_> = env.units.iter().map(|(c, _)| c.name).collect();
+            return Err(Error::Preflight {
+                message: format!("no component '{name}' in environment '{}'", env.plan.name()),
+                fix: format!("use one of: {}", names.join(", ")),
+            });
+        };
+        cmd.arg("-u").arg(&unit.name);
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| Error::Other(format!("cannot run journalctl: {e}")))?;
+    Ok(status.code().unwrap_or(1))
 }

@@ -17,10 +17,10 @@ pub struct Component {
     pub required: bool,
     /// Sends sd_notify READY=1 (Type=notify); otherwise Type=exec plus the health probe.
     pub notify: bool,
-    /// Hard dependencies: Requires= + After=; a profile enabling this component must enable them.
-    pub requires: &'static [&'static str],
-    /// Soft dependencies: Wants= + After=; must be enabled too.
-    pub wants: &'static [&'static str],
+    /// Components it needs: a profile enabling this one must enable them, `start` waits until they are
+    /// healthy, and the unit gets Wants= + After= on them. Not Requires=: systemd would stop the
+    /// dependent (for good) whenever the dependency crashes and is restarted.
+    pub needs: &'static [&'static str],
     /// Ordering only, when that component is enabled (e.g. kubelet after a kubeunit-managed containerd).
     pub after_if_enabled: &'static [&'static str],
     /// A Kubernetes component: gets the profile's global featureGates and `--v`.
@@ -33,6 +33,8 @@ pub struct Component {
     pub kill_mode: Option<&'static str>,
     /// How `start` and `status` tell it is healthy.
     pub probe: Option<Probe>,
+    /// TCP ports it listens on (checked free before `start`, and free again after `stop`).
+    pub ports: fn(&Ports) -> Vec<u16>,
     /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
     pub flags: fn(&Plan) -> Vec<(String, String)>,
 }
@@ -56,8 +58,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "etcd",
         required: true,
         notify: true,
-        requires: &[],
-        wants: &[],
+        needs: &[],
         after_if_enabled: &[],
         kubernetes: false,
         gates_in_config: false,
@@ -71,6 +72,7 @@ pub const COMPONENTS: &[Component] = &[
             client: Some("etcd/healthcheck-client"),
             loopback: false,
         }),
+        ports: |p| vec![p.etcd_client, p.etcd_peer],
         flags: etcd_flags,
     },
     Component {
@@ -78,8 +80,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-apiserver",
         required: true,
         notify: true,
-        requires: &["etcd"],
-        wants: &[],
+        needs: &["etcd"],
         after_if_enabled: &[],
         kubernetes: true,
         gates_in_config: false,
@@ -93,6 +94,7 @@ pub const COMPONENTS: &[Component] = &[
             client: None,
             loopback: false,
         }),
+        ports: |p| vec![p.apiserver],
         flags: apiserver_flags,
     },
     Component {
@@ -100,8 +102,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-controller-manager",
         required: false,
         notify: false,
-        requires: &[],
-        wants: &["kube-apiserver"],
+        needs: &["kube-apiserver"],
         after_if_enabled: &[],
         kubernetes: true,
         gates_in_config: false,
@@ -115,6 +116,7 @@ pub const COMPONENTS: &[Component] = &[
             client: None,
             loopback: false,
         }),
+        ports: |p| vec![p.controller_manager],
         flags: controller_manager_flags,
     },
     Component {
@@ -122,8 +124,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-scheduler",
         required: false,
         notify: false,
-        requires: &[],
-        wants: &["kube-apiserver"],
+        needs: &["kube-apiserver"],
         after_if_enabled: &[],
         kubernetes: true,
         gates_in_config: false,
@@ -137,6 +138,7 @@ pub const COMPONENTS: &[Component] = &[
             client: None,
             loopback: false,
         }),
+        ports: |p| vec![p.scheduler],
         flags: scheduler_flags,
     },
     Component {
@@ -144,8 +146,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "cloud-controller-manager",
         required: false,
         notify: false,
-        requires: &[],
-        wants: &["kube-apiserver"],
+        needs: &["kube-apiserver"],
         after_if_enabled: &[],
         kubernetes: true,
         gates_in_config: false,
@@ -159,6 +160,7 @@ pub const COMPONENTS: &[Component] = &[
             client: None,
             loopback: false,
         }),
+        ports: |p| vec![p.cloud_controller_manager],
         flags: cloud_controller_manager_flags,
     },
     Component {
@@ -166,14 +168,14 @@ pub const COMPONENTS: &[Component] = &[
         binary: "containerd",
         required: false,
         notify: true,
-        requires: &[],
-        wants: &[],
+        needs: &[],
         after_if_enabled: &[],
         kubernetes: false,
         gates_in_config: false,
         delegate: true,
         kill_mode: Some("process"),
         probe: None,
+        ports: |_| vec![],
         flags: |plan| vec![flag("config", plan.path("config/containerd.toml"))],
     },
     Component {
@@ -181,8 +183,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kubelet",
         required: false,
         notify: true,
-        requires: &[],
-        wants: &["kube-apiserver"],
+        needs: &["kube-apiserver"],
         after_if_enabled: &["containerd"],
         kubernetes: true,
         gates_in_config: true,
@@ -196,6 +197,7 @@ pub const COMPONENTS: &[Component] = &[
             client: None,
             loopback: true,
         }),
+        ports: |p| vec![p.kubelet, p.kubelet_healthz],
         flags: kubelet_flags,
     },
     Component {
@@ -203,8 +205,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-proxy",
         required: false,
         notify: false,
-        requires: &[],
-        wants: &["kube-apiserver"],
+        needs: &["kube-apiserver"],
         after_if_enabled: &[],
         kubernetes: true,
         gates_in_config: true,
@@ -218,6 +219,7 @@ pub const COMPONENTS: &[Component] = &[
             client: None,
             loopback: true,
         }),
+        ports: |p| vec![p.kube_proxy_healthz, p.kube_proxy_metrics],
         flags: |plan| {
             vec![
                 flag("config", plan.path("config/kube-proxy-config.yaml")),
@@ -235,7 +237,7 @@ pub fn find(name: &str) -> Option<&'static Component> {
 pub fn requirements() -> impl Iterator<Item = (&'static str, &'static str)> {
     COMPONENTS
         .iter()
-        .flat_map(|c| c.requires.iter().chain(c.wants).map(move |d| (c.name, *d)))
+        .flat_map(|c| c.needs.iter().map(move |d| (c.name, *d)))
 }
 
 fn flag(name: &str, value: impl Into<String>) -> (String, String) {

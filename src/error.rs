@@ -28,6 +28,12 @@ pub enum Error {
         message: String,
         fix: String,
     },
+    /// Something on this host stops an environment from starting (busy port, missing binary, ...).
+    #[error("{message}.\n  fix: {fix}")]
+    Preflight { message: String, fix: String },
+    /// A component did not come up; the message carries the reason and its journal.
+    #[error("{0}")]
+    Start(String),
     #[error("{0}")]
     Other(String),
 }
@@ -40,7 +46,10 @@ impl Error {
             | Error::ProfileRead { .. }
             | Error::Set { .. }
             | Error::State { .. } => 2,
-            Error::Artifact { .. } | Error::Other(_) => 1,
+            Error::Artifact { .. }
+            | Error::Preflight { .. }
+            | Error::Start(_)
+            | Error::Other(_) => 1,
         }
     }
 

@@ -4,12 +4,16 @@
 pub mod artifacts;
 pub mod cli;
 pub mod components;
+pub mod environment;
 pub mod error;
+pub mod health;
 pub mod pki;
 pub mod plan;
 pub mod profile;
 pub mod render;
 pub mod state;
+pub mod systemd;
+pub mod unitfile;
 
 use artifacts::{Generated, Options};
 use error::Error;

@@ -82,6 +82,13 @@ impl Plan {
         let dur = |s: &str| humantime::parse_duration(s).map_err(|_| bad("pki validity"));
         let ca_validity = dur(&profile.pki.ca_validity)?;
         let cert_validity = dur(&profile.pki.cert_validity)?;
+        // The state dir's profile.yaml records what was resolved here, so `start` on another machine
+        // (or a later `gen --check`) sees the same addresses and names, not this host's.
+        let mut profile = profile;
+        profile.network.advertise_address = advertise.to_string();
+        profile.network.dns_ip = dns_ip.to_string();
+        profile.node.name = node_name.clone();
+        profile.data_dir = Some(data_dir.clone());
         Ok(Plan {
             state_dir,
             data_dir,

@@ -394,7 +394,8 @@ fn systemd_analyze_verify_accepts_every_unit() {
         std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
     assert!(
         apiserver.contains("Type=notify")
-            && apiserver.contains("Requires=kubeunit-dev-etcd.service")
+            && apiserver
+                .contains("Wants=kubeunit-dev-etcd.service\nAfter=kubeunit-dev-etcd.service")
     );
     assert!(
         apiserver.contains("Slice=kubeunit-dev.slice") && apiserver.contains("Restart=on-failure")

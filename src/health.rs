@@ -1,0 +1,130 @@
+//! Health: component probes over HTTPS with the generated certificates, and who holds a port.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+
+use crate::components::{Component, Probe};
+use crate::plan::{host_port, Plan};
+
+/// The URL a component's probe reads.
+pub fn probe_url(plan: &Plan, probe: &Probe) -> String {
+    let host: IpAddr = if probe.loopback {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        plan.local
+    };
+    let scheme = if probe.https { "https" } else { "http" };
+    format!(
+        "{scheme}://{}{}",
+        host_port(host, (probe.port)(&plan.profile.ports)),
+        probe.path
+    )
+}
+
+/// Probe a component once: Ok(()) when it answers 200, else why not. Blocking (run it off the runtime).
+pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), String> {
+    let Some(probe) = component.probe else {
+        return Ok(());
+    };
+    let url = probe_url(plan, &probe);
+    let read = |name: &str, ext: &str| -> Result<Vec<u8>, String> {
+        let path = plan.state_dir.join("pki").join(format!("{name}.{ext}"));
+        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let mut tls = TlsConfig::builder();
+    if let Some(ca) = probe.ca {
+        let pem = read(ca, "crt")?;
+        let cert = Certificate::from_pem(&pem).map_err(|e| format!("CA {ca}: {e}"))?;
+        tls = tls.root_certs(RootCerts::Specific(Arc::new(vec![cert])));
+    }
+    if let Some(client) = probe.client {
+        let cert = Certificate::from_pem(&read(client, "crt")?)
+            .map_err(|e| format!("{client}.crt: {e}"))?;
+        let key = PrivateKey::from_pem(&read(client, "key")?)
+            .map_err(|e| format!("{client}.key: {e}"))?;
+        tls = tls.client_cert(Some(ClientCert::new_with_certs(&[cert], key)));
+    }
+    let agent = ureq::Agent::config_builder()
+        .tls_config(tls.build())
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    match agent.get(&url).call() {
+        Ok(resp) if resp.status() == 200 => Ok(()),
+        Ok(mut resp) => {
+            let status = resp.status();
+            let body = resp.body_mut().read_to_string().unwrap_or_default();
+            Err(format!(
+                "{url}: HTTP {status}: {}",
+                body.lines().take(5).collect::<Vec<_>>().join(" / ")
+            ))
+        }
+        Err(e) => Err(format!("{url}: {e}")),
+    }
+}
+
+/// A process listening on a TCP port.
+#[derive(Debug, Clone)]
+pub struct PortOwner {
+    pub port: u16,
+    pub address: String,
+    /// `pid (command line)`, or why it is unknown.
+    pub process: String,
+}
+
+/// Listening sockets on any of `ports`, with the owning process where /proc shows it.
+pub fn listeners(ports: &[u16]) -> Vec<PortOwner> {
+    let mut sockets = Vec::new();
+    for table in [procfs::net::tcp(), procfs::net::tcp6()] {
+        for e in table.unwrap_or_default() {
+            if e.state == procfs::net::TcpState::Listen && ports.contains(&e.local_address.port()) {
+                sockets.push(e);
+            }
+        }
+    }
+    if sockets.is_empty() {
+        return Vec::new();
+    }
+    // inode -> pid, from every process's fd table we can read.
+    let mut owners = std::collections::HashMap::new();
+    if let Ok(procs) = procfs::process::all_processes() {
+        for p in procs.flatten() {
+            let Ok(fds) = p.fd() else { continue };
+            for fd in fds.flatten() {
+                if let procfs::process::FDTarget::Socket(inode) = fd.target {
+                    owners.entry(inode).or_insert(p.pid);
+                }
+            }
+        }
+    }
+    sockets
+        .into_iter()
+        .map(|e| {
+            let process = match owners.get(&e.inode) {
+                Some(pid) => {
+                    let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .map(|b| {
+                            String::from_utf8_lossy(&b)
+                                .split('\0')
+                                .filter(|s| !s.is_empty())
+                                .take(3)
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        })
+                        .unwrap_or_default();
+                    format!("pid {pid} ({cmd})")
+                }
+                None => "a process not visible from here (another namespace or user)".into(),
+            };
+            PortOwner {
+                port: e.local_address.port(),
+                address: e.local_address.to_string(),
+                process,
+            }
+        })
+        .collect()
+}

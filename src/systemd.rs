@@ -1,0 +1,246 @@
+//! systemd over D-Bus (zbus on tokio): transient units, jobs, unit state.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use zbus::proxy::CacheProperties;
+use zbus::{Connection, OwnedObjectPath, OwnedVariant, Variant};
+use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
+
+use crate::unitfile::{UnitFile, Value};
+
+/// Which manager to talk to.
+#[derive(Debug, Clone)]
+pub enum Bus {
+    /// The system manager, through the system bus.
+    System,
+    /// The calling user's manager, through the session bus.
+    User,
+    /// Any D-Bus address, e.g. `unix:path=/proc/PID/root/run/dbus/system_bus_socket` for a container.
+    Address(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SystemdError {
+    #[error("cannot connect to systemd ({bus}): {source}. fix: {fix}")]
+    Connect {
+        bus: String,
+        source: zbus::Error,
+        fix: &'static str,
+    },
+    #[error("systemd refused {what}: {source}")]
+    Call { what: String, source: zbus::Error },
+    #[error("{0}")]
+    Other(String),
+}
+
+fn call(what: impl Into<String>) -> impl FnOnce(zbus::Error) -> SystemdError {
+    let what = what.into();
+    move |source| SystemdError::Call { what, source }
+}
+
+pub struct Systemd {
+    conn: Connection,
+    manager: ManagerProxy<'static>,
+}
+
+/// What a finished job reports: done, canceled, timeout, failed, dependency, skipped.
+pub type JobResult = String;
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnitState {
+    pub load_state: String,
+    pub active_state: String,
+    pub sub_state: String,
+    pub main_pid: u32,
+    pub memory_bytes: Option<u64>,
+    pub restarts: u32,
+    /// CLOCK_REALTIME microseconds when the unit last became active (0 if never).
+    pub active_enter_us: u64,
+    pub result: String,
+    pub exec_main_status: i32,
+}
+
+impl Systemd {
+    pub async fn connect(bus: &Bus) -> Result<Systemd, SystemdError> {
+        let (builder, label, fix) = match bus {
+            Bus::System => (
+                zbus::connection::Builder::system(),
+                "system bus".to_string(),
+                "run on a host booted with systemd (is /run/dbus/system_bus_socket there?), or pass --bus",
+            ),
+            Bus::User => (
+                zbus::connection::Builder::session(),
+                "session bus".to_string(),
+                "log in with a user session (systemd --user), or pass --bus",
+            ),
+            Bus::Address(a) => (
+                zbus::connection::Builder::address(a.as_str()),
+                a.clone(),
+                "check the --bus address (e.g. unix:path=/run/dbus/system_bus_socket)",
+            ),
+        };
+        let err = |source| SystemdError::Connect {
+            bus: label.clone(),
+            source,
+            fix,
+        };
+        let conn = builder.build().await.map_err(err)?;
+        let manager = ManagerProxy::new(&conn).await.map_err(err)?;
+        // systemd only sends JobRemoved and friends to subscribed clients.
+        manager.subscribe().await.map_err(err)?;
+        Ok(Systemd { conn, manager })
+    }
+
+    /// Start a transient unit and wait for its start job. Subscribes to JobRemoved before the call so
+    /// a fast job cannot finish unseen (as systemd-run does).
+    pub async fn start_transient(
+        &self,
+        name: &str,
+        properties: Vec<(String, OwnedVariant)>,
+    ) -> Result<JobResult, SystemdError> {
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .map_err(call("subscribing to JobRemoved"))?;
+        let job = self
+            .manager
+            .start_transient_unit(name.to_string(), "fail".into(), properties, vec![])
+            .await
+            .map_err(call(format!("StartTransientUnit {name}")))?;
+        wait_job(&mut removed, &job).await
+    }
+
+    /// Stop a unit and wait for the job; a unit that is not loaded counts as stopped.
+    pub async fn stop(&self, name: &str) -> Result<Option<JobResult>, SystemdError> {
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .map_err(call("subscribing to JobRemoved"))?;
+        match self
+            .manager
+            .stop_unit(name.to_string(), "replace".into())
+            .await
+        {
+            Ok(job) => wait_job(&mut removed, &job).await.map(Some),
+            Err(e) if is_no_such_unit(&e) => Ok(None),
+            Err(e) => Err(call(format!("StopUnit {name}"))(e)),
+        }
+    }
+
+    pub async fn reset_failed(&self, name: &str) -> Result<(), SystemdError> {
+        match self.manager.reset_failed_unit(name.to_string()).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_such_unit(&e) => Ok(()),
+            Err(e) => Err(call(format!("ResetFailedUnit {name}"))(e)),
+        }
+    }
+
+    /// Current state of a unit; `None` when systemd has no such unit loaded.
+    pub async fn state(&self, name: &str) -> Result<Option<UnitState>, SystemdError> {
+        let path = match self.manager.get_unit(name.to_string()).await {
+            Ok(p) => p,
+            Err(e) if is_no_such_unit(&e) => return Ok(None),
+            Err(e) => return Err(call(format!("GetUnit {name}"))(e)),
+        };
+        let unit = self.unit_proxy(&path).await?;
+        let mut st = UnitState {
+            load_state: unit.load_state().await.unwrap_or_default(),
+            active_state: unit.active_state().await.unwrap_or_default(),
+            sub_state: unit.sub_state().await.unwrap_or_default(),
+            active_enter_us: unit.active_enter_timestamp().await.unwrap_or(0),
+            ..Default::default()
+        };
+        if name.ends_with(".service") {
+            let svc = ServiceProxy::builder(&self.conn)
+                .path(path.clone())
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await
+                .map_err(call("service proxy"))?;
+            st.main_pid = svc.main_pid().await.unwrap_or(0);
+            st.restarts = svc.n_restarts().await.unwrap_or(0);
+            st.result = svc.result().await.unwrap_or_default();
+            st.exec_main_status = svc.exec_main_status().await.unwrap_or(0);
+            // u64::MAX means "not accounted".
+            st.memory_bytes = svc.memory_current().await.ok().filter(|m| *m != u64::MAX);
+        }
+        Ok(Some(st))
+    }
+
+    async fn unit_proxy(&self, path: &OwnedObjectPath) -> Result<UnitProxy<'static>, SystemdError> {
+        UnitProxy::builder(&self.conn)
+            .path(path.clone())
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(call("unit proxy"))
+    }
+
+    /// Poll until the unit is gone or inactive (after a stop), at most `timeout`.
+    pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Result<bool, SystemdError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.state(name).await? {
+                None => return Ok(true),
+                Some(s) if s.active_state == "inactive" || s.active_state == "failed" => {
+                    return Ok(true)
+                }
+                _ if tokio::time::Instant::now() >= deadline => return Ok(false),
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+}
+
+async fn wait_job<S>(removed: &mut S, job: &OwnedObjectPath) -> Result<JobResult, SystemdError>
+where
+    S: futures_util::Stream<Item = zbus_systemd::systemd1::JobRemoved> + Unpin,
+{
+    while let Some(signal) = removed.next().await {
+        let Ok(args) = signal.args() else { continue };
+        if args.job.as_str() == job.as_str() {
+            return Ok(args.result.clone());
+        }
+    }
+    Err(SystemdError::Other(format!(
+        "the D-Bus connection closed while waiting for job {}",
+        job.as_str()
+    )))
+}
+
+fn is_no_such_unit(e: &zbus::Error) -> bool {
+    match e {
+        zbus::Error::MethodError(name, _, _) => {
+            let n = name.as_str();
+            n == "org.freedesktop.systemd1.NoSuchUnit" || n == "org.freedesktop.systemd1.LoadFailed"
+        }
+        _ => false,
+    }
+}
+
+/// D-Bus properties for StartTransientUnit from a parsed unit file.
+pub fn properties(unit: &UnitFile) -> Result<Vec<(String, OwnedVariant)>, SystemdError> {
+    unit.properties
+        .iter()
+        .map(|(name, value)| {
+            let v: Variant<'static> = match value {
+                Value::Str(s) => Variant::from(s.clone()),
+                Value::Bool(b) => Variant::from(*b),
+                Value::U64(n) => Variant::from(*n),
+                Value::I32(n) => Variant::from(*n),
+                Value::Strings(list) => Variant::from(list.clone()),
+                Value::Exec(cmds) => Variant::from(cmds.clone()),
+                Value::EnvFiles(files) => Variant::from(files.clone()),
+            };
+            OwnedVariant::try_from(v)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| {
+                    SystemdError::Other(format!("{}: property {name}: {e}", unit.path.display()))
+                })
+        })
+        .collect()
+}
