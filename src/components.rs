@@ -78,7 +78,7 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "kube-apiserver",
         binary: "kube-apiserver",
-        required: true,
+        required: false,
         notify: true,
         needs: &["etcd"],
         after_if_enabled: &[],

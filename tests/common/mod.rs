@@ -2,6 +2,8 @@
 //! pinned test binaries (built by scripts/build-test-binaries.sh; missing ones are an install error).
 #![allow(dead_code)]
 
+pub mod container;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,230 @@
+//! A real systemd for tests: systemd booted as PID 1 in a systemd-nspawn container on the cached
+//! Debian rootfs (scripts/build-rootfs.sh), sharing the host network. The rootfs is mounted with a
+//! volatile overlay, so containers never change it and several can run at once. Commands run inside
+//! through nsenter, exactly as on a host whose PID 1 is systemd.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{cache_dir, text};
+
+pub struct Container {
+    child: Child,
+    /// Host PID of the container's systemd (PID 1 inside).
+    pub leader: u32,
+    pub name: String,
+    /// Shared read-write directory, at the same path inside and out.
+    pub work: PathBuf,
+    log: PathBuf,
+}
+
+fn rootfs() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-rootfs.sh");
+    let out = Command::new(&script)
+        .output()
+        .expect("run scripts/build-rootfs.sh");
+    assert!(
+        out.status.success(),
+        "scripts/build-rootfs.sh failed:\n{}",
+        text(&out)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+impl Container {
+    /// Boot a container for one test. `name` must be unique among running tests.
+    pub fn boot(name: &str) -> Container {
+        let rootfs = rootfs();
+        let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).unwrap();
+        let log = work.join("container.log");
+        let exe_dir = Path::new(env!("CARGO_BIN_EXE_kubeunit"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let bin_cache = cache_dir().join("bin");
+        std::fs::create_dir_all(&bin_cache).unwrap();
+        let machine = format!("ku-{name}-{}", std::process::id());
+        let child = Command::new("systemd-nspawn")
+            .args([
+                "--quiet",
+                "--boot",
+                "--register=no",
+                "--keep-unit",
+                "--volatile=overlay",
+            ])
+            .arg(format!("--machine={}", &machine[..machine.len().min(64)]))
+            .arg("-D")
+            .arg(&rootfs)
+            .arg(format!("--bind-ro={}", exe_dir.display()))
+            .arg(format!("--bind-ro={}", bin_cache.display()))
+            .arg(format!("--bind={}", work.display()))
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::from(
+                std::fs::File::options().append(true).open(&log).unwrap(),
+            ))
+            .spawn()
+            .expect("systemd-nspawn (scripts/install-deps.sh installs systemd-container)");
+        let nspawn_pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let leader = loop {
+            if let Some(pid) = children(nspawn_pid).into_iter().next() {
+                break pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "container did not start: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let c = Container {
+            child,
+            leader,
+            name: machine,
+            work,
+            log,
+        };
+        // Wait for the boot to finish (degraded is fine: some units of a minimal rootfs fail in a container).
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let out = c.run(&["systemctl", "is-system-running", "--wait"]);
+            let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if state == "running" || state == "degraded" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "container boot: {state}\n{}",
+                c.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        c
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A command inside the container (its mount, PID, IPC and UTS namespaces; network is shared).
+    pub fn command(&self, argv: &[&str]) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg("-t")
+            .arg(self.leader.to_string())
+            .args(["-m", "-u", "-i", "-p", "-r", "-w", "--"])
+            .args(argv);
+        cmd.env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("SYSTEMD_PAGER", "")
+            .env("SYSTEMD_COLORS", "0");
+        cmd
+    }
+
+    pub fn run(&self, argv: &[&str]) -> Output {
+        self.command(argv).output().expect("nsenter")
+    }
+
+    pub fn sh(&self, script: &str) -> Output {
+        self.run(&["/bin/sh", "-c", script])
+    }
+
+    /// Run kubeunit inside the container.
+    pub fn kubeunit(&self, args: &[&str]) -> Output {
+        let mut argv = vec![env!("CARGO_BIN_EXE_kubeunit")];
+        argv.extend_from_slice(args);
+        let mut cmd = self.command(&argv);
+        cmd.env("SOURCE_DATE_EPOCH", "1767225600");
+        cmd.output().expect("nsenter kubeunit")
+    }
+
+    /// The host-side address of the container's system bus, for `--bus`.
+    pub fn bus_address(&self) -> String {
+        format!(
+            "unix:path=/proc/{}/root/run/dbus/system_bus_socket",
+            self.leader
+        )
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.run(&["systemctl", "poweroff", "--no-block"]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                self.cleanup();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Container {
+    fn cleanup(&self) {
+        // Keep the work dir (container log, state dirs) of a failed test for a look.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.work);
+        }
+    }
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+/// A block of ports for one test, so tests (and their containers, which share the host network) never
+/// collide: `--set` arguments for every port of the profile.
+pub fn port_sets(block: u16) -> Vec<String> {
+    let base = 21000 + block * 20;
+    [
+        "etcdClient",
+        "etcdPeer",
+        "apiserver",
+        "controllerManager",
+        "scheduler",
+        "kubelet",
+        "kubeletHealthz",
+        "kubeProxyHealthz",
+        "kubeProxyMetrics",
+        "cloudControllerManager",
+    ]
+    .iter()
+    .enumerate()
+    .flat_map(|(i, f)| {
+        [
+            "--set".to_string(),
+            format!("ports.{f}={}", base + i as u16),
+        ]
+    })
+    .collect()
+}
+
+pub fn port(block: u16, field: &str) -> u16 {
+    let fields = [
+        "etcdClient",
+        "etcdPeer",
+        "apiserver",
+        "controllerManager",
+        "scheduler",
+    ];
+    21000 + block * 20 + fields.iter().position(|f| *f == field).expect("known port") as u16
+}

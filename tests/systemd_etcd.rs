@@ -1,0 +1,432 @@
+//! start/stop/status/logs against a real systemd (PID 1 in a container) with the pinned etcd:
+//! an etcd-only environment, TLS with the generated certificates.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::container::{port, port_sets, Container};
+use common::*;
+
+/// Generate an etcd-only environment `name` inside the container, on port block `block`.
+fn gen_etcd_env(c: &Container, name: &str, block: u16) -> PathBuf {
+    let profile = c.work.join(format!("{name}.yaml"));
+    std::fs::write(
+        &profile,
+        format!(
+            "name: {name}\ncomponents:\n  kube-apiserver: {{enabled: false}}\n  kube-controller-manager: {{enabled: false}}\n  kube-scheduler: {{enabled: false}}\n"
+        ),
+    )
+    .unwrap();
+    let state = c.work.join(name);
+    let mut args: Vec<String> = vec![
+        "gen".into(),
+        "--profile".into(),
+        profile.to_string_lossy().into(),
+        "--state-dir".into(),
+        state.to_string_lossy().into(),
+        "--bin-dir".into(),
+        etcd_bin_dir().to_string_lossy().into(),
+    ];
+    args.extend(port_sets(block));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = c.kubeunit(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    state
+}
+
+fn sd(state: &std::path::Path) -> Vec<String> {
+    vec!["--state-dir".into(), state.to_string_lossy().into()]
+}
+
+fn ku(c: &Container, cmd: &str, state: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let mut argv: Vec<String> = vec![cmd.into()];
+    argv.extend(sd(state));
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    c.kubeunit(&argv)
+}
+
+fn status_json(c: &Container, state: &std::path::Path) -> serde_json::Value {
+    let out = ku(c, "status", state, &["-o", "json"]);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status json: {e}: {}", text(&out)))
+}
+
+fn etcdctl(
+    c: &Container,
+    state: &std::path::Path,
+    block: u16,
+    args: &[&str],
+) -> std::process::Output {
+    let etcdctl = etcd_bin_dir().join("etcdctl");
+    let pki = state.join("pki");
+    let endpoint = format!(
+        "--endpoints=https://127.0.0.1:{}",
+        port(block, "etcdClient")
+    );
+    let cacert = format!("--cacert={}", pki.join("etcd/ca.crt").display());
+    let cert = format!("--cert={}", pki.join("apiserver-etcd-client.crt").display());
+    let key = format!("--key={}", pki.join("apiserver-etcd-client.key").display());
+    let mut argv = vec![etcdctl.to_str().unwrap(), &endpoint, &cacert, &cert, &key];
+    argv.extend_from_slice(args);
+    c.run(&argv)
+}
+
+fn units_of(c: &Container, name: &str) -> String {
+    let out = c.run(&[
+        "systemctl",
+        "list-units",
+        "--all",
+        "--no-legend",
+        "--plain",
+        &format!("kubeunit-{name}*"),
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
+    let c = Container::boot("lifecycle");
+    let state = gen_etcd_env(&c, "et1", 0);
+
+    let t = Instant::now();
+    let out = ku(&c, "start", &state, &[]);
+    let start_secs = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "start: {}\n{}",
+        text(&out),
+        c.log_text()
+    );
+    let t_out = text(&out);
+    assert!(
+        t_out.contains("etcd") && t_out.contains("healthy after"),
+        "{t_out}"
+    );
+    assert!(
+        t_out.contains("export KUBECONFIG=") && t_out.contains("kubeunit stop"),
+        "{t_out}"
+    );
+    eprintln!("measured: start of the etcd-only environment took {start_secs:.2}s");
+
+    let st = status_json(&c, &state);
+    let etcd = &st[0];
+    assert_eq!(etcd["component"], "etcd");
+    assert_eq!(etcd["activeState"], "active");
+    assert_eq!(etcd["healthy"], true, "{st}");
+    let pid = etcd["pid"].as_u64().unwrap();
+    assert!(pid > 1, "{st}");
+    // And systemd agrees, with the unit in the environment's slice.
+    let show = c.run(&[
+        "systemctl",
+        "show",
+        "-p",
+        "MainPID,Slice,Type",
+        "kubeunit-et1-etcd.service",
+    ]);
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.contains(&format!("MainPID={pid}"))
+            && show.contains("Slice=kubeunit-et1.slice")
+            && show.contains("Type=notify"),
+        "{show}"
+    );
+
+    let logs = ku(&c, "logs", &state, &["etcd", "-n", "500"]);
+    assert!(logs.status.success(), "{}", text(&logs));
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        logs.contains("kubeunit-et1-etcd") && logs.contains("ready to serve client requests"),
+        "{logs}"
+    );
+
+    // A key written before a crash survives it: systemd restarts etcd on its own.
+    let put = etcdctl(&c, &state, 0, &["put", "kubeunit-test", "survives"]);
+    assert!(put.status.success(), "etcdctl put: {}", text(&put));
+    let kill = c.run(&["kill", "-9", &pid.to_string()]);
+    assert!(kill.status.success());
+    wait_until("etcd restarted by systemd", Duration::from_secs(30), || {
+        let st = status_json(&c, &state);
+        st[0]["restarts"].as_u64() >= Some(1)
+            && st[0]["healthy"] == true
+            && st[0]["pid"].as_u64() != Some(pid)
+    });
+    let get = etcdctl(
+        &c,
+        &state,
+        0,
+        &["get", "kubeunit-test", "--print-value-only"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&get.stdout).trim(),
+        "survives",
+        "{}",
+        text(&get)
+    );
+
+    // start on a running environment changes nothing.
+    let before = units_of(&c, "et1");
+    let pid_before = status_json(&c, &state)[0]["pid"].clone();
+    let out = ku(&c, "start", &state, &[]);
+    assert!(
+        out.status.success() && text(&out).contains("already running"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(before, units_of(&c, "et1"));
+    assert_eq!(pid_before, status_json(&c, &state)[0]["pid"]);
+
+    // etcd accepts only mutual TLS: no client certificate, no answer.
+    let etcdctl_bin = etcd_bin_dir().join("etcdctl");
+    let anonymous = c.run(&[
+        etcdctl_bin.to_str().unwrap(),
+        &format!("--endpoints=https://127.0.0.1:{}", port(0, "etcdClient")),
+        &format!("--cacert={}", state.join("pki/etcd/ca.crt").display()),
+        "--dial-timeout=2s",
+        "--command-timeout=3s",
+        "get",
+        "kubeunit-test",
+    ]);
+    assert!(
+        !anonymous.status.success(),
+        "etcd answered a client without a certificate"
+    );
+
+    let t = Instant::now();
+    let out = ku(&c, "stop", &state, &[]);
+    let stop_secs = t.elapsed().as_secs_f64();
+    assert!(out.status.success(), "stop: {}", text(&out));
+    eprintln!("measured: stop of the etcd-only environment took {stop_secs:.2}s");
+    assert_eq!(units_of(&c, "et1").trim(), "", "no unit may remain");
+    let procs = c.run(&["pgrep", "-x", "etcd"]);
+    assert!(
+        !procs.status.success(),
+        "no etcd process may remain: {}",
+        text(&procs)
+    );
+    let ss = c.run(&["ss", "-Htln"]);
+    let ss = String::from_utf8_lossy(&ss.stdout);
+    for p in [port(0, "etcdClient"), port(0, "etcdPeer")] {
+        assert!(
+            !ss.contains(&format!(":{p} ")),
+            "port {p} still bound:\n{ss}"
+        );
+    }
+    let st = status_json(&c, &state);
+    assert_eq!(st[0]["activeState"], "inactive");
+}
+
+#[test]
+fn busy_port_fails_before_anything_starts() {
+    let c = Container::boot("busyport");
+    let state = gen_etcd_env(&c, "et2", 1);
+    // Another etcd (plain HTTP) takes the environment's client port.
+    let etcd = etcd_bin_dir().join("etcd");
+    let blocker = c.run(&[
+        "systemd-run",
+        "--unit=port-blocker",
+        "-p",
+        "Type=notify",
+        etcd.to_str().unwrap(),
+        "--data-dir=/tmp/blocker",
+        &format!(
+            "--listen-client-urls=http://127.0.0.1:{}",
+            port(1, "etcdClient")
+        ),
+        &format!(
+            "--advertise-client-urls=http://127.0.0.1:{}",
+            port(1, "etcdClient")
+        ),
+        "--listen-peer-urls=http://127.0.0.1:21999",
+        "--initial-advertise-peer-urls=http://127.0.0.1:21999",
+        "--initial-cluster=default=http://127.0.0.1:21999",
+    ]);
+    assert!(blocker.status.success(), "{}", text(&blocker));
+    let out = ku(&c, "start", &state, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains(&format!("port {}", port(1, "etcdClient"))),
+        "{t}"
+    );
+    assert!(
+        t.contains("ports.etcdClient") && t.contains("etcd") && t.contains("pid "),
+        "owner named: {t}"
+    );
+    assert!(t.contains("fix:"), "{t}");
+    assert_eq!(units_of(&c, "et2").trim(), "", "nothing may start");
+}
+
+#[test]
+fn edited_unit_file_is_honoured_and_failed_units_are_reset() {
+    let c = Container::boot("edited");
+    let state = gen_etcd_env(&c, "et3", 2);
+    let unit_path = state.join("units/kubeunit-et3-etcd.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    assert!(unit.contains("--snapshot-count=10000"));
+    std::fs::write(
+        &unit_path,
+        unit.replace("--snapshot-count=10000", "--snapshot-count=4321"),
+    )
+    .unwrap();
+
+    // A failed unit of the same name (left from an earlier run) is reset, not a blocker.
+    let failed = c.run(&[
+        "systemd-run",
+        "--unit=kubeunit-et3-etcd.service",
+        "/bin/false",
+    ]);
+    assert!(failed.status.success(), "{}", text(&failed));
+    wait_until("the stand-in unit failed", Duration::from_secs(10), || {
+        String::from_utf8_lossy(
+            &c.run(&["systemctl", "is-failed", "kubeunit-et3-etcd.service"])
+                .stdout,
+        )
+        .trim()
+            == "failed"
+    });
+
+    let out = ku(&c, "start", &state, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("using your edited units/kubeunit-et3-etcd.service"),
+        "{}",
+        text(&out)
+    );
+    let pid = status_json(&c, &state)[0]["pid"].as_u64().unwrap();
+    let cmdline = c.run(&["cat", &format!("/proc/{pid}/cmdline")]);
+    assert!(String::from_utf8_lossy(&cmdline.stdout).contains("--snapshot-count=4321"));
+
+    // gen --check reports the edit; a tampered certificate blocks start.
+    let check = c.kubeunit(&["gen", "--check", "--state-dir", state.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(
+        text(&check).contains("tampered  units/kubeunit-et3-etcd.service"),
+        "{}",
+        text(&check)
+    );
+    assert!(ku(&c, "stop", &state, &[]).status.success());
+    std::fs::copy(
+        state.join("pki/admin.crt"),
+        state.join("pki/etcd/server.crt"),
+    )
+    .unwrap();
+    let out = ku(&c, "start", &state, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("tampered pki/etcd/server.crt") && text(&out).contains("kubeunit gen"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn component_that_fails_is_reported_with_its_journal_and_cleaned_up() {
+    let c = Container::boot("failing");
+    let state = gen_etcd_env(&c, "et4", 3);
+    let unit_path = state.join("units/kubeunit-et4-etcd.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    std::fs::write(
+        &unit_path,
+        unit.replace("--snapshot-count=10000", "--no-such-flag=1"),
+    )
+    .unwrap();
+    let out = ku(&c, "start", &state, &["--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("etcd (kubeunit-et4-etcd.service) failed to start"),
+        "{t}"
+    );
+    assert!(
+        t.contains("last 20 lines of its journal") && t.contains("no-such-flag"),
+        "journal tail: {t}"
+    );
+    assert_eq!(
+        units_of(&c, "et4").trim(),
+        "",
+        "a failed start leaves nothing behind"
+    );
+}
+
+#[test]
+fn two_environments_run_side_by_side_and_stop_independently() {
+    let c = Container::boot("sidebyside");
+    let a = gen_etcd_env(&c, "eta", 4);
+    let b = gen_etcd_env(&c, "etb", 5);
+    assert!(ku(&c, "start", &a, &[]).status.success());
+    assert!(ku(&c, "start", &b, &[]).status.success());
+    assert_eq!(status_json(&c, &a)[0]["healthy"], true);
+    assert_eq!(status_json(&c, &b)[0]["healthy"], true);
+    assert!(ku(&c, "stop", &a, &[]).status.success());
+    assert_eq!(status_json(&c, &a)[0]["activeState"], "inactive");
+    let sb = status_json(&c, &b);
+    assert_eq!(
+        sb[0]["healthy"], true,
+        "stopping one environment must not touch the other: {sb}"
+    );
+    // status exit code: 3 when something is not running (like systemctl is-active), 0 when all is well.
+    assert_eq!(ku(&c, "status", &a, &[]).status.code(), Some(3));
+    assert_eq!(ku(&c, "status", &b, &[]).status.code(), Some(0));
+    assert!(ku(&c, "stop", &b, &[]).status.success());
+}
+
+#[test]
+fn bus_option_drives_a_containers_systemd_from_outside() {
+    let c = Container::boot("busaddr");
+    let state = gen_etcd_env(&c, "et6", 6);
+    // kubeunit on the host, systemd in the container.
+    let bus = c.bus_address();
+    let out = run(kubeunit()
+        .args(["start", "--bus", &bus, "--state-dir"])
+        .arg(&state));
+    assert!(out.status.success(), "{}", text(&out));
+    let inside = c.run(&["systemctl", "is-active", "kubeunit-et6-etcd.service"]);
+    assert_eq!(String::from_utf8_lossy(&inside.stdout).trim(), "active");
+    let out = run(kubeunit()
+        .env("KUBEUNIT_BUS_ADDRESS", &bus)
+        .args(["status", "-o", "json", "--state-dir"])
+        .arg(&state));
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st[0]["healthy"], true);
+    let out = run(kubeunit()
+        .args(["stop", "--bus", &bus, "--state-dir"])
+        .arg(&state));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(units_of(&c, "et6").trim(), "");
+}
+
+#[test]
+fn restart_and_destroy() {
+    let c = Container::boot("restart");
+    let state = gen_etcd_env(&c, "et7", 7);
+    assert!(ku(&c, "start", &state, &[]).status.success());
+    let pid = status_json(&c, &state)[0]["pid"].as_u64().unwrap();
+    let out = ku(&c, "restart", &state, &["etcd"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let st = status_json(&c, &state);
+    assert_eq!(st[0]["healthy"], true);
+    assert_ne!(st[0]["pid"].as_u64().unwrap(), pid);
+    let out = ku(&c, "restart", &state, &["kube-dns"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("use one of: etcd"), "{}", text(&out));
+
+    assert!(state.join("data/etcd").exists());
+    let out = ku(&c, "destroy", &state, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!state.join("data").exists() && state.join("pki/ca.crt").exists());
+    assert_eq!(units_of(&c, "et7").trim(), "");
+    let out = ku(&c, "destroy", &state, &["--all"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!state.exists());
+}
