@@ -53,6 +53,7 @@ pub fn generate(plan: &Plan, old: &Existing, opts: &Options) -> Result<Generated
     kubeconfigs(plan, &renderer, &certs, &mut g)?;
     configs(plan, &renderer, old, opts, &mut g)?;
     units(plan, &renderer, &mut g)?;
+    addons(plan, &renderer, &mut g)?;
     let profile = plan.profile.to_yaml();
     put(
         &mut g.tree,
@@ -362,6 +363,47 @@ fn configs(
             "config/encryption-config.yaml",
             text.into_bytes(),
             MODE_SECRET,
+        );
+    }
+    Ok(())
+}
+
+/// Manifests `start` applies once the API server is ready (see `bootstrap`).
+fn addons(plan: &Plan, r: &Renderer, g: &mut Generated) -> Result<(), Error> {
+    if !plan.enabled("kube-apiserver") {
+        return Ok(());
+    }
+    let prof = &plan.profile;
+    let rbac = r.render(
+        "addon-rbac",
+        &json!({ "cloud_controller_manager": plan.enabled("cloud-controller-manager") }),
+    )?;
+    put(
+        &mut g.tree,
+        "addons/00-rbac.yaml",
+        rbac.into_bytes(),
+        MODE_PUBLIC,
+    );
+    if prof.addons.coredns {
+        let data = json!({
+            "dns_ip": plan.dns_ip.to_string(),
+            "dns_domain": prof.network.dns_domain,
+            "image": prof.addons.coredns_image,
+        });
+        put(
+            &mut g.tree,
+            "addons/10-coredns.yaml",
+            r.render("addon-coredns", &data)?.into_bytes(),
+            MODE_PUBLIC,
+        );
+    }
+    if prof.addons.default_storage_class {
+        let text = r.render("addon-storageclass", &json!({}))?;
+        put(
+            &mut g.tree,
+            "addons/20-storageclass.yaml",
+            text.into_bytes(),
+            MODE_PUBLIC,
         );
     }
     Ok(())

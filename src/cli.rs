@@ -411,6 +411,13 @@ async fn run_systemd_command(command: Command) -> Result<i32, Error> {
             for n in &report.notes {
                 println!("  note: {n}");
             }
+            if !report.applied.is_empty() {
+                println!(
+                    "  applied {} addon objects (server-side, from {}/addons)",
+                    report.applied.len(),
+                    env.plan.state_dir.display()
+                );
+            }
             let name = env.plan.name();
             let dir_flag = format!("--state-dir {}", env.plan.state_dir.display());
             if report.already_running {

@@ -6,7 +6,7 @@
 //! Certificates and kubeconfigs are listed in `pki::cert_specs`, config files in `render`.
 
 use crate::plan::{host_port, Plan};
-use crate::profile::Ports;
+use crate::profile::{Ports, Versions};
 
 pub struct Component {
     /// Profile key and unit suffix: `kubeunit-<env>-<name>.service`.
@@ -35,6 +35,8 @@ pub struct Component {
     pub probe: Option<Probe>,
     /// TCP ports it listens on (checked free before `start`, and free again after `stop`).
     pub ports: fn(&Ports) -> Vec<u16>,
+    /// The version its binary must report (`--version`), from the profile's `versions`.
+    pub version: fn(&Versions) -> &str,
     /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
     pub flags: fn(&Plan) -> Vec<(String, String)>,
 }
@@ -73,6 +75,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: false,
         }),
         ports: |p| vec![p.etcd_client, p.etcd_peer],
+        version: |v| &v.etcd,
         flags: etcd_flags,
     },
     Component {
@@ -95,6 +98,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: false,
         }),
         ports: |p| vec![p.apiserver],
+        version: |v| &v.kubernetes,
         flags: apiserver_flags,
     },
     Component {
@@ -117,6 +121,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: false,
         }),
         ports: |p| vec![p.controller_manager],
+        version: |v| &v.kubernetes,
         flags: controller_manager_flags,
     },
     Component {
@@ -139,6 +144,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: false,
         }),
         ports: |p| vec![p.scheduler],
+        version: |v| &v.kubernetes,
         flags: scheduler_flags,
     },
     Component {
@@ -161,6 +167,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: false,
         }),
         ports: |p| vec![p.cloud_controller_manager],
+        version: |v| &v.kubernetes,
         flags: cloud_controller_manager_flags,
     },
     Component {
@@ -176,6 +183,7 @@ pub const COMPONENTS: &[Component] = &[
         kill_mode: Some("process"),
         probe: None,
         ports: |_| vec![],
+        version: |_| "",
         flags: |plan| vec![flag("config", plan.path("config/containerd.toml"))],
     },
     Component {
@@ -198,6 +206,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: true,
         }),
         ports: |p| vec![p.kubelet, p.kubelet_healthz],
+        version: |v| &v.kubernetes,
         flags: kubelet_flags,
     },
     Component {
@@ -220,6 +229,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: true,
         }),
         ports: |p| vec![p.kube_proxy_healthz, p.kube_proxy_metrics],
+        version: |v| &v.kubernetes,
         flags: |plan| {
             vec![
                 flag("config", plan.path("config/kube-proxy-config.yaml")),
@@ -384,6 +394,9 @@ fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("cluster-cidr", plan.pod_cidr.to_string()),
         flag("allocate-node-cidrs", "true"),
     ]);
+    if plan.profile.addons.default_storage_class {
+        flags.push(flag("enable-hostpath-provisioner", "true"));
+    }
     flags
 }
 

@@ -9,6 +9,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
 use crate::artifacts::{self, Options};
+use crate::bootstrap;
 use crate::components::Component;
 use crate::error::Error;
 use crate::health;
@@ -118,7 +119,9 @@ pub fn preflight(env: &Env, running: &BTreeSet<&str>) -> Result<Vec<String>, Err
     let tree = artifacts::generate(plan, &old, &opts)?.tree;
     let mut problems = Vec::new();
     for d in state::check(&plan.state_dir, &old, &tree)? {
-        if d.kind == DiffKind::Tampered && d.path.starts_with("units/") {
+        if d.kind == DiffKind::Tampered
+            && (d.path.starts_with("units/") || d.path.starts_with("addons/"))
+        {
             notes.push(format!("using your edited {}", d.path));
         } else {
             problems.push(format!("{:?} {}", d.kind, d.path).to_lowercase());
@@ -167,6 +170,7 @@ pub fn preflight(env: &Env, running: &BTreeSet<&str>) -> Result<Vec<String>, Err
             });
         }
     }
+    check_versions(env, running)?;
     let wanted: Vec<(u16, &str)> = env
         .units
         .iter()
@@ -206,6 +210,57 @@ pub fn preflight(env: &Env, running: &BTreeSet<&str>) -> Result<Vec<String>, Err
     Ok(notes)
 }
 
+/// Binaries must report the versions the profile pins (`versions.kubernetes`, `versions.etcd`).
+fn check_versions(env: &Env, running: &BTreeSet<&str>) -> Result<(), Error> {
+    let versions = &env.plan.profile.versions;
+    for (c, unit) in &env.units {
+        let expected = (c.version)(versions).trim_start_matches('v');
+        if expected.is_empty() || running.contains(c.name) {
+            continue;
+        }
+        let Some((path, argv, _)) = unit.exec_start() else {
+            continue;
+        };
+        // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
+        let leading: Vec<&String> = argv
+            .iter()
+            .skip(1)
+            .take_while(|a| !a.starts_with('-'))
+            .collect();
+        let out = std::process::Command::new(path)
+            .args(leading)
+            .arg("--version")
+            .output();
+        let found = match out {
+            Ok(o) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => format!("(cannot run it: {e})"),
+        };
+        let matches = found
+            .split(|ch: char| ch.is_whitespace() || ch == ',')
+            .any(|word| {
+                let w = word.trim_start_matches('v');
+                w == expected
+                    || w.starts_with(&format!("{expected}."))
+                    || w.starts_with(&format!("{expected}-"))
+            });
+        if !matches {
+            return Err(Error::Preflight {
+                message: format!(
+                    "{}: {path} reports {:?}, the profile wants {expected}",
+                    c.name,
+                    found.lines().next().unwrap_or("").trim()
+                ),
+                fix: "install the pinned version there (scripts/build-test-binaries.sh builds them), or change versions.* in the profile".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// One component's way up, for progress lines and the bring-up benchmark.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -226,6 +281,8 @@ pub struct StartReport {
     pub already_running: bool,
     pub notes: Vec<String>,
     pub timings: Vec<Timing>,
+    /// API paths of the addon objects applied.
+    pub applied: Vec<String>,
     pub total_seconds: f64,
 }
 
@@ -248,10 +305,12 @@ pub async fn start(
         }
     }
     if running.len() == env.units.len() {
+        let applied = apply_addons(plan).await?;
         return Ok(StartReport {
             already_running: true,
             notes: vec![],
             timings: vec![],
+            applied,
             total_seconds: t0.elapsed().as_secs_f64(),
         });
     }
@@ -278,6 +337,11 @@ pub async fn start(
         .filter(|(c, _)| !running.contains(c.name))
         .collect();
     let mut timings = Vec::new();
+    // Addons go in as soon as the API server is ready, while the rest of the control plane starts.
+    let mut bootstrap = None;
+    if running.contains("kube-apiserver") {
+        bootstrap = Some(spawn_addons(plan));
+    }
     while !pending.is_empty() {
         let (ready, rest): (Vec<_>, Vec<_>) = pending
             .into_iter()
@@ -296,6 +360,9 @@ pub async fn start(
             match result {
                 Ok(timing) => {
                     progress(&timing);
+                    if timing.component == "kube-apiserver" {
+                        bootstrap = Some(spawn_addons(plan));
+                    }
                     healthy.insert(
                         env.units
                             .iter()
@@ -314,12 +381,31 @@ pub async fn start(
             }
         }
     }
+    let applied = match bootstrap {
+        Some(task) => task.await.map_err(|e| Error::Other(e.to_string()))??,
+        None => vec![],
+    };
     Ok(StartReport {
         already_running: false,
         notes,
         timings,
+        applied,
         total_seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+fn spawn_addons(plan: &Plan) -> tokio::task::JoinHandle<Result<Vec<String>, Error>> {
+    let plan = plan.clone();
+    tokio::task::spawn_blocking(move || bootstrap::apply(&plan))
+}
+
+async fn apply_addons(plan: &Plan) -> Result<Vec<String>, Error> {
+    if !plan.enabled("kube-apiserver") {
+        return Ok(vec![]);
+    }
+    spawn_addons(plan)
+        .await
+        .map_err(|e| Error::Other(e.to_string()))?
 }
 
 async fn start_one(
@@ -407,6 +493,34 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
         sd.reset_failed(&unit.name).await?;
     }
     sd.reset_failed(&env.slice.name).await?;
+    // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
+    // that a caller sees no unit left (and a following start can reuse the names).
+    let gc_deadline = Instant::now() + Duration::from_secs(10);
+    let names: Vec<&str> = env
+        .units
+        .iter()
+        .rev()
+        .map(|(_, u)| u.name.as_str())
+        .chain([env.slice.name.as_str()])
+        .collect();
+    loop {
+        let mut loaded = Vec::new();
+        for n in &names {
+            if sd.state(n).await?.is_some() {
+                loaded.push(*n);
+            }
+        }
+        if loaded.is_empty() || Instant::now() >= gc_deadline {
+            break;
+        }
+        // A unit whose dependents were still loaded when it went inactive is not queued for
+        // collection again; a (no-op) stop job of its own puts it back in the queue.
+        for n in loaded {
+            sd.stop(n).await?;
+            sd.reset_failed(n).await?;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let ports = env.ports();
     let port_deadline = Instant::now() + Duration::from_secs(10);
     let mut busy: Vec<u16> = health::listeners(&ports).iter().map(|l| l.port).collect();

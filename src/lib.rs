@@ -2,6 +2,7 @@
 //! systemd. The pipeline is profile -> plan -> artifacts -> state dir -> systemd.
 
 pub mod artifacts;
+pub mod bootstrap;
 pub mod cli;
 pub mod components;
 pub mod environment;

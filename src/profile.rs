@@ -52,6 +52,20 @@ pub struct Profile {
     pub encryption: Encryption,
     pub containerd: Containerd,
     pub addons: Addons,
+    /// Versions `start` insists on (checked with `BINARY --version`); empty: any.
+    #[serde(default)]
+    pub versions: Versions,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Versions {
+    /// e.g. `v1.36.3`, or a prefix such as `v1.36`.
+    #[serde(default)]
+    pub kubernetes: String,
+    /// e.g. `3.6.16`.
+    #[serde(default)]
+    pub etcd: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -214,6 +228,7 @@ pub struct Containerd {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Addons {
     pub coredns: bool,
+    pub coredns_image: String,
     pub default_storage_class: bool,
 }
 

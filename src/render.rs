@@ -35,6 +35,12 @@ const TEMPLATES: &[(&str, &str)] = &[
         "cni-bridge",
         include_str!("../configs/cni-bridge.conflist.hbs"),
     ),
+    ("addon-rbac", include_str!("../addons/rbac.yaml.hbs")),
+    ("addon-coredns", include_str!("../addons/coredns.yaml.hbs")),
+    (
+        "addon-storageclass",
+        include_str!("../addons/storageclass.yaml.hbs"),
+    ),
 ];
 
 // A JSON string is a valid YAML and TOML scalar: the one quoting helper every config template uses.

@@ -1,0 +1,182 @@
+//! Objects applied once the API server is ready: the manifests `gen` rendered into `STATE/addons/`
+//! (RBAC for the generated identities, CoreDNS, the default StorageClass), applied server-side with
+//! the admin identity, so re-applying is idempotent.
+//!
+//! The API calls are plain HTTPS PATCHes (`application/apply-patch+yaml`) through the same TLS client
+//! as the health probes: the handful of kinds kubeunit renders is listed below, which spares a full
+//! Kubernetes client (kube-rs + k8s-openapi) and its build time for eight URLs.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+
+use crate::error::Error;
+use crate::plan::Plan;
+
+/// kind -> (plural resource, namespaced) for every kind the addon templates use.
+const KINDS: &[(&str, &str, bool)] = &[
+    ("ServiceAccount", "serviceaccounts", true),
+    ("ConfigMap", "configmaps", true),
+    ("Service", "services", true),
+    ("Deployment", "deployments", true),
+    ("RoleBinding", "rolebindings", true),
+    ("Role", "roles", true),
+    ("ClusterRole", "clusterroles", false),
+    ("ClusterRoleBinding", "clusterrolebindings", false),
+    ("StorageClass", "storageclasses", false),
+    ("Namespace", "namespaces", false),
+];
+
+/// Every document of every `addons/*.yaml`, in file order.
+pub fn documents(state_dir: &Path) -> Result<Vec<(String, Value)>, Error> {
+    let dir = state_dir.join("addons");
+    let mut files: Vec<_> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect(),
+        Err(_) => return Ok(vec![]),
+    };
+    files.sort();
+    let mut docs = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| Error::Other(format!("{}: {e}", file.display())))?;
+        for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+            let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| Error::Artifact {
+                path: file.clone(),
+                message: format!("document {}: {e}", i + 1),
+                fix: "fix the YAML or regenerate it with `kubeunit gen`".into(),
+            })?;
+            if !v.is_null() {
+                docs.push((file.display().to_string(), v));
+            }
+        }
+    }
+    Ok(docs)
+}
+
+/// The API path of an object, for server-side apply.
+pub fn object_url(doc: &Value) -> Result<String, String> {
+    let api_version = doc["apiVersion"].as_str().ok_or("no apiVersion")?;
+    let kind = doc["kind"].as_str().ok_or("no kind")?;
+    let name = doc["metadata"]["name"].as_str().ok_or("no metadata.name")?;
+    let (_, plural, namespaced) = KINDS
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .ok_or_else(|| format!("kind {kind} is not one kubeunit applies"))?;
+    let base = if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    };
+    if *namespaced {
+        let ns = doc["metadata"]["namespace"].as_str().unwrap_or("default");
+        Ok(format!("{base}/namespaces/{ns}/{plural}/{name}"))
+    } else {
+        Ok(format!("{base}/{plural}/{name}"))
+    }
+}
+
+fn admin_agent(plan: &Plan) -> Result<ureq::Agent, Error> {
+    let read = |rel: &str| {
+        std::fs::read(plan.state_dir.join(rel))
+            .map_err(|e| Error::Other(format!("{}: {e}", plan.state_dir.join(rel).display())))
+    };
+    let ca = Certificate::from_pem(&read("pki/ca.crt")?)
+        .map_err(|e| Error::Other(format!("ca.crt: {e}")))?;
+    let cert = Certificate::from_pem(&read("pki/admin.crt")?)
+        .map_err(|e| Error::Other(format!("admin.crt: {e}")))?;
+    let key = PrivateKey::from_pem(&read("pki/admin.key")?)
+        .map_err(|e| Error::Other(format!("admin.key: {e}")))?;
+    let tls = TlsConfig::builder()
+        .root_certs(RootCerts::Specific(Arc::new(vec![ca])))
+        .client_cert(Some(ClientCert::new_with_certs(&[cert], key)))
+        .build();
+    Ok(ureq::Agent::config_builder()
+        .tls_config(tls)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent())
+}
+
+/// Apply every addon document (blocking). Retries for a short while on answers that mean "not yet"
+/// (a namespace still being created, a conflict, a 5xx while the server settles).
+pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
+    let docs = documents(&plan.state_dir)?;
+    if docs.is_empty() {
+        return Ok(vec![]);
+    }
+    let agent = admin_agent(plan)?;
+    let mut applied = Vec::new();
+    for (file, doc) in docs {
+        let path = object_url(&doc).map_err(|m| Error::Artifact {
+            path: file.clone().into(),
+            message: m,
+            fix: "use one of the kinds kubeunit renders, or apply it with kubectl".into(),
+        })?;
+        let url = format!(
+            "{}{path}?fieldManager=kubeunit&force=true",
+            plan.apiserver_url()
+        );
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let result = agent
+                .patch(&url)
+                .header("Content-Type", "application/apply-patch+yaml")
+                .send(&body[..]);
+            let (status, text) = match result {
+                Ok(mut r) => (
+                    r.status().as_u16(),
+                    r.body_mut().read_to_string().unwrap_or_default(),
+                ),
+                Err(e) => (0, e.to_string()),
+            };
+            if status == 200 || status == 201 {
+                break;
+            }
+            let retry = matches!(status, 0 | 404 | 409 | 429 | 500..=599);
+            if !retry || Instant::now() >= deadline {
+                return Err(Error::Start(format!(
+                    "applying {path} from {file}: HTTP {status}: {text}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        applied.push(path);
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let doc: Value = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "coredns", "namespace": "kube-system"}});
+        assert_eq!(
+            object_url(&doc).unwrap(),
+            "/apis/apps/v1/namespaces/kube-system/deployments/coredns"
+        );
+        let doc: Value = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "standard"}});
+        assert_eq!(
+            object_url(&doc).unwrap(),
+            "/apis/storage.k8s.io/v1/storageclasses/standard"
+        );
+        let doc: Value = serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kube-dns", "namespace": "kube-system"}});
+        assert_eq!(
+            object_url(&doc).unwrap(),
+            "/api/v1/namespaces/kube-system/services/kube-dns"
+        );
+        let doc: Value =
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}});
+        assert!(object_url(&doc).is_err());
+    }
+}

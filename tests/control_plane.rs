@@ -1,0 +1,557 @@
+//! The `control-plane` profile end to end, against real systemd and the pinned Kubernetes binaries
+//! (both pinned minors): what kube-apiserver, the controller-manager and the scheduler do with the
+//! flags, certificates and configs kubeunit generates.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::container::{port, port_sets, Container};
+use common::*;
+
+fn k8s_dir(version: &str) -> PathBuf {
+    let dir = cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"));
+    assert!(
+        dir.join(".complete").exists(),
+        "pinned Kubernetes {version} missing: run scripts/build-test-binaries.sh"
+    );
+    dir
+}
+
+struct Cluster<'a> {
+    c: &'a Container,
+    state: PathBuf,
+    kubectl: PathBuf,
+    block: u16,
+}
+
+impl Cluster<'_> {
+    fn ku(&self, args: &[&str]) -> Output {
+        let mut argv = vec![args[0], "--state-dir", self.state.to_str().unwrap()];
+        argv.extend_from_slice(&args[1..]);
+        self.c.kubeunit(&argv)
+    }
+
+    fn kubectl_as(&self, identity: &str, args: &[&str]) -> Output {
+        let kubeconfig = self.state.join(format!("kubeconfig/{identity}.kubeconfig"));
+        run(Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args))
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        let out = self.kubectl_as("admin", args);
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn etcdctl(&self, args: &[&str]) -> Output {
+        let pki = self.state.join("pki");
+        run(Command::new(etcd_bin_dir().join("etcdctl"))
+            .arg(format!(
+                "--endpoints=https://127.0.0.1:{}",
+                port(self.block, "etcdClient")
+            ))
+            .arg(format!("--cacert={}", pki.join("etcd/ca.crt").display()))
+            .arg(format!(
+                "--cert={}",
+                pki.join("apiserver-etcd-client.crt").display()
+            ))
+            .arg(format!(
+                "--key={}",
+                pki.join("apiserver-etcd-client.key").display()
+            ))
+            .args(args))
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let out = self.ku(&["status", "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn gen_control_plane(c: &Container, version: &str, block: u16, extra: &[&str]) -> PathBuf {
+    let state = c.work.join("cp");
+    let k8s = k8s_dir(version);
+    let etcd = etcd_bin_dir().join("etcd");
+    let mut args: Vec<String> = vec![
+        "gen".into(),
+        "--profile".into(),
+        "control-plane".into(),
+        "--state-dir".into(),
+        state.to_string_lossy().into(),
+        "--bin-dir".into(),
+        k8s.to_string_lossy().into(),
+        "--set".into(),
+        format!("components.etcd.binary={}", etcd.display()),
+        "--set".into(),
+        format!("versions.kubernetes={version}"),
+        "--set".into(),
+        format!("versions.etcd={}", pinned("ETCD_VERSION")[0]),
+    ];
+    args.extend(port_sets(block));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = c.kubeunit(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    state
+}
+
+fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
+    let c = Container::boot(&format!("cp{}", version.replace('.', "")));
+    let svc = format!("network.serviceCIDR={service_cidr}");
+    let state = gen_control_plane(
+        &c,
+        version,
+        block,
+        &[
+            "--set",
+            &svc,
+            "--set",
+            "network.advertiseAddress=192.0.2.77",
+        ],
+    );
+    let cl = Cluster {
+        c: &c,
+        state: state.clone(),
+        kubectl: k8s_dir(version).join("kubectl"),
+        block,
+    };
+
+    let out = cl.ku(&["start"]);
+    assert!(
+        out.status.success(),
+        "start: {}\n{}",
+        text(&out),
+        c.log_text()
+    );
+    let st = cl.status();
+    let names: Vec<&str> = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler"
+        ]
+    );
+    for r in st.as_array().unwrap() {
+        assert_eq!(r["healthy"], true, "{r}");
+    }
+
+    assert_eq!(cl.kubectl(&["get", "--raw", "/readyz"]).trim(), "ok");
+    let ns = cl.kubectl(&["get", "namespaces", "-o", "name"]);
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(ns.contains(&format!("namespace/{n}\n")), "{ns}");
+    }
+    let ip = cl.kubectl(&[
+        "get",
+        "service",
+        "kubernetes",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    assert_eq!(ip, first_ip);
+    let endpoint = format!("192.0.2.77:{}", port(block, "apiserver"));
+    wait_for("kubernetes endpoints", Duration::from_secs(30), || {
+        let eps = cl.kubectl_as(
+            "admin",
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                "default",
+                "-l",
+                "kubernetes.io/service-name=kubernetes",
+                "-o",
+                "jsonpath={.items[0].endpoints[0].addresses[0]}:{.items[0].ports[0].port}",
+            ],
+        );
+        String::from_utf8_lossy(&eps.stdout) == endpoint
+    });
+
+    // Bootstrap objects were applied server-side.
+    let crb = cl.kubectl(&[
+        "get",
+        "clusterrolebinding",
+        "kubeunit:apiserver-kubelet-client",
+        "-o",
+        "jsonpath={.roleRef.name}",
+    ]);
+    assert_eq!(crb, "system:kubelet-api-admin");
+
+    // The controller-manager works; the scheduler leaves pods Pending with no node to bind.
+    cl.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=registry.k8s.io/pause:3.10",
+        "--replicas=2",
+    ]);
+    wait_for("ReplicaSet and Pods", Duration::from_secs(60), || {
+        let pods = cl.kubectl(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={range .items[*]}{.status.phase},{.spec.nodeName};{end}",
+        ]);
+        pods == "Pending,;Pending,;"
+    });
+    let rs = cl.kubectl(&["get", "replicasets", "-l", "app=web", "-o", "name"]);
+    assert!(rs.starts_with("replicaset.apps/web-"), "{rs}");
+    wait_for(
+        "the scheduler to look at the pods",
+        Duration::from_secs(60),
+        || {
+            cl.kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=FailedScheduling",
+                "-o",
+                "name",
+            ])
+            .contains("event/")
+        },
+    );
+    let token = cl.kubectl(&["create", "token", "default"]);
+    assert!(token.trim().split('.').count() == 3, "a JWT: {token}");
+
+    // Each component used its own identity, and none of them is an admin.
+    for (identity, user) in [
+        ("controller-manager", "system:kube-controller-manager"),
+        ("scheduler", "system:kube-scheduler"),
+    ] {
+        let out = cl.kubectl_as(
+            identity,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ],
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), user, "{}", text(&out));
+        let out = cl.kubectl_as(identity, &["auth", "can-i", "delete", "namespaces"]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "no",
+            "{identity} must not be an admin"
+        );
+    }
+    // The audit log receives entries, including requests made by the controller-manager as itself.
+    let audit = state.join("data/audit/audit.log");
+    wait_for(
+        "audit entries of the controller-manager",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(&audit)
+                .unwrap_or_default()
+                .contains("\"username\":\"system:kube-controller-manager\"")
+        },
+    );
+
+    // etcd speaks only mutual TLS.
+    let anonymous = run(Command::new(etcd_bin_dir().join("etcdctl"))
+        .arg(format!(
+            "--endpoints=https://127.0.0.1:{}",
+            port(block, "etcdClient")
+        ))
+        .arg(format!(
+            "--cacert={}",
+            state.join("pki/etcd/ca.crt").display()
+        ))
+        .args([
+            "--dial-timeout=2s",
+            "--command-timeout=3s",
+            "get",
+            "/registry/namespaces/default",
+        ]));
+    assert!(!anonymous.status.success());
+
+    // Secrets are encrypted at rest.
+    cl.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=password=hunter2",
+    ]);
+    let raw = cl.etcdctl(&["get", "/registry/secrets/default/s1", "--print-value-only"]);
+    assert!(raw.status.success(), "{}", text(&raw));
+    assert!(
+        raw.stdout.starts_with(b"k8s:enc:secretbox:v1:key1:"),
+        "{:?}",
+        String::from_utf8_lossy(&raw.stdout[..40.min(raw.stdout.len())])
+    );
+    assert!(!String::from_utf8_lossy(&raw.stdout).contains("hunter2"));
+
+    // kill -9 of the API server: systemd brings it back, with the data.
+    let pid = cl.status()[1]["pid"].as_u64().unwrap();
+    assert!(c.run(&["kill", "-9", &pid.to_string()]).status.success());
+    wait_for("kube-apiserver restarted", Duration::from_secs(60), || {
+        let st = cl.status();
+        st[1]["restarts"].as_u64() >= Some(1) && st[1]["healthy"] == true
+    });
+    assert_eq!(cl.kubectl(&["get", "--raw", "/readyz"]).trim(), "ok");
+    assert!(cl
+        .kubectl(&["get", "deployment", "web", "-o", "name"])
+        .contains("deployment.apps/web"));
+
+    // stop leaves nothing; a second start brings the same cluster back.
+    let out = cl.ku(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let units = c.run(&[
+        "systemctl",
+        "list-units",
+        "--all",
+        "--no-legend",
+        "--plain",
+        "kubeunit-control-plane*",
+    ]);
+    if !units.stdout.is_empty() {
+        let dump = c.run(&[
+            "systemd-analyze",
+            "dump",
+            "kubeunit-control-plane-etcd.service",
+        ]);
+        panic!(
+            "units left after stop ({}):\n{}\n{}",
+            text(&out),
+            text(&units),
+            text(&dump)
+        );
+    }
+    for proc_name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller",
+        "kube-scheduler",
+    ] {
+        assert!(
+            !c.run(&["pgrep", "-f", proc_name]).status.success(),
+            "{proc_name} still running"
+        );
+    }
+    let ss = String::from_utf8_lossy(&c.run(&["ss", "-Htln"]).stdout).into_owned();
+    for f in [
+        "etcdClient",
+        "etcdPeer",
+        "apiserver",
+        "controllerManager",
+        "scheduler",
+    ] {
+        assert!(
+            !ss.contains(&format!(":{} ", port(block, f))),
+            "{f} port still bound:\n{ss}"
+        );
+    }
+    let out = cl.ku(&["start"]);
+    assert!(out.status.success(), "second start: {}", text(&out));
+    assert!(cl
+        .kubectl(&["get", "deployment", "web", "-o", "name"])
+        .contains("deployment.apps/web"));
+    assert!(cl
+        .kubectl(&["get", "secret", "s1", "-o", "name"])
+        .contains("secret/s1"));
+
+    equivalence_with_installed_unit_files(&cl);
+}
+
+/// systemd sees the same unit whether kubeunit starts it as a transient unit from the file or the
+/// file is installed under /run/systemd/system: compare `systemctl show` of both.
+fn equivalence_with_installed_unit_files(cl: &Cluster) {
+    let c = cl.c;
+    let units: Vec<String> = std::fs::read_dir(cl.state.join("units"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let show = |unit: &str| -> BTreeMap<String, String> {
+        let out = c.run(&["systemctl", "show", "--all", unit]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    // Transient (the cluster is running, started by kubeunit).
+    let transient: Vec<_> = units.iter().map(|u| show(u)).collect();
+    assert!(cl.ku(&["stop"]).status.success());
+    // Installed: the very same files, started by systemctl.
+    let installed_dir = Path::new("/run/systemd/system");
+    for u in &units {
+        let text = std::fs::read_to_string(cl.state.join("units").join(u)).unwrap();
+        let written = c.run(&[
+            "sh",
+            "-c",
+            &format!("cat > {}/{u} <<'EOF'\n{text}EOF", installed_dir.display()),
+        ]);
+        assert!(written.status.success());
+    }
+    assert!(c.run(&["systemctl", "daemon-reload"]).status.success());
+    let mut order = units.clone();
+    order.sort_by_key(|u| {
+        (
+            !u.ends_with(".slice"),
+            !u.contains("etcd"),
+            !u.contains("apiserver"),
+        )
+    });
+    for u in &order {
+        let out = c.run(&["systemctl", "start", u]);
+        assert!(out.status.success(), "systemctl start {u}: {}", text(&out));
+    }
+    let installed: Vec<_> = units.iter().map(|u| show(u)).collect();
+    // What may differ: where the unit came from, and what differs between any two runs of a unit.
+    let volatile = |k: &str| {
+        k.contains("Timestamp")
+            || k.ends_with("PID")
+            || k.starts_with("Memory") && k != "MemoryMax" && k != "MemoryAccounting"
+            || k.starts_with("CPUUsage")
+            || k.starts_with("IO") && (k.ends_with("Bytes") || k.ends_with("Operations"))
+            || k.starts_with("IP") && (k.ends_with("Bytes") || k.ends_with("Packets"))
+            || matches!(
+                k,
+                "InvocationID"
+                    | "TasksCurrent"
+                    | "NRestarts"
+                    | "StatusText"
+                    | "StatusErrno"
+                    | "ExecMainStatus"
+                    | "ExecMainCode"
+                    | "Transient"
+                    | "FragmentPath"
+                    | "SourcePath"
+                    | "DropInPaths"
+                    | "UnitFileState"
+                    | "UnitFilePreset"
+                    | "NeedDaemonReload"
+                    | "ActiveState"
+                    | "SubState"
+                    | "Result"
+                    | "ControlGroupId"
+                    | "Job"
+                    | "StateChangeTimestamp"
+                    | "ExecStart"
+                    | "ExecStartEx"
+                    | "Names"
+                    | "Following"
+                    | "Triggers"
+            )
+    };
+    for (i, u) in units.iter().enumerate() {
+        let (t, f) = (&transient[i], &installed[i]);
+        let mut diffs = Vec::new();
+        for k in t
+            .keys()
+            .chain(f.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            if volatile(k) {
+                continue;
+            }
+            // Dependency lists come in no particular order.
+            let words = |v: Option<&String>| {
+                let mut w: Vec<String> = v
+                    .map(|s| s.split_whitespace().map(String::from).collect())
+                    .unwrap_or_default();
+                w.sort();
+                w
+            };
+            if words(t.get(k)) != words(f.get(k)) {
+                diffs.push(format!(
+                    "{k}: transient={:?} installed={:?}",
+                    t.get(k),
+                    f.get(k)
+                ));
+            }
+        }
+        assert!(
+            diffs.is_empty(),
+            "{u}: transient and installed units differ:\n{}",
+            diffs.join("\n")
+        );
+        // ExecStart carries pids and times; compare its argv only.
+        let argv = |m: &BTreeMap<String, String>| {
+            m.get("ExecStart")
+                .map(|v| v.split(" ; ").take(2).collect::<Vec<_>>().join(" ; "))
+                .unwrap_or_default()
+        };
+        assert_eq!(argv(t), argv(f), "{u}: ExecStart");
+    }
+    for u in order.iter().rev() {
+        let _ = c.run(&["systemctl", "stop", u]);
+    }
+}
+
+#[test]
+fn control_plane_newest_minor() {
+    let v = pinned("KUBERNETES_VERSIONS")[0].clone();
+    end_to_end(&v, 10, "10.0.0.0/24", "10.0.0.1");
+}
+
+#[test]
+fn control_plane_previous_minor_with_other_service_cidr() {
+    let v = pinned("KUBERNETES_VERSIONS")[1].clone();
+    end_to_end(&v, 11, "10.96.0.0/16", "10.96.0.1");
+}
+
+#[test]
+fn wrong_version_binary_is_reported_before_anything_starts() {
+    let c = Container::boot("wrongver");
+    let versions = pinned("KUBERNETES_VERSIONS");
+    // Profile pins the older minor, binDir holds the newer one.
+    let state = gen_control_plane(
+        &c,
+        &versions[0],
+        12,
+        &["--set", &format!("versions.kubernetes={}", versions[1])],
+    );
+    let out = c.kubeunit(&["start", "--state-dir", state.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    let binary = k8s_dir(&versions[0]).join("kube-apiserver");
+    assert!(t.contains(&binary.display().to_string()), "path named: {t}");
+    assert!(
+        t.contains(&format!("Kubernetes {}", versions[0]))
+            && t.contains(versions[1].trim_start_matches('v')),
+        "{t}"
+    );
+    let units = c.run(&[
+        "systemctl",
+        "list-units",
+        "--all",
+        "--no-legend",
+        "--plain",
+        "kubeunit-*",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&units.stdout).trim(),
+        "",
+        "nothing may start"
+    );
+}
