@@ -1,0 +1,118 @@
+//! Bring-up benchmark: `kubeunit start` of the control-plane profile until every component is healthy,
+//! against real systemd (PID 1 in a container) and the pinned binaries. Not a test: it reports.
+//!
+//!   cargo bench --bench bringup            # KUBEUNIT_BENCH_RUNS=N for more runs (default 5)
+//!
+//! Per run, each component's timeline comes from systemd (process started = InactiveExitTimestamp,
+//! running = ActiveEnterTimestamp: READY=1 for notify units) and from kubeunit (healthy = probe ok).
+//! The critical path is etcd ready + kube-apiserver ready (process start to /readyz ok); the rest of
+//! the total is kubeunit's own overhead plus the controller-manager and scheduler after the API server.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use common::container::{port_sets, Container};
+use common::{etcd_bin_dir, kubernetes_bin_dir, pinned, text};
+
+fn show_monotonic(c: &Container, unit: &str) -> BTreeMap<String, f64> {
+    let out = c.run(&[
+        "systemctl",
+        "show",
+        "-p",
+        "InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic",
+        unit,
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse::<f64>().unwrap_or(0.0) / 1e6))
+        .collect()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("bringup: bench");
+        return;
+    }
+    let runs: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let c = Container::boot("bench");
+    let state = c.work.join("bench");
+    let etcd = etcd_bin_dir().join("etcd");
+    let mut args: Vec<String> = vec![
+        "gen".into(),
+        "--profile".into(),
+        "control-plane".into(),
+        "--state-dir".into(),
+        state.to_string_lossy().into(),
+        "--bin-dir".into(),
+        kubernetes_bin_dir().to_string_lossy().into(),
+        "--set".into(),
+        format!("components.etcd.binary={}", etcd.display()),
+    ];
+    args.extend(port_sets(15));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = c.kubeunit(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    let sd = state.to_string_lossy().into_owned();
+    println!(
+        "bring-up of the control-plane profile, Kubernetes {}, etcd {}, {runs} runs (fresh etcd data each run)\n",
+        pinned("KUBERNETES_VERSIONS")[0],
+        pinned("ETCD_VERSION")[0]
+    );
+    let mut totals = Vec::new();
+    let mut criticals = Vec::new();
+    for run in 1..=runs {
+        let t = Instant::now();
+        let out = c.kubeunit(&["start", "--state-dir", &sd, "-o", "json"]);
+        let wall = t.elapsed().as_secs_f64();
+        assert!(out.status.success(), "start: {}", text(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("start -o json");
+        let t0 = report["monotonicStartUs"].as_f64().unwrap() / 1e6;
+        println!(
+            "run {run}: kubeunit start {wall:.2}s (inside start(): {:.2}s)",
+            report["totalSeconds"].as_f64().unwrap()
+        );
+        println!(
+            "  {:<26} {:>9} {:>9} {:>9} {:>9}",
+            "component", "submitted", "process", "running", "healthy"
+        );
+        let mut critical = 0.0;
+        for t in report["timings"].as_array().unwrap() {
+            let unit = t["unit"].as_str().unwrap();
+            let m = show_monotonic(&c, unit);
+            let started = m["InactiveExitTimestampMonotonic"] - t0;
+            let running = m["ActiveEnterTimestampMonotonic"] - t0;
+            let healthy = t["healthy"].as_f64().unwrap();
+            let component = t["component"].as_str().unwrap();
+            println!(
+                "  {component:<26} {:>8.3}s {started:>8.3}s {running:>8.3}s {healthy:>8.3}s",
+                t["submitted"].as_f64().unwrap()
+            );
+            match component {
+                "etcd" => critical += running - started,
+                "kube-apiserver" => critical += healthy - started,
+                _ => {}
+            }
+        }
+        println!("  critical path (etcd ready + kube-apiserver ready): {critical:.3}s; total/critical = {:.3}\n", wall / critical);
+        totals.push(wall);
+        criticals.push(critical);
+        let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
+        assert!(out.status.success(), "destroy: {}", text(&out));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (t, cp) = (median(&mut totals), median(&mut criticals));
+    println!(
+        "median: total {t:.3}s, critical path {cp:.3}s, ratio {:.3} (goal <= 1.15)",
+        t / cp
+    );
+}
