@@ -14,8 +14,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use common::container::{port_sets, Container};
-use common::{etcd_bin_dir, kubernetes_bin_dir, pinned, text};
+use common::container::{control_plane_args, gen_in, Container};
+use common::{pinned, text};
 
 fn show_monotonic(c: &Container, unit: &str) -> BTreeMap<String, f64> {
     let out = c.run(&[
@@ -42,23 +42,12 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let c = Container::boot("bench");
-    let state = c.work.join("bench");
-    let etcd = etcd_bin_dir().join("etcd");
-    let mut args: Vec<String> = vec![
-        "gen".into(),
-        "--profile".into(),
-        "control-plane".into(),
-        "--state-dir".into(),
-        state.to_string_lossy().into(),
-        "--bin-dir".into(),
-        kubernetes_bin_dir().to_string_lossy().into(),
-        "--set".into(),
-        format!("components.etcd.binary={}", etcd.display()),
-    ];
-    args.extend(port_sets(15));
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = c.kubeunit(&argv);
-    assert!(out.status.success(), "gen: {}", text(&out));
+    let state = gen_in(
+        &c,
+        "bench",
+        15,
+        &control_plane_args(&pinned("KUBERNETES_VERSIONS")[0]),
+    );
     let sd = state.to_string_lossy().into_owned();
     println!(
         "bring-up of the control-plane profile, Kubernetes {}, etcd {}, {runs} runs (fresh etcd data each run)\n",

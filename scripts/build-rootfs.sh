@@ -2,7 +2,7 @@
 # Build (once) the Debian rootfs in which the tests boot systemd as PID 1 with systemd-nspawn.
 # Prints the rootfs path. Cached under $KUBEUNIT_CACHE; a rootfs with a .complete stamp is reused.
 set -euo pipefail
-cache=${KUBEUNIT_CACHE:-$HOME/.cache/kubeunit-test}
+cache=${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}
 rootfs="$cache/rootfs-bookworm"
 if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
 command -v debootstrap >/dev/null || { echo "build-rootfs: debootstrap missing (scripts/install-deps.sh)" >&2; exit 1; }

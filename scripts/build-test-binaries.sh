@@ -15,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 . "$here/versions.env"
-cache=${KUBEUNIT_CACHE:-$HOME/.cache/kubeunit-test}
+cache=${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)

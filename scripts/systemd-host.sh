@@ -5,7 +5,7 @@
 # sandboxes, containers), a long-lived systemd-nspawn container boots systemd on the cached rootfs
 # (scripts/build-rootfs.sh), sharing the host network and bind-mounting the state, binaries and kubeunit
 # at the same paths, and kubeunit runs inside it through nsenter.
-cache=${KUBEUNIT_CACHE:-$HOME/.cache/kubeunit-test}
+cache=${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}
 dev_pidfile=$cache/dev-container.pid
 
 host_has_systemd() { [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ]; }

@@ -54,6 +54,48 @@ pub struct Probe {
     pub loopback: bool,
 }
 
+/// What an entry does not say: a Kubernetes component, started with Type=exec, probed over HTTPS.
+const KUBERNETES: Component = Component {
+    name: "",
+    binary: "",
+    required: false,
+    notify: false,
+    needs: &["kube-apiserver"],
+    after_if_enabled: &[],
+    kubernetes: true,
+    gates_in_config: false,
+    delegate: false,
+    kill_mode: None,
+    probe: None,
+    ports: |_| vec![],
+    version: |v| &v.kubernetes,
+    flags: |_| vec![],
+};
+
+/// An HTTPS health endpoint whose serving certificate the cluster CA signed.
+const fn https(port: fn(&Ports) -> u16, path: &'static str) -> Option<Probe> {
+    Some(Probe {
+        https: true,
+        port,
+        path,
+        ca: Some("ca"),
+        client: None,
+        loopback: false,
+    })
+}
+
+/// A plain-HTTP health endpoint kubeunit always binds on loopback.
+const fn loopback_http(port: fn(&Ports) -> u16) -> Option<Probe> {
+    Some(Probe {
+        https: false,
+        port,
+        path: "/healthz",
+        ca: None,
+        client: None,
+        loopback: true,
+    })
+}
+
 pub const COMPONENTS: &[Component] = &[
     Component {
         name: "etcd",
@@ -61,11 +103,7 @@ pub const COMPONENTS: &[Component] = &[
         required: true,
         notify: true,
         needs: &[],
-        after_if_enabled: &[],
         kubernetes: false,
-        gates_in_config: false,
-        delegate: false,
-        kill_mode: None,
         probe: Some(Probe {
             https: true,
             port: |p| p.etcd_client,
@@ -77,165 +115,79 @@ pub const COMPONENTS: &[Component] = &[
         ports: |p| vec![p.etcd_client, p.etcd_peer],
         version: |v| &v.etcd,
         flags: etcd_flags,
+        ..KUBERNETES
     },
     Component {
         name: "kube-apiserver",
         binary: "kube-apiserver",
-        required: false,
         notify: true,
         needs: &["etcd"],
-        after_if_enabled: &[],
-        kubernetes: true,
-        gates_in_config: false,
-        delegate: false,
-        kill_mode: None,
-        probe: Some(Probe {
-            https: true,
-            port: |p| p.apiserver,
-            path: "/readyz",
-            ca: Some("ca"),
-            client: None,
-            loopback: false,
-        }),
+        probe: https(|p| p.apiserver, "/readyz"),
         ports: |p| vec![p.apiserver],
-        version: |v| &v.kubernetes,
         flags: apiserver_flags,
+        ..KUBERNETES
     },
     Component {
         name: "kube-controller-manager",
         binary: "kube-controller-manager",
-        required: false,
-        notify: false,
-        needs: &["kube-apiserver"],
-        after_if_enabled: &[],
-        kubernetes: true,
-        gates_in_config: false,
-        delegate: false,
-        kill_mode: None,
-        probe: Some(Probe {
-            https: true,
-            port: |p| p.controller_manager,
-            path: "/healthz",
-            ca: Some("ca"),
-            client: None,
-            loopback: false,
-        }),
+        probe: https(|p| p.controller_manager, "/healthz"),
         ports: |p| vec![p.controller_manager],
-        version: |v| &v.kubernetes,
         flags: controller_manager_flags,
+        ..KUBERNETES
     },
     Component {
         name: "kube-scheduler",
         binary: "kube-scheduler",
-        required: false,
-        notify: false,
-        needs: &["kube-apiserver"],
-        after_if_enabled: &[],
-        kubernetes: true,
-        gates_in_config: false,
-        delegate: false,
-        kill_mode: None,
-        probe: Some(Probe {
-            https: true,
-            port: |p| p.scheduler,
-            path: "/healthz",
-            ca: Some("ca"),
-            client: None,
-            loopback: false,
-        }),
+        probe: https(|p| p.scheduler, "/healthz"),
         ports: |p| vec![p.scheduler],
-        version: |v| &v.kubernetes,
         flags: scheduler_flags,
+        ..KUBERNETES
     },
     Component {
         name: "cloud-controller-manager",
         binary: "cloud-controller-manager",
-        required: false,
-        notify: false,
-        needs: &["kube-apiserver"],
-        after_if_enabled: &[],
-        kubernetes: true,
-        gates_in_config: false,
-        delegate: false,
-        kill_mode: None,
-        probe: Some(Probe {
-            https: true,
-            port: |p| p.cloud_controller_manager,
-            path: "/healthz",
-            ca: Some("ca"),
-            client: None,
-            loopback: false,
-        }),
+        probe: https(|p| p.cloud_controller_manager, "/healthz"),
         ports: |p| vec![p.cloud_controller_manager],
-        version: |v| &v.kubernetes,
         flags: cloud_controller_manager_flags,
+        ..KUBERNETES
     },
     Component {
         name: "containerd",
         binary: "containerd",
-        required: false,
         notify: true,
         needs: &[],
-        after_if_enabled: &[],
         kubernetes: false,
-        gates_in_config: false,
         delegate: true,
         kill_mode: Some("process"),
-        probe: None,
-        ports: |_| vec![],
         version: |_| "",
         flags: |plan| vec![flag("config", plan.path("config/containerd.toml"))],
+        ..KUBERNETES
     },
     Component {
         name: "kubelet",
         binary: "kubelet",
-        required: false,
         notify: true,
-        needs: &["kube-apiserver"],
         after_if_enabled: &["containerd"],
-        kubernetes: true,
         gates_in_config: true,
         delegate: true,
-        kill_mode: None,
-        probe: Some(Probe {
-            https: false,
-            port: |p| p.kubelet_healthz,
-            path: "/healthz",
-            ca: None,
-            client: None,
-            loopback: true,
-        }),
+        probe: loopback_http(|p| p.kubelet_healthz),
         ports: |p| vec![p.kubelet, p.kubelet_healthz],
-        version: |v| &v.kubernetes,
         flags: kubelet_flags,
+        ..KUBERNETES
     },
     Component {
         name: "kube-proxy",
         binary: "kube-proxy",
-        required: false,
-        notify: false,
-        needs: &["kube-apiserver"],
-        after_if_enabled: &[],
-        kubernetes: true,
         gates_in_config: true,
-        delegate: false,
-        kill_mode: None,
-        probe: Some(Probe {
-            https: false,
-            port: |p| p.kube_proxy_healthz,
-            path: "/healthz",
-            ca: None,
-            client: None,
-            loopback: true,
-        }),
+        probe: loopback_http(|p| p.kube_proxy_healthz),
         ports: |p| vec![p.kube_proxy_healthz, p.kube_proxy_metrics],
-        version: |v| &v.kubernetes,
         flags: |plan| {
             vec![
                 flag("config", plan.path("config/kube-proxy-config.yaml")),
                 flag("hostname-override", &plan.node_name),
             ]
         },
+        ..KUBERNETES
     },
 ];
 

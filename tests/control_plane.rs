@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::container::{port, port_sets, Container};
+use common::container::{control_plane_args, gen_in, port, Container};
 use common::*;
 
 fn k8s_dir(version: &str) -> PathBuf {
@@ -85,30 +85,9 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 fn gen_control_plane(c: &Container, version: &str, block: u16, extra: &[&str]) -> PathBuf {
-    let state = c.work.join("cp");
-    let k8s = k8s_dir(version);
-    let etcd = etcd_bin_dir().join("etcd");
-    let mut args: Vec<String> = vec![
-        "gen".into(),
-        "--profile".into(),
-        "control-plane".into(),
-        "--state-dir".into(),
-        state.to_string_lossy().into(),
-        "--bin-dir".into(),
-        k8s.to_string_lossy().into(),
-        "--set".into(),
-        format!("components.etcd.binary={}", etcd.display()),
-        "--set".into(),
-        format!("versions.kubernetes={version}"),
-        "--set".into(),
-        format!("versions.etcd={}", pinned("ETCD_VERSION")[0]),
-    ];
-    args.extend(port_sets(block));
+    let mut args = control_plane_args(version);
     args.extend(extra.iter().map(|s| s.to_string()));
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = c.kubeunit(&argv);
-    assert!(out.status.success(), "gen: {}", text(&out));
-    state
+    gen_in(c, "cp", block, &args)
 }
 
 fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
@@ -325,15 +304,8 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
     // stop leaves nothing; a second start brings the same cluster back.
     let out = cl.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
-    let units = c.run(&[
-        "systemctl",
-        "list-units",
-        "--all",
-        "--no-legend",
-        "--plain",
-        "kubeunit-control-plane*",
-    ]);
-    if !units.stdout.is_empty() {
+    let units = c.list_units("kubeunit-control-plane*");
+    if !units.is_empty() {
         let dump = c.run(&[
             "systemd-analyze",
             "dump",
@@ -342,7 +314,7 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         panic!(
             "units left after stop ({}):\n{}\n{}",
             text(&out),
-            text(&units),
+            units,
             text(&dump)
         );
     }
@@ -541,17 +513,5 @@ fn wrong_version_binary_is_reported_before_anything_starts() {
             && t.contains(versions[1].trim_start_matches('v')),
         "{t}"
     );
-    let units = c.run(&[
-        "systemctl",
-        "list-units",
-        "--all",
-        "--no-legend",
-        "--plain",
-        "kubeunit-*",
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&units.stdout).trim(),
-        "",
-        "nothing may start"
-    );
+    assert_eq!(c.list_units("kubeunit-*"), "", "nothing may start");
 }

@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::container::{port, port_sets, Container};
+use common::container::{gen_in, port, Container};
 use common::*;
 
 /// Generate an etcd-only environment `name` inside the container, on port block `block`.
@@ -19,21 +19,13 @@ fn gen_etcd_env(c: &Container, name: &str, block: u16) -> PathBuf {
         ),
     )
     .unwrap();
-    let state = c.work.join(name);
-    let mut args: Vec<String> = vec![
-        "gen".into(),
-        "--profile".into(),
+    let args = [
+        "--profile".to_string(),
         profile.to_string_lossy().into(),
-        "--state-dir".into(),
-        state.to_string_lossy().into(),
         "--bin-dir".into(),
         etcd_bin_dir().to_string_lossy().into(),
     ];
-    args.extend(port_sets(block));
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = c.kubeunit(&argv);
-    assert!(out.status.success(), "gen: {}", text(&out));
-    state
+    gen_in(c, name, block, &args)
 }
 
 fn sd(state: &std::path::Path) -> Vec<String> {
@@ -72,18 +64,6 @@ fn etcdctl(
     let mut argv = vec![etcdctl.to_str().unwrap(), &endpoint, &cacert, &cert, &key];
     argv.extend_from_slice(args);
     c.run(&argv)
-}
-
-fn units_of(c: &Container, name: &str) -> String {
-    let out = c.run(&[
-        "systemctl",
-        "list-units",
-        "--all",
-        "--no-legend",
-        "--plain",
-        &format!("kubeunit-{name}*"),
-    ]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -175,7 +155,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     );
 
     // start on a running environment changes nothing.
-    let before = units_of(&c, "et1");
+    let before = c.list_units("kubeunit-et1*");
     let pid_before = status_json(&c, &state)[0]["pid"].clone();
     let out = ku(&c, "start", &state, &[]);
     assert!(
@@ -183,7 +163,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
         "{}",
         text(&out)
     );
-    assert_eq!(before, units_of(&c, "et1"));
+    assert_eq!(before, c.list_units("kubeunit-et1*"));
     assert_eq!(pid_before, status_json(&c, &state)[0]["pid"]);
 
     // etcd accepts only mutual TLS: no client certificate, no answer.
@@ -207,7 +187,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     let stop_secs = t.elapsed().as_secs_f64();
     assert!(out.status.success(), "stop: {}", text(&out));
     eprintln!("measured: stop of the etcd-only environment took {stop_secs:.2}s");
-    assert_eq!(units_of(&c, "et1").trim(), "", "no unit may remain");
+    assert_eq!(c.list_units("kubeunit-et1*"), "", "no unit may remain");
     let procs = c.run(&["pgrep", "-x", "etcd"]);
     assert!(
         !procs.status.success(),
@@ -264,7 +244,7 @@ fn busy_port_fails_before_anything_starts() {
         "owner named: {t}"
     );
     assert!(t.contains("fix:"), "{t}");
-    assert_eq!(units_of(&c, "et2").trim(), "", "nothing may start");
+    assert_eq!(c.list_units("kubeunit-et2*"), "", "nothing may start");
 }
 
 #[test]
@@ -353,7 +333,7 @@ fn component_that_fails_is_reported_with_its_journal_and_cleaned_up() {
         "journal tail: {t}"
     );
     assert_eq!(
-        units_of(&c, "et4").trim(),
+        c.list_units("kubeunit-et4*"),
         "",
         "a failed start leaves nothing behind"
     );
@@ -403,7 +383,7 @@ fn bus_option_drives_a_containers_systemd_from_outside() {
         .args(["stop", "--bus", &bus, "--state-dir"])
         .arg(&state));
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(units_of(&c, "et6").trim(), "");
+    assert_eq!(c.list_units("kubeunit-et6*"), "");
 }
 
 #[test]
@@ -425,7 +405,7 @@ fn restart_and_destroy() {
     let out = ku(&c, "destroy", &state, &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!state.join("data").exists() && state.join("pki/ca.crt").exists());
-    assert_eq!(units_of(&c, "et7").trim(), "");
+    assert_eq!(c.list_units("kubeunit-et7*"), "");
     let out = ku(&c, "destroy", &state, &["--all"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!state.exists());

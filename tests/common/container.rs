@@ -145,6 +145,19 @@ impl Container {
         cmd.output().expect("nsenter kubeunit")
     }
 
+    /// `systemctl list-units --all` of the units matching `pattern`, one per line ("" when none).
+    pub fn list_units(&self, pattern: &str) -> String {
+        let out = self.run(&[
+            "systemctl",
+            "list-units",
+            "--all",
+            "--no-legend",
+            "--plain",
+            pattern,
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// The host-side address of the container's system bus, for `--bus`.
     pub fn bus_address(&self) -> String {
         format!(
@@ -227,4 +240,47 @@ pub fn port(block: u16, field: &str) -> u16 {
         "scheduler",
     ];
     21000 + block * 20 + fields.iter().position(|f| *f == field).expect("known port") as u16
+}
+
+/// `kubeunit gen --state-dir WORK/<dir>` inside the container, on port block `block`, plus `args`.
+pub fn gen_in(c: &Container, dir: &str, block: u16, args: &[String]) -> PathBuf {
+    let state = c.work.join(dir);
+    let mut argv: Vec<String> = vec![
+        "gen".into(),
+        "--state-dir".into(),
+        state.to_string_lossy().into(),
+    ];
+    argv.extend(port_sets(block));
+    argv.extend(args.iter().cloned());
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = c.kubeunit(&argv);
+    assert!(out.status.success(), "gen {args:?}: {}", text(&out));
+    state
+}
+
+/// gen arguments for the control-plane profile on the pinned binaries of Kubernetes `version`.
+pub fn control_plane_args(version: &str) -> Vec<String> {
+    let k8s = super::cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"));
+    assert!(
+        k8s.join(".complete").exists(),
+        "pinned Kubernetes {version} missing: run scripts/build-test-binaries.sh"
+    );
+    [
+        "--profile".to_string(),
+        "control-plane".into(),
+        "--bin-dir".into(),
+        k8s.to_string_lossy().into(),
+        "--set".into(),
+        format!(
+            "components.etcd.binary={}",
+            super::etcd_bin_dir().join("etcd").display()
+        ),
+        "--set".into(),
+        format!("versions.kubernetes={version}"),
+        "--set".into(),
+        format!("versions.etcd={}", super::pinned("ETCD_VERSION")[0]),
+    ]
+    .to_vec()
 }
