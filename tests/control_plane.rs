@@ -102,6 +102,11 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
             &svc,
             "--set",
             "network.advertiseAddress=192.0.2.77",
+            // The node profile's addons: their objects go in even though no node runs their pods.
+            "--set",
+            "addons.coredns=true",
+            "--set",
+            "addons.defaultStorageClass=true",
         ],
     );
     let cl = Cluster {
@@ -180,6 +185,42 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         "jsonpath={.roleRef.name}",
     ]);
     assert_eq!(crb, "system:kubelet-api-admin");
+    let dns_ip = cl.kubectl(&[
+        "get",
+        "service",
+        "kube-dns",
+        "-n",
+        "kube-system",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    let expected_dns = first_ip
+        .rsplit_once('.')
+        .map(|(net, _)| format!("{net}.10"))
+        .unwrap();
+    assert_eq!(
+        dns_ip, expected_dns,
+        "CoreDNS Service on the 10th address of the service CIDR"
+    );
+    assert!(cl
+        .kubectl(&[
+            "get",
+            "deployment",
+            "coredns",
+            "-n",
+            "kube-system",
+            "-o",
+            "name"
+        ])
+        .contains("coredns"));
+    let default_sc = cl.kubectl(&[
+        "get",
+        "storageclass",
+        "standard",
+        "-o",
+        "jsonpath={.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class}",
+    ]);
+    assert_eq!(default_sc, "true");
 
     // The controller-manager works; the scheduler leaves pods Pending with no node to bind.
     cl.kubectl(&[
