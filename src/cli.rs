@@ -385,13 +385,23 @@ async fn run_systemd_command(command: Command) -> Result<i32, Error> {
                     env.plan.state_dir.display()
                 );
             }
-            let mut progress = |t: &environment::Timing| {
-                if text {
-                    let mark = if tty { "\u{2713}" } else { "ok" };
-                    println!(
-                        "  {mark} {:<26} running after {:>5.2}s, healthy after {:>5.2}s",
-                        t.component, t.job_done, t.healthy
-                    );
+            let mut progress = |p: environment::Progress| {
+                if !text {
+                    return;
+                }
+                match p {
+                    // On a terminal, say what is being waited for; in logs, one line per component.
+                    environment::Progress::Running { component, seconds } if tty => {
+                        println!("  - {component:<26} running after {seconds:>5.2}s, waiting until healthy")
+                    }
+                    environment::Progress::Running { .. } => {}
+                    environment::Progress::Healthy(t) => {
+                        let mark = if tty { "\u{2713}" } else { "ok" };
+                        println!(
+                            "  {mark} {:<26} running after {:>5.2}s, healthy after {:>5.2}s",
+                            t.component, t.job_done, t.healthy
+                        );
+                    }
                 }
             };
             let report = environment::start(

@@ -261,6 +261,16 @@ fn check_versions(env: &Env, running: &BTreeSet<&str>) -> Result<(), Error> {
     Ok(())
 }
 
+/// What `start` reports while it works.
+pub enum Progress<'a> {
+    /// systemd's start job finished (READY=1 for notify units); now waiting for the health probe.
+    Running {
+        component: &'a str,
+        seconds: f64,
+    },
+    Healthy(&'a Timing),
+}
+
 /// One component's way up, for progress lines and the bring-up benchmark.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -303,8 +313,10 @@ pub async fn start(
     env: &Env,
     sd: &Systemd,
     timeout: Duration,
-    progress: &mut dyn FnMut(&Timing),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<StartReport, Error> {
+    // Shared by the concurrently polled start futures of one wave (all on this task).
+    let progress = std::cell::RefCell::new(progress);
     let t0 = Instant::now();
     let monotonic_start_us = monotonic_us();
     let plan = &env.plan;
@@ -369,12 +381,12 @@ pub async fn start(
         }
         let mut wave: FuturesUnordered<_> = ready
             .into_iter()
-            .map(|(c, unit)| start_one(plan, sd, c, unit, t0, deadline))
+            .map(|(c, unit)| start_one(plan, sd, c, unit, t0, deadline, &progress))
             .collect();
         while let Some(result) = wave.next().await {
             match result {
                 Ok(timing) => {
-                    progress(&timing);
+                    (progress.borrow_mut())(Progress::Healthy(&timing));
                     if timing.component == "kube-apiserver" {
                         bootstrap = Some(spawn_addons(plan));
                     }
@@ -431,6 +443,7 @@ async fn start_one(
     unit: &UnitFile,
     t0: Instant,
     deadline: Instant,
+    progress: &std::cell::RefCell<&mut dyn FnMut(Progress)>,
 ) -> Result<Timing, Error> {
     let submitted = t0.elapsed().as_secs_f64();
     let fail = |reason: String| {
@@ -453,6 +466,10 @@ async fn start_one(
             st.result, st.exec_main_status
         )));
     }
+    (progress.borrow_mut())(Progress::Running {
+        component: c.name,
+        seconds: job_done,
+    });
     loop {
         let st = sd.state(&unit.name).await?.unwrap_or_default();
         if st.active_state == "failed" || st.restarts > 0 || st.active_state == "inactive" {
@@ -641,5 +658,8 @@ pub async fn restart(
         sd.start_transient(&env.slice.name, systemd::properties(&env.slice)?)
             .await?;
     }
-    start_one(&env.plan, sd, c, unit, t0, t0 + timeout).await
+    let mut quiet = |_: Progress| {};
+    let progress: std::cell::RefCell<&mut dyn FnMut(Progress)> =
+        std::cell::RefCell::new(&mut quiet);
+    start_one(&env.plan, sd, c, unit, t0, t0 + timeout, &progress).await
 }
