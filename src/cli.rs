@@ -128,9 +128,10 @@ pub enum Command {
 
 #[derive(clap::Args, Debug)]
 pub struct GenArgs {
-    /// Built-in profile name (dev, control-plane, ci) or a path to a YAML profile.
-    #[arg(short, long, default_value = "dev")]
-    pub profile: String,
+    /// Built-in profile name (dev, control-plane, ci) or a path to a YAML profile [default: dev; with
+    /// --check: the state dir's own profile.yaml].
+    #[arg(short, long)]
+    pub profile: Option<String>,
     /// State directory [default: $KUBEUNIT_STATE_DIR, /var/lib/kubeunit/NAME as root, else $XDG_STATE_HOME/kubeunit/NAME].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -270,15 +271,13 @@ fn gen(args: GenArgs) -> Result<i32, Error> {
         sets.push(format!("binDir={}", dir.display()));
     }
     sets.extend(args.sets.iter().cloned());
-    let explicit_profile =
-        std::env::args().any(|a| a == "--profile" || a == "-p" || a.starts_with("--profile="));
-    let mut profile: Profile = profile::load(&args.profile, &sets)?;
+    let mut profile: Profile = profile::load(args.profile.as_deref().unwrap_or("dev"), &sets)?;
     let dir = args
         .state_dir
         .clone()
         .unwrap_or_else(|| state::default_state_dir(&profile.name));
     // `gen --check` without a profile checks the state dir against the profile it was generated from.
-    if args.check && !explicit_profile {
+    if args.check && args.profile.is_none() {
         let resolved = dir.join(state::PROFILE);
         if resolved.exists() {
             profile = profile::load_resolved(&resolved)?;

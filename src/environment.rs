@@ -23,9 +23,9 @@ use crate::unitfile::UnitFile;
 impl From<SystemdError> for Error {
     fn from(e: SystemdError) -> Self {
         match e {
-            SystemdError::Connect { .. } => Error::Preflight {
-                message: e.to_string(),
-                fix: "see above".into(),
+            SystemdError::Connect { bus, source, fix } => Error::Preflight {
+                message: format!("cannot connect to systemd ({bus}): {source}"),
+                fix: fix.into(),
             },
             other => Error::Other(other.to_string()),
         }

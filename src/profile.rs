@@ -261,7 +261,9 @@ pub fn load_resolved(path: &Path) -> Result<Profile, Error> {
         source_name: source.to_string(),
         reason: e.to_string(),
     })?;
-    let value = parse_yaml(&source, &text)?;
+    // On top of `base`: a state dir written by an older kubeunit lacks fields added since.
+    let (_, mut value) = load_layered("base", &mut Vec::new())?;
+    merge(&mut value, parse_yaml(&source, &text)?);
     finish(source, value, &[])
 }
 

@@ -22,7 +22,7 @@ pub enum Bus {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemdError {
-    #[error("cannot connect to systemd ({bus}): {source}. fix: {fix}")]
+    #[error("cannot connect to systemd ({bus}): {source}.\n  fix: {fix}")]
     Connect {
         bus: String,
         source: zbus::Error,
