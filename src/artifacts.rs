@@ -76,6 +76,68 @@ fn artifact_err(plan: &Plan, rel: &str, message: String) -> Error {
     }
 }
 
+/// The key of every certificate, and whether it is the previous run's: kept when it is still usable
+/// (a CA's when it matches the CA certificate; a leaf's when it has the profile's algorithm), the
+/// rest generated on every core, since RSA key generation is most of `gen`'s time.
+fn reuse_or_generate_keys(
+    plan: &Plan,
+    old: &Existing,
+    opts: &Options,
+    specs: &[CertSpec],
+) -> Result<Vec<Option<(Key, bool)>>, Error> {
+    let alg = plan.profile.pki.algorithm;
+    let mut keys: Vec<Option<(Key, bool)>> = specs
+        .iter()
+        .map(|spec| {
+            if opts.force {
+                return None;
+            }
+            let key = Key::from_pem(&old.read(&format!("pki/{}.key", spec.name))?).ok()?;
+            let usable = if spec.usage == Usage::Ca {
+                old.read(&format!("pki/{}.crt", spec.name))
+                    .is_some_and(|c| pki::cert_matches_key(&c, &key))
+            } else {
+                key.algorithm_kind() == alg
+            };
+            usable.then_some((key, true))
+        })
+        .collect();
+    let missing: Vec<usize> = (0..specs.len()).filter(|i| keys[*i].is_none()).collect();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(missing.len().max(1));
+    let generated: Vec<(usize, Result<Key, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let mine: Vec<usize> = missing.iter().copied().skip(w).step_by(workers).collect();
+                s.spawn(move || {
+                    mine.into_iter()
+                        .map(|i| {
+                            (
+                                i,
+                                Key::generate(
+                                    alg,
+                                    &opts.entropy,
+                                    &format!("key:{}", specs[i].name),
+                                ),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for (i, key) in generated {
+        let key = key.map_err(|e| artifact_err(plan, &format!("pki/{}.key", specs[i].name), e))?;
+        keys[i] = Some((key, false));
+    }
+    Ok(keys)
+}
+
 /// Name -> (certificate PEM, private key PEM) of every issued certificate.
 type Issued = BTreeMap<String, (String, String)>;
 
@@ -86,32 +148,30 @@ fn issue_pki(
     g: &mut Generated,
 ) -> Result<Issued, Error> {
     let alg = plan.profile.pki.algorithm;
+    let specs = pki::cert_specs(plan);
+    let mut keys = reuse_or_generate_keys(plan, old, opts, &specs)?;
     let mut cas: BTreeMap<String, Ca> = BTreeMap::new();
     let mut issued = Issued::new();
-    for spec in pki::cert_specs(plan) {
+    for (spec, slot) in specs.iter().zip(keys.iter_mut()) {
         let crt = format!("pki/{}.crt", spec.name);
         let key_path = format!("pki/{}.key", spec.name);
-        let old_key = if opts.force {
-            None
-        } else {
-            old.read(&key_path).and_then(|pem| Key::from_pem(&pem).ok())
-        };
+        let (key, reused) = slot
+            .take()
+            .ok_or_else(|| Error::Other(format!("internal: no key for {}", spec.name)))?;
         let old_cert = if opts.force { None } else { old.read(&crt) };
 
         let (cert_pem, key) = if spec.usage == Usage::Ca {
             // CAs survive re-runs (only --force replaces them), and a CA the user put in place is used as is.
-            match (old_cert, old_key) {
-                (Some(c), Some(k)) if pki::cert_matches_key(&c, &k) => {
+            match old_cert {
+                Some(c) if reused => {
                     g.notes.push(format!("{crt}: kept"));
                     let d = old.cert_digest(&spec.name).unwrap_or_default();
                     g.cert_digests.insert(spec.name.clone(), d);
-                    (c, k)
+                    (c, key)
                 }
                 _ => {
-                    let key = Key::generate(alg, &opts.entropy, &format!("key:{}", spec.name))
-                        .map_err(|e| artifact_err(plan, &key_path, e))?;
-                    let digest = pki::spec_digest(&spec, plan, &key, None);
-                    let (c, k) = pki::issue(&spec, plan, key, &digest, None)
+                    let digest = pki::spec_digest(spec, plan, &key, None);
+                    let (c, k) = pki::issue(spec, plan, key, &digest, None)
                         .map_err(|e| artifact_err(plan, &crt, e))?;
                     g.notes.push(format!("{crt}: created"));
                     g.cert_digests.insert(spec.name.clone(), digest);
@@ -123,12 +183,7 @@ fn issue_pki(
             let ca = cas.get(ca_name).ok_or_else(|| {
                 Error::Other(format!("internal: CA {ca_name} listed after {}", spec.name))
             })?;
-            let key = match old_key {
-                Some(k) if k.algorithm_kind() == alg => k,
-                _ => Key::generate(alg, &opts.entropy, &format!("key:{}", spec.name))
-                    .map_err(|e| artifact_err(plan, &key_path, e))?,
-            };
-            let digest = pki::spec_digest(&spec, plan, &key, Some(&ca.cert_pem));
+            let digest = pki::spec_digest(spec, plan, &key, Some(&ca.cert_pem));
             let keep = old_cert.filter(|_| {
                 old.cert_digest(&spec.name).as_deref() == Some(digest.as_str()) && old.intact(&crt)
             });
@@ -144,7 +199,7 @@ fn issue_pki(
                         "created"
                     };
                     g.notes.push(format!("{crt}: {verb}"));
-                    pki::issue(&spec, plan, key, &digest, Some(ca))
+                    pki::issue(spec, plan, key, &digest, Some(ca))
                         .map_err(|e| artifact_err(plan, &crt, e))?
                 }
             };
