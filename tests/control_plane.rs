@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::container::{control_plane_args, gen_in, port, Container};
+use common::container::{control_plane_args, gen_in, port, show_unit, unit_differences, Container};
 use common::*;
 
 fn k8s_dir(version: &str) -> PathBuf {
@@ -403,16 +402,8 @@ fn equivalence_with_installed_unit_files(cl: &Cluster) {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    let show = |unit: &str| -> BTreeMap<String, String> {
-        let out = c.run(&["systemctl", "show", "--all", unit]);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
     // Transient (the cluster is running, started by kubeunit).
-    let transient: Vec<_> = units.iter().map(|u| show(u)).collect();
+    let transient: Vec<_> = units.iter().map(|u| show_unit(c, u)).collect();
     assert!(cl.ku(&["stop"]).status.success());
     // Installed: the very same files, started by systemctl.
     let installed_dir = Path::new("/run/systemd/system");
@@ -438,83 +429,14 @@ fn equivalence_with_installed_unit_files(cl: &Cluster) {
         let out = c.run(&["systemctl", "start", u]);
         assert!(out.status.success(), "systemctl start {u}: {}", text(&out));
     }
-    let installed: Vec<_> = units.iter().map(|u| show(u)).collect();
-    // What may differ: where the unit came from, and what differs between any two runs of a unit.
-    let volatile = |k: &str| {
-        k.contains("Timestamp")
-            || k.ends_with("PID")
-            || k.starts_with("Memory") && k != "MemoryMax" && k != "MemoryAccounting"
-            || k.starts_with("CPUUsage")
-            || k.starts_with("IO") && (k.ends_with("Bytes") || k.ends_with("Operations"))
-            || k.starts_with("IP") && (k.ends_with("Bytes") || k.ends_with("Packets"))
-            || matches!(
-                k,
-                "InvocationID"
-                    | "TasksCurrent"
-                    | "NRestarts"
-                    | "StatusText"
-                    | "StatusErrno"
-                    | "ExecMainStatus"
-                    | "ExecMainCode"
-                    | "Transient"
-                    | "FragmentPath"
-                    | "SourcePath"
-                    | "DropInPaths"
-                    | "UnitFileState"
-                    | "UnitFilePreset"
-                    | "NeedDaemonReload"
-                    | "ActiveState"
-                    | "SubState"
-                    | "Result"
-                    | "ControlGroupId"
-                    | "Job"
-                    | "StateChangeTimestamp"
-                    | "ExecStart"
-                    | "ExecStartEx"
-                    | "Names"
-                    | "Following"
-                    | "Triggers"
-            )
-    };
+    let installed: Vec<_> = units.iter().map(|u| show_unit(c, u)).collect();
     for (i, u) in units.iter().enumerate() {
-        let (t, f) = (&transient[i], &installed[i]);
-        let mut diffs = Vec::new();
-        for k in t
-            .keys()
-            .chain(f.keys())
-            .collect::<std::collections::BTreeSet<_>>()
-        {
-            if volatile(k) {
-                continue;
-            }
-            // Dependency lists come in no particular order.
-            let words = |v: Option<&String>| {
-                let mut w: Vec<String> = v
-                    .map(|s| s.split_whitespace().map(String::from).collect())
-                    .unwrap_or_default();
-                w.sort();
-                w
-            };
-            if words(t.get(k)) != words(f.get(k)) {
-                diffs.push(format!(
-                    "{k}: transient={:?} installed={:?}",
-                    t.get(k),
-                    f.get(k)
-                ));
-            }
-        }
+        let diffs = unit_differences(&transient[i], &installed[i]);
         assert!(
             diffs.is_empty(),
             "{u}: transient and installed units differ:\n{}",
             diffs.join("\n")
         );
-        // ExecStart carries pids and times; compare its argv only.
-        let argv = |m: &BTreeMap<String, String>| {
-            m.get("ExecStart")
-                .map(|v| v.split(" ; ").take(2).collect::<Vec<_>>().join(" ; "))
-                .unwrap_or_default()
-        };
-        assert_eq!(argv(t), argv(f), "{u}: ExecStart");
     }
     for u in order.iter().rev() {
         let _ = c.run(&["systemctl", "stop", u]);

@@ -4,6 +4,7 @@
 //! through nsenter, exactly as on a host whose PID 1 is systemd.
 #![allow(dead_code)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -283,4 +284,103 @@ pub fn control_plane_args(version: &str) -> Vec<String> {
         format!("versions.etcd={}", super::pinned("ETCD_VERSION")[0]),
     ]
     .to_vec()
+}
+
+/// Properties that describe a unit's runtime state or origin, not its configuration.
+pub fn volatile(k: &str) -> bool {
+    k.contains("Timestamp")
+        || k.ends_with("PID")
+        || (k.starts_with("Memory") && k != "MemoryMax" && k != "MemoryAccounting")
+        || k.starts_with("CPUUsage")
+        || (k.starts_with("IO") && (k.ends_with("Bytes") || k.ends_with("Operations")))
+        || (k.starts_with("IP") && (k.ends_with("Bytes") || k.ends_with("Packets")))
+        || matches!(
+            k,
+            "InvocationID"
+                | "TasksCurrent"
+                | "NRestarts"
+                | "StatusText"
+                | "StatusErrno"
+                | "ExecMainStatus"
+                | "ExecMainCode"
+                | "Transient"
+                | "FragmentPath"
+                | "SourcePath"
+                | "DropInPaths"
+                | "UnitFileState"
+                | "UnitFilePreset"
+                | "NeedDaemonReload"
+                | "ActiveState"
+                | "SubState"
+                | "LoadState"
+                | "Result"
+                | "ControlGroup"
+                | "ControlGroupId"
+                | "Job"
+                | "ExecStart"
+                | "ExecStartEx"
+                | "Following"
+                | "Triggers"
+                | "ConditionResult"
+                | "AssertResult"
+                | "CanStart"
+                | "CanStop"
+                | "CanReload"
+                | "CanClean"
+                | "CanFreeze"
+                | "CanIsolate"
+                | "RefuseManualStart"
+                | "FreezerState"
+                | "Perpetual"
+                | "ReloadResult"
+                | "CleanResult"
+                | "UID"
+                | "GID"
+                // The effective watchdog timeout: a running service may set it through sd_notify.
+                | "WatchdogUSec"
+        )
+}
+
+pub fn show_unit(c: &Container, unit: &str) -> BTreeMap<String, String> {
+    let out = c.run(&["systemctl", "show", "--all", unit]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// ExecStart= as systemctl shows it carries run-time fields; keep path and argv.
+pub fn exec_argv(m: &BTreeMap<String, String>) -> String {
+    m.get("ExecStart")
+        .map(|v| v.split(" ; ").take(2).collect::<Vec<_>>().join(" ; "))
+        .unwrap_or_default()
+}
+
+/// Configuration properties whose values differ between two `systemctl show` maps (dependency lists
+/// compared as sets, ExecStart by path and argv).
+pub fn unit_differences(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+    let words = |v: Option<&String>| {
+        let mut w: Vec<String> = v
+            .map(|s| s.split_whitespace().map(String::from).collect())
+            .unwrap_or_default();
+        w.sort();
+        w
+    };
+    let mut diffs: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| !volatile(k) && words(a.get(*k)) != words(b.get(*k)))
+        .map(|k| format!("{k}: {:?} vs {:?}", a.get(k), b.get(k)))
+        .collect();
+    if exec_argv(a) != exec_argv(b) {
+        diffs.push(format!(
+            "ExecStart: {:?} vs {:?}",
+            exec_argv(a),
+            exec_argv(b)
+        ));
+    }
+    diffs
 }
