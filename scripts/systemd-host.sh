@@ -15,7 +15,11 @@ dev_leader() {
   local nspawn
   nspawn=$(cat "$dev_pidfile" 2>/dev/null) || return 0
   [ -n "$nspawn" ] && kill -0 "$nspawn" 2>/dev/null || return 0
-  cat /proc/"$nspawn"/task/*/children 2>/dev/null | awk '{print $1; exit}'
+  # nspawn forks through an intermediate process: the leader is the child that runs systemd.
+  local pid
+  for pid in $(cat /proc/"$nspawn"/task/*/children 2>/dev/null); do
+    [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = systemd ] && { echo "$pid"; return 0; }
+  done
 }
 
 # Boot the dev container unless it runs already. Args: directories to bind read-write.

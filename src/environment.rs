@@ -365,48 +365,49 @@ pub async fn start(
         .collect();
     let mut timings = Vec::new();
     // Addons go in as soon as the API server is ready, while the rest of the control plane starts.
-    let mut bootstrap = None;
-    if running.contains("kube-apiserver") {
-        bootstrap = Some(spawn_addons(plan));
-    }
-    while !pending.is_empty() {
+    let mut bootstrap = running
+        .contains("kube-apiserver")
+        .then(|| spawn_addons(plan));
+    // Each component starts the moment everything it needs is healthy.
+    let mut starting = FuturesUnordered::new();
+    loop {
         let (ready, rest): (Vec<_>, Vec<_>) = pending
             .into_iter()
             .partition(|(c, _)| env.deps(c).iter().all(|d| healthy.contains(d)));
         pending = rest;
-        if ready.is_empty() {
-            return Err(Error::Other(
-                "internal: component dependencies form a cycle".into(),
-            ));
+        for (c, unit) in ready {
+            let progress = &progress;
+            starting.push(async move {
+                (
+                    c.name,
+                    start_one(plan, sd, c, unit, t0, deadline, progress).await,
+                )
+            });
         }
-        let mut wave: FuturesUnordered<_> = ready
-            .into_iter()
-            .map(|(c, unit)| start_one(plan, sd, c, unit, t0, deadline, &progress))
-            .collect();
-        while let Some(result) = wave.next().await {
-            match result {
-                Ok(timing) => {
-                    (progress.borrow_mut())(Progress::Healthy(&timing));
-                    if timing.component == "kube-apiserver" {
-                        bootstrap = Some(spawn_addons(plan));
-                    }
-                    healthy.insert(
-                        env.units
-                            .iter()
-                            .find(|(c, _)| c.name == timing.component)
-                            .map(|(c, _)| c.name)
-                            .unwrap_or(""),
-                    );
-                    timings.push(timing);
+        let Some((name, result)) = starting.next().await else {
+            break;
+        };
+        match result {
+            Ok(timing) => {
+                (progress.borrow_mut())(Progress::Healthy(&timing));
+                if name == "kube-apiserver" {
+                    bootstrap = Some(spawn_addons(plan));
                 }
-                Err(failure) => {
-                    drop(wave);
-                    // Leave nothing behind: stop everything of this environment.
-                    let _ = stop(env, sd).await;
-                    return Err(failure);
-                }
+                healthy.insert(name);
+                timings.push(timing);
+            }
+            Err(failure) => {
+                drop(starting);
+                // Leave nothing behind: stop everything of this environment.
+                let _ = stop(env, sd).await;
+                return Err(failure);
             }
         }
+    }
+    if !pending.is_empty() {
+        return Err(Error::Other(
+            "internal: component dependencies form a cycle".into(),
+        ));
     }
     let applied = match bootstrap {
         Some(task) => task.await.map_err(|e| Error::Other(e.to_string()))??,

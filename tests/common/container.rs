@@ -38,6 +38,7 @@ impl Container {
     /// Boot a container for one test. `name` must be unique among running tests.
     pub fn boot(name: &str) -> Container {
         let rootfs = rootfs();
+        remove_stale_work_dirs();
         let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&work);
         std::fs::create_dir_all(&work).unwrap();
@@ -72,8 +73,13 @@ impl Container {
             .expect("systemd-nspawn (scripts/install-deps.sh installs systemd-container)");
         let nspawn_pid = child.id();
         let deadline = Instant::now() + Duration::from_secs(60);
+        // nspawn forks through an intermediate process: the leader is the child that runs systemd.
         let leader = loop {
-            if let Some(pid) = children(nspawn_pid).into_iter().next() {
+            let systemd = children(nspawn_pid).into_iter().find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim() == "systemd")
+            });
+            if let Some(pid) = systemd {
                 break pid;
             }
             assert!(
@@ -189,6 +195,22 @@ impl Container {
         // Keep the work dir (container log, state dirs) of a failed test for a look.
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.work);
+        }
+    }
+}
+
+/// Work dirs of earlier test processes that are gone (kept because a test failed).
+fn remove_stale_work_dirs() {
+    let Ok(entries) = std::fs::read_dir("/tmp/kubeunit-it") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid
+            .is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists())
+        {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }
