@@ -478,3 +478,53 @@ fn wrong_version_binary_is_reported_before_anything_starts() {
     );
     assert_eq!(c.list_units("kubeunit-*"), "", "nothing may start");
 }
+
+#[test]
+fn hyperkube_style_single_binary_runs_the_control_plane() {
+    let c = Container::boot("hyperkube");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let k8s = k8s_dir(&version);
+    // One binary, the component as its first argument (exec keeps the PID: sd_notify still works).
+    let hyperkube = c.work.join("hyperkube");
+    std::fs::write(
+        &hyperkube,
+        format!("#!/bin/sh\nc=$1; shift\nexec {}/$c \"$@\"\n", k8s.display()),
+    )
+    .unwrap();
+    assert!(run(Command::new("chmod").arg("755").arg(&hyperkube))
+        .status
+        .success());
+    let mut extra: Vec<String> = Vec::new();
+    for comp in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        extra.extend([
+            "--set".into(),
+            format!("components.{comp}.binary={}", hyperkube.display()),
+            "--set".into(),
+            format!("components.{comp}.binaryArgs=[{comp}]"),
+        ]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let state = gen_control_plane(&c, &version, 14, &extra);
+    let unit =
+        std::fs::read_to_string(state.join("units/kubeunit-control-plane-kube-apiserver.service"))
+            .unwrap();
+    assert!(
+        unit.contains(&format!(
+            "ExecStart={} \\\n    kube-apiserver \\\n",
+            hyperkube.display()
+        )),
+        "{unit}"
+    );
+    let out = c.kubeunit(&["start", "--state-dir", state.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = c.kubeunit(&["status", "--state-dir", state.to_str().unwrap()]);
+    assert!(out.status.success(), "all healthy: {}", text(&out));
+    assert!(c
+        .kubeunit(&["stop", "--state-dir", state.to_str().unwrap()])
+        .status
+        .success());
+}
