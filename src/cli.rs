@@ -58,6 +58,7 @@ pub enum Command {
         /// Seconds to wait for every component to become healthy.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// Output format (json: per-component timings and the addons applied).
         #[arg(short, long, value_enum, default_value = "text")]
         output: Output,
     },
@@ -73,6 +74,7 @@ pub enum Command {
     Status {
         #[command(flatten)]
         target: Target,
+        /// Output format.
         #[arg(short, long, value_enum, default_value = "text")]
         output: Output,
     },
@@ -103,6 +105,7 @@ pub enum Command {
         #[command(flatten)]
         target: Target,
         component: String,
+        /// Seconds to wait until it is healthy again.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
     },
