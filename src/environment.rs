@@ -211,39 +211,52 @@ pub fn preflight(env: &Env, running: &BTreeSet<&str>) -> Result<Vec<String>, Err
 }
 
 /// Binaries must report the versions the profile pins (`versions.kubernetes`, `versions.etcd`).
+/// The `--version` calls run side by side: each costs a process start, and they sit on the critical path.
 fn check_versions(env: &Env, running: &BTreeSet<&str>) -> Result<(), Error> {
     let versions = &env.plan.profile.versions;
-    for (c, unit) in &env.units {
-        let expected = (c.version)(versions).trim_start_matches('v');
-        if expected.is_empty() || running.contains(c.name) {
-            continue;
-        }
-        let Some((path, argv, _)) = unit.exec_start() else {
-            continue;
-        };
-        // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
-        let leading: Vec<&String> = argv
+    type Check<'a> = (&'a Component, &'a str, &'a (String, Vec<String>, bool));
+    let checks: Vec<Check> = env
+        .units
+        .iter()
+        .filter(|(c, _)| !running.contains(c.name))
+        .filter_map(|(c, unit)| {
+            let expected = (c.version)(versions).trim_start_matches('v');
+            Some((*c, expected, unit.exec_start()?)).filter(|_| !expected.is_empty())
+        })
+        .collect();
+    let found: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = checks
             .iter()
-            .skip(1)
-            .take_while(|a| !a.starts_with('-'))
+            .map(|(_, _, (path, argv, _))| {
+                s.spawn(move || {
+                    // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
+                    let leading = argv.iter().skip(1).take_while(|a| !a.starts_with('-'));
+                    match std::process::Command::new(path)
+                        .args(leading)
+                        .arg("--version")
+                        .output()
+                    {
+                        Ok(o) => format!(
+                            "{}{}",
+                            String::from_utf8_lossy(&o.stdout),
+                            String::from_utf8_lossy(&o.stderr)
+                        ),
+                        Err(e) => format!("(cannot run it: {e})"),
+                    }
+                })
+            })
             .collect();
-        let out = std::process::Command::new(path)
-            .args(leading)
-            .arg("--version")
-            .output();
-        let found = match out {
-            Ok(o) => format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => format!("(cannot run it: {e})"),
-        };
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for ((c, expected, (path, _, _)), found) in checks.iter().zip(found) {
         let matches = found
             .split(|ch: char| ch.is_whitespace() || ch == ',')
             .any(|word| {
                 let w = word.trim_start_matches('v');
-                w == expected
+                w == *expected
                     || w.starts_with(&format!("{expected}."))
                     || w.starts_with(&format!("{expected}-"))
             });

@@ -185,6 +185,11 @@ impl Drop for Container {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        // No clean shutdown: killing the container's PID 1 ends its whole PID namespace, so no
+        // systemd is left behind without its nspawn.
+        let _ = Command::new("kill")
+            .args(["-9", &self.leader.to_string()])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
