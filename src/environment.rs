@@ -119,10 +119,13 @@ pub fn preflight(env: &Env, running: &BTreeSet<&str>) -> Result<Vec<String>, Err
     let tree = artifacts::generate(plan, &old, &opts)?.tree;
     let mut problems = Vec::new();
     for d in state::check(&plan.state_dir, &old, &tree)? {
-        if d.kind == DiffKind::Tampered
-            && (d.path.starts_with("units/") || d.path.starts_with("addons/"))
-        {
+        let editable = d.path.starts_with("units/") || d.path.starts_with("addons/");
+        if d.kind == DiffKind::Tampered && editable {
             notes.push(format!("using your edited {}", d.path));
+        } else if d.kind == DiffKind::Unknown && d.path.starts_with("addons/") {
+            notes.push(format!("applying your {} too", d.path));
+        } else if d.kind == DiffKind::Unknown {
+            notes.push(format!("{} is not kubeunit's; left alone", d.path));
         } else {
             problems.push(format!("{:?} {}", d.kind, d.path).to_lowercase());
         }

@@ -260,7 +260,12 @@ pub enum DiffKind {
     Changed,
     /// Listed in the manifest, no longer generated: `gen` would remove it.
     Stale,
+    /// In a directory kubeunit manages, but not kubeunit's (an extra unit file, a dropped-in manifest).
+    Unknown,
 }
+
+/// Directories whose every file kubeunit writes (runtime data lives elsewhere).
+pub const MANAGED_DIRS: &[&str] = &["pki", "kubeconfig", "config", "units", "env", "addons"];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Difference {
@@ -306,6 +311,27 @@ pub fn check(dir: &Path, old: &Existing, tree: &Tree) -> Result<Vec<Difference>,
                 path: rel.clone(),
                 kind,
             });
+        }
+    }
+    for managed in MANAGED_DIRS {
+        for entry in walkdir::WalkDir::new(dir.join(managed))
+            .sort_by_file_name()
+            .into_iter()
+            .flatten()
+        {
+            let Ok(rel) = entry.path().strip_prefix(dir) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().into_owned();
+            if entry.file_type().is_file()
+                && !manifest.files.contains_key(&rel)
+                && !tree.contains_key(&rel)
+            {
+                diffs.push(Difference {
+                    path: rel,
+                    kind: DiffKind::Unknown,
+                });
+            }
         }
     }
     Ok(diffs)

@@ -115,7 +115,18 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         block,
     };
 
+    // A manifest dropped into addons/ is applied with kubeunit's own.
+    std::fs::write(
+        state.join("addons/50-mine.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, namespace: default}\ndata: {from: addons}\n",
+    )
+    .unwrap();
     let out = cl.ku(&["start"]);
+    assert!(
+        text(&out).contains("applying your addons/50-mine.yaml too"),
+        "{}",
+        text(&out)
+    );
     assert!(
         out.status.success(),
         "start: {}\n{}",
@@ -184,6 +195,10 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         "jsonpath={.roleRef.name}",
     ]);
     assert_eq!(crb, "system:kubelet-api-admin");
+    assert_eq!(
+        cl.kubectl(&["get", "configmap", "mine", "-o", "jsonpath={.data.from}"]),
+        "addons"
+    );
     let dns_ip = cl.kubectl(&[
         "get",
         "service",

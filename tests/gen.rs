@@ -614,11 +614,21 @@ fn check_reports_tampered_missing_and_changed_files() {
     assert!(t.contains("tampered  pki/apiserver.crt"), "{t}");
     assert!(t.contains("missing   config/audit-policy.yaml"), "{t}");
 
+    // A file slipped into a directory kubeunit manages (an addon manifest `start` would apply).
+    std::fs::write(dir.join("addons/99-extra.yaml"), "kind: Secret\n").unwrap();
+    let out = check(&[]);
+    assert!(
+        text(&out).contains("unknown   addons/99-extra.yaml"),
+        "{}",
+        text(&out)
+    );
+
     // JSON for scripts.
     let out = check(&["-o", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
-    assert_eq!(v["differences"].as_array().unwrap().len(), 2);
+    assert_eq!(v["differences"].as_array().unwrap().len(), 3);
+    std::fs::remove_file(dir.join("addons/99-extra.yaml")).unwrap();
 
     // gen repairs it, keeping the CA.
     let ca = std::fs::read(dir.join("pki/ca.crt")).unwrap();
