@@ -3,15 +3,14 @@
 //! the admin identity, so re-applying is idempotent.
 //!
 //! The API calls are plain HTTPS PATCHes (`application/apply-patch+yaml`) through the same TLS client
-//! as the health probes: the handful of kinds kubeunit renders is listed below, which spares a full
-//! Kubernetes client (kube-rs + k8s-openapi) and its build time for eight URLs.
+//! as the health probes (`health::https_agent`): the handful of kinds kubeunit renders is listed
+//! below, which spares a full Kubernetes client (kube-rs + k8s-openapi) and its build time for a
+//! few URLs.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
 use crate::error::Error;
 use crate::plan::Plan;
@@ -82,29 +81,6 @@ pub fn object_url(doc: &Value) -> Result<String, String> {
     }
 }
 
-fn admin_agent(plan: &Plan) -> Result<ureq::Agent, Error> {
-    let read = |rel: &str| {
-        std::fs::read(plan.state_dir.join(rel))
-            .map_err(|e| Error::Other(format!("{}: {e}", plan.state_dir.join(rel).display())))
-    };
-    let ca = Certificate::from_pem(&read("pki/ca.crt")?)
-        .map_err(|e| Error::Other(format!("ca.crt: {e}")))?;
-    let cert = Certificate::from_pem(&read("pki/admin.crt")?)
-        .map_err(|e| Error::Other(format!("admin.crt: {e}")))?;
-    let key = PrivateKey::from_pem(&read("pki/admin.key")?)
-        .map_err(|e| Error::Other(format!("admin.key: {e}")))?;
-    let tls = TlsConfig::builder()
-        .root_certs(RootCerts::Specific(Arc::new(vec![ca])))
-        .client_cert(Some(ClientCert::new_with_certs(&[cert], key)))
-        .build();
-    Ok(ureq::Agent::config_builder()
-        .tls_config(tls)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .http_status_as_error(false)
-        .build()
-        .new_agent())
-}
-
 /// Apply every addon document (blocking). Retries for a short while on answers that mean "not yet"
 /// (a namespace still being created, a conflict, a 5xx while the server settles).
 pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
@@ -112,7 +88,9 @@ pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
     if docs.is_empty() {
         return Ok(vec![]);
     }
-    let agent = admin_agent(plan)?;
+    let agent =
+        crate::health::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(10))
+            .map_err(Error::Other)?;
     let mut applied = Vec::new();
     for (file, doc) in docs {
         let path = object_url(&doc).map_err(|m| Error::Artifact {

@@ -610,13 +610,7 @@ fn logs(
         cmd.arg("-u").arg(env.plan.slice_name());
     }
     for name in components {
-        let Some((_, unit)) = env.unit(name) else {
-            let names: Vec<_> = env.units.iter().map(|(c, _)| c.name).collect();
-            return Err(Error::Preflight {
-                message: format!("no component '{name}' in environment '{}'", env.plan.name()),
-                fix: format!("use one of: {}", names.join(", ")),
-            });
-        };
+        let (_, unit) = env.unit(name)?;
         cmd.arg("-u").arg(&unit.name);
     }
     let status = cmd

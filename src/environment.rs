@@ -62,8 +62,21 @@ impl Env {
         Ok(Env { plan, slice, units })
     }
 
-    pub fn unit(&self, component: &str) -> Option<&(&'static Component, UnitFile)> {
-        self.units.iter().find(|(c, _)| c.name == component)
+    /// A component of this environment, or an error listing the ones there are.
+    pub fn unit(&self, component: &str) -> Result<&(&'static Component, UnitFile), Error> {
+        self.units
+            .iter()
+            .find(|(c, _)| c.name == component)
+            .ok_or_else(|| {
+                let names: Vec<_> = self.units.iter().map(|(c, _)| c.name).collect();
+                Error::Preflight {
+                    message: format!(
+                        "no component '{component}' in environment '{}'",
+                        self.plan.name()
+                    ),
+                    fix: format!("use one of: {}", names.join(", ")),
+                }
+            })
     }
 
     /// Every port the environment's components listen on.
@@ -654,16 +667,7 @@ pub async fn restart(
     component: &str,
     timeout: Duration,
 ) -> Result<Timing, Error> {
-    let Some((c, unit)) = env.unit(component) else {
-        let names: Vec<_> = env.units.iter().map(|(c, _)| c.name).collect();
-        return Err(Error::Preflight {
-            message: format!(
-                "no component '{component}' in environment '{}'",
-                env.plan.name()
-            ),
-            fix: format!("use one of: {}", names.join(", ")),
-        });
-    };
+    let (c, unit) = env.unit(component)?;
     let t0 = Instant::now();
     sd.stop(&unit.name).await?;
     sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;

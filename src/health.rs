@@ -24,35 +24,45 @@ pub fn probe_url(plan: &Plan, probe: &Probe) -> String {
     )
 }
 
-/// Probe a component once: Ok(()) when it answers 200, else why not. Blocking (run it off the runtime).
-pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), String> {
-    let Some(probe) = component.probe else {
-        return Ok(());
-    };
-    let url = probe_url(plan, &probe);
+/// An HTTP(S) client that trusts `ca` and presents `client` (pki names under the state dir), for
+/// health probes and for the API calls of the addon bootstrap.
+pub fn https_agent(
+    plan: &Plan,
+    ca: Option<&str>,
+    client: Option<&str>,
+    timeout: Duration,
+) -> Result<ureq::Agent, String> {
     let read = |name: &str, ext: &str| -> Result<Vec<u8>, String> {
         let path = plan.state_dir.join("pki").join(format!("{name}.{ext}"));
         std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
     };
     let mut tls = TlsConfig::builder();
-    if let Some(ca) = probe.ca {
-        let pem = read(ca, "crt")?;
-        let cert = Certificate::from_pem(&pem).map_err(|e| format!("CA {ca}: {e}"))?;
+    if let Some(ca) = ca {
+        let cert = Certificate::from_pem(&read(ca, "crt")?).map_err(|e| format!("CA {ca}: {e}"))?;
         tls = tls.root_certs(RootCerts::Specific(Arc::new(vec![cert])));
     }
-    if let Some(client) = probe.client {
+    if let Some(client) = client {
         let cert = Certificate::from_pem(&read(client, "crt")?)
             .map_err(|e| format!("{client}.crt: {e}"))?;
         let key = PrivateKey::from_pem(&read(client, "key")?)
             .map_err(|e| format!("{client}.key: {e}"))?;
         tls = tls.client_cert(Some(ClientCert::new_with_certs(&[cert], key)));
     }
-    let agent = ureq::Agent::config_builder()
+    Ok(ureq::Agent::config_builder()
         .tls_config(tls.build())
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .build()
-        .new_agent();
+        .new_agent())
+}
+
+/// Probe a component once: Ok(()) when it answers 200, else why not. Blocking (run it off the runtime).
+pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), String> {
+    let Some(probe) = component.probe else {
+        return Ok(());
+    };
+    let url = probe_url(plan, &probe);
+    let agent = https_agent(plan, probe.ca, probe.client, timeout)?;
     match agent.get(&url).call() {
         Ok(resp) if resp.status() == 200 => Ok(()),
         Ok(mut resp) => {
