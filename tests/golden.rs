@@ -1,0 +1,138 @@
+//! Golden state dirs: for each built-in profile (and one with every optional part switched on), the
+//! state dir that `gen` writes with a fixed seed, epoch, advertise address, bin dir and state-dir path
+//! must hash exactly as recorded under `tests/golden/`. A refactoring must not change a byte.
+//!
+//! Update the records only on purpose, after reading the diff of the rendered files:
+//!   KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use sha2::{Digest, Sha256};
+
+/// (record name, gen arguments after the fixed ones).
+const CASES: &[(&str, &[&str])] = &[
+    ("dev", &["--profile", "dev"]),
+    ("control-plane", &["--profile", "control-plane"]),
+    ("ci", &["--profile", "ci"]),
+    (
+        "dev-everything",
+        &[
+            "--profile",
+            "dev",
+            "--set",
+            "components.cloud-controller-manager.enabled=true",
+            "--set",
+            "components.cloud-controller-manager.extraArgs.cloud-provider=external",
+            "--set",
+            "components.kube-apiserver.env.GODEBUG=x509sha1=1",
+            "--set",
+            "components.kube-apiserver.extraArgs.v=null",
+            "--set",
+            "components.kubelet.featureGates.KubeletTracing=false",
+            "--set",
+            "featureGates.InPlacePodVerticalScaling=true",
+            "--set",
+            "network.extraSANs=[k8s.example.test, 198.51.100.7]",
+            "--set",
+            "node.name=golden-node",
+            "--set",
+            "audit.policy=RequestResponse",
+        ],
+    ),
+];
+
+/// `<sha256>  <mode>  <path>` for every file below `dir`, sorted by path.
+fn tree_record(dir: &Path) -> String {
+    let mut lines = Vec::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.unwrap();
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(e.path()).unwrap();
+        let mode = e.metadata().unwrap().permissions().mode() & 0o7777;
+        let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+        lines.push(format!(
+            "{}  {mode:04o}  {rel}",
+            hex::encode(Sha256::digest(&bytes))
+        ));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// A fixed state-dir path (paths are part of flags, units and the manifest), held under a lock so
+/// two test runs on one machine do not write it at once.
+fn fixed_dir(name: &str) -> (PathBuf, std::fs::File) {
+    let base = PathBuf::from("/tmp/kubeunit-golden");
+    std::fs::create_dir_all(&base).unwrap();
+    let lock = std::fs::File::create(base.join(format!("{name}.lock"))).unwrap();
+    // SAFETY: flock on a descriptor we own; released when the file is dropped.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock");
+    let dir = base.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    (dir, lock)
+}
+
+#[test]
+fn every_profile_renders_the_recorded_state_dir() {
+    let update = std::env::var_os("KUBEUNIT_UPDATE_GOLDEN").is_some();
+    let mut failures = Vec::new();
+    for (name, args) in CASES {
+        let (dir, _lock) = fixed_dir(name);
+        let mut all = vec![
+            "--seed",
+            "42",
+            "--bin-dir",
+            "/opt/kubeunit-golden/bin",
+            "--set",
+            "pki.epoch=2026-01-01T00:00:00Z",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+        ];
+        all.extend_from_slice(args);
+        gen_ok(&dir, &all);
+        let got = tree_record(&dir);
+        let record = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(format!("{name}.sha256"));
+        if update {
+            std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+            std::fs::write(&record, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&record).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (create it with KUBEUNIT_UPDATE_GOLDEN=1)",
+                record.display()
+            )
+        });
+        if got != want {
+            let differing: Vec<String> = got
+                .lines()
+                .filter(|l| !want.lines().any(|w| w == *l))
+                .chain(
+                    want.lines()
+                        .filter(|w| !got.lines().any(|l| l == *w))
+                        .map(|w| w.to_string())
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(|s| s.as_str()),
+                )
+                .map(|l| l.rsplit("  ").next().unwrap_or(l).to_string())
+                .collect();
+            failures.push(format!(
+                "{name}: differs from {} in {differing:?} (state dir kept in {})",
+                record.display(),
+                dir.display()
+            ));
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
