@@ -2,8 +2,15 @@
 # Build (once) the Debian rootfs in which the tests boot systemd as PID 1 with systemd-nspawn.
 # Prints the rootfs path. Cached under $KUBEUNIT_CACHE; a rootfs with a .complete stamp is reused.
 set -euo pipefail
-cache=${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
+cache=$(kubeunit_cache)
 rootfs="$cache/rootfs-bookworm"
+if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
+# One build at a time (tests boot containers in parallel); the others wait for it and reuse it.
+mkdir -p "$cache"
+exec 9>"$cache/.rootfs.lock"
+flock 9
 if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
 command -v debootstrap >/dev/null || { echo "build-rootfs: debootstrap missing (scripts/install-deps.sh)" >&2; exit 1; }
 # Use the mirror apt already uses on this machine (no host named here).
@@ -11,7 +18,6 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.so
 [ -n "$mirror" ] || mirror=$(sed -n 's/^deb \([^ ]*\/debian\) .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -n1)
 [ -n "$mirror" ] || { echo "build-rootfs: no Debian mirror found in apt's sources" >&2; exit 1; }
 rm -rf "$rootfs.tmp"
-mkdir -p "$cache"
 debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates \
   bookworm "$rootfs.tmp" "$mirror" >&2
 # A quiet, quick boot: no getty, no network management (the container shares the host network).

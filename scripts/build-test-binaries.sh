@@ -13,9 +13,11 @@
 # throwaway main module re-points each staging module at its published v0.<minor>.<patch> tag.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=versions.env
+# shellcheck source-path=SCRIPTDIR
 . "$here/versions.env"
-cache=${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}
+# shellcheck source-path=SCRIPTDIR
+. "$here/lib.sh"
+cache=$(kubeunit_cache)
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)

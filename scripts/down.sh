@@ -10,10 +10,6 @@ if [ -d "/var/lib/kubeunit/$name" ]; then
   in_systemd "$here/target/release/kubeunit" "$verb" --state-dir "/var/lib/kubeunit/$name" || true
 fi
 if ! host_has_systemd && [ -n "$(dev_leader)" ]; then
-  nspawn=$(cat "$dev_pidfile")
-  nsenter -t "$(dev_leader)" -m -u -i -p -r -w systemctl poweroff --no-block || true
-  for _ in $(seq 1 100); do kill -0 "$nspawn" 2>/dev/null || break; sleep 0.1; done
-  kill "$nspawn" 2>/dev/null || true
-  rm -f "$dev_pidfile"
+  stop_dev_container
   echo "systemd container stopped"
 fi

@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# systemd as PID 1 in a systemd-nspawn container on the cached Debian rootfs (scripts/build-rootfs.sh),
+# sharing the host network. The one implementation of booting, finding, entering and stopping such a
+# container: scripts/systemd-host.sh (the dev container of scripts/up.sh) and the tests
+# (tests/common/container.rs) use it. The rootfs is mounted with a volatile overlay, so containers never
+# change it and several can run at once.
+#
+#   container.sh boot NAME [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
+#       Boot NAME unless it runs already and wait until its systemd is up (running or degraded); print the
+#       host PID of its systemd. --bind directories are created first. nspawn's output goes to FILE
+#       (default RUN/NAME/console.log, which stop deletes). On failure: the log's tail on stderr, the container stopped, exit 1.
+#   container.sh leader NAME             host PID of NAME's systemd; exit 1 when NAME does not run
+#   container.sh exec NAME [--] CMD...   run CMD inside NAME (mount, UTS, IPC and PID namespaces, root and
+#                                        working directory of its systemd; the network is the host's)
+#   container.sh stop NAME               power off; kill -9 its systemd when it has not stopped in time
+#   container.sh cache-dir               the cache directory (kubeunit_cache of scripts/lib.sh)
+#
+# RUN is $KUBEUNIT_CONTAINERS_DIR (default /run/kubeunit-containers); RUN/NAME/nspawn.pid holds nspawn's
+# PID. Timeouts: $KUBEUNIT_BOOT_TIMEOUT (120 s), $KUBEUNIT_STOP_TIMEOUT (30 s).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR
+. "$here/lib.sh"
+run_dir=${KUBEUNIT_CONTAINERS_DIR:-/run/kubeunit-containers}
+# nsenter into the container: every namespace of its systemd but the network (the host's, shared).
+ns_flags=(-m -u -i -p -r -w)
+
+die() { echo "container.sh: $*" >&2; exit 1; }
+
+# PID runs and is not a zombie. Builtins only: `exec` runs this for every command a test sends.
+alive() {
+  local _pid _comm state _rest
+  read -r _pid _comm state _rest 2>/dev/null <"/proc/$1/stat" || return 1
+  [ "$state" != Z ] && [ "$state" != X ]
+}
+
+comm_of() { local c=""; read -r c 2>/dev/null <"/proc/$1/comm" || true; printf '%s' "$c"; }
+
+# Sets NSPAWN to the PID of NAME's systemd-nspawn; fails when it does not run.
+find_nspawn() {
+  NSPAWN=""
+  local p=""
+  read -r p 2>/dev/null <"$run_dir/$1/nspawn.pid" || return 1
+  [ -n "$p" ] && alive "$p" && [ "$(comm_of "$p")" = systemd-nspawn ] || return 1
+  NSPAWN=$p
+}
+
+# Sets LEADER to the host PID of NAME's systemd (PID 1 inside); fails when there is none (yet).
+find_leader() {
+  LEADER=""
+  find_nspawn "$1" || return 1
+  # nspawn forks through an intermediate process: the leader is the child that runs systemd.
+  local f kids pid
+  for f in /proc/"$NSPAWN"/task/*/children; do
+    kids=()
+    read -r -a kids 2>/dev/null <"$f" || true
+    for pid in "${kids[@]}"; do
+      [ "$(comm_of "$pid")" = systemd ] && { LEADER=$pid; return 0; }
+    done
+  done
+  return 1
+}
+
+# Registering a container (start + pid file) and forgetting one (pid file + run dir) hold this lock, so a
+# stop never misses a container being started and never removes a run dir in use. Waits do not hold it.
+lock() { mkdir -p "$run_dir"; exec {LOCK}>"$run_dir/.lock"; flock "$LOCK"; }
+unlock() { exec {LOCK}>&-; }
+
+# Every descendant of PID $1.
+descendants() {
+  local f kids k
+  for f in /proc/"$1"/task/*/children; do
+    kids=()
+    read -r -a kids 2>/dev/null <"$f" || true
+    for k in "${kids[@]}"; do echo "$k"; descendants "$k"; done
+  done
+}
+
+# systemd's shutdown stops every process in the container (SIGSTOP, then SIGKILL, then SIGCONT). nsenter,
+# outside, passes a stop of its child on to itself and then waits for a SIGCONT that never comes, so the
+# killed child is never reaped and the container's PID 1 never exits. Continue such nsenters of leader $1.
+continue_nsenters() {
+  local d comm _pid _comm state _rest args
+  for d in /proc/[0-9]*; do
+    comm=""
+    read -r comm 2>/dev/null <"$d/comm" || continue
+    [ "$comm" = nsenter ] || continue
+    read -r _pid _comm state _rest 2>/dev/null <"$d/stat" || continue
+    [ "$state" = T ] || continue
+    args=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
+    case " $args" in *" -t $1 "*) kill -CONT "${d#/proc/}" 2>/dev/null || true ;; esac
+  done
+}
+
+# Wait up to $2 seconds for PID $1 to end.
+wait_gone() {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    alive "$1" || return 0
+    sleep 0.1
+  done
+  ! alive "$1"
+}
+
+# Forget containers whose nspawn is gone (a test process that was killed, a reboot).
+prune() {
+  local d
+  for d in "$run_dir"/*/; do
+    [ -f "$d/nspawn.pid" ] || continue
+    if ! find_nspawn "$(basename "$d")"; then
+      rm -f "$d/nspawn.pid"
+      rmdir "$d" 2>/dev/null || true
+    fi
+  done
+}
+
+cmd_boot() {
+  local name=${1:?boot NAME}
+  shift
+  local log="" binds=() a
+  for a in "$@"; do
+    case $a in
+      --log=*) log=${a#--log=} ;;
+      --bind=*) mkdir -p "${a#--bind=}"; binds+=("$a") ;;
+      --bind-ro=*) binds+=("$a") ;;
+      *) die "boot: unknown argument $a" ;;
+    esac
+  done
+  [ -n "$log" ] || log=$run_dir/$name/console.log
+  # Two boots of one name (two `scripts/up.sh` at once) start one container and both wait for it.
+  lock
+  if ! find_nspawn "$name"; then
+    prune
+    local rootfs
+    rootfs=$("$here/build-rootfs.sh")
+    mkdir -p "$run_dir/$name" "$(dirname "$log")"
+    # setsid: the container outlives this script and a Ctrl-C in the terminal that started it.
+    setsid systemd-nspawn --quiet --boot --register=no --keep-unit --volatile=overlay \
+      --machine="$name" -D "$rootfs" "${binds[@]}" \
+      </dev/null >"$log" 2>&1 {LOCK}>&- &
+    local pid=$! i
+    # Until setsid has exec'd it, the process is not systemd-nspawn yet (find_nspawn checks the name).
+    for ((i = 0; i < 50; i++)); do
+      [ "$(comm_of "$pid")" = systemd-nspawn ] || ! alive "$pid" && break
+      sleep 0.1
+    done
+    disown "$pid"
+    echo "$pid" >"$run_dir/$name/nspawn.pid"
+  fi
+  unlock
+
+  local deadline=$((SECONDS + ${KUBEUNIT_BOOT_TIMEOUT:-120})) state="" why=""
+  while :; do
+    if find_leader "$name"; then
+      # Degraded is fine: some units of a minimal rootfs fail in a container.
+      state=$(timeout "$((deadline - SECONDS > 1 ? deadline - SECONDS : 1))" \
+        nsenter -t "$LEADER" "${ns_flags[@]}" systemctl is-system-running --wait 2>/dev/null) || true
+      case $state in running | degraded) echo "$LEADER"; return 0 ;; esac
+    elif ! find_nspawn "$name"; then
+      why="systemd-nspawn exited"
+      break
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      why="not booted after ${KUBEUNIT_BOOT_TIMEOUT:-120}s (system state: ${state:-no systemd})"
+      break
+    fi
+    sleep 0.1
+  done
+  {
+    echo "container.sh: container $name did not boot: $why; the end of $log:"
+    tail -n 40 "$log" 2>/dev/null || true
+  } >&2
+  cmd_stop "$name" >/dev/null 2>&1 || true
+  return 1
+}
+
+cmd_leader() {
+  find_leader "${1:?leader NAME}" || die "container ${1} is not running"
+  echo "$LEADER"
+}
+
+cmd_exec() {
+  local name=${1:?exec NAME -- CMD...}
+  shift
+  [ "${1:-}" = -- ] && shift
+  [ $# -gt 0 ] || die "exec $name: no command"
+  find_leader "$name" || die "container $name is not running"
+  exec nsenter -t "$LEADER" "${ns_flags[@]}" -- "$@"
+}
+
+cmd_stop() {
+  local name=${1:?stop NAME}
+  lock
+  find_nspawn "$name" || true
+  unlock
+  local nspawn=$NSPAWN
+  if [ -n "$nspawn" ]; then
+    local leader="" i
+    # A container still starting gets a moment to run its systemd, which then powers off cleanly.
+    for ((i = 0; i < 50; i++)); do
+      find_leader "$name" || ! alive "$nspawn" && break
+      sleep 0.1
+    done
+    if [ -n "$LEADER" ]; then
+      leader=$LEADER
+      # Early in the boot systemctl cannot talk to systemd yet; SIGRTMIN+4 asks systemd to power off too.
+      nsenter -t "$leader" "${ns_flags[@]}" systemctl poweroff --no-block >/dev/null 2>&1 ||
+        kill -s RTMIN+4 "$leader" 2>/dev/null || true
+      for ((i = 0; i < ${KUBEUNIT_STOP_TIMEOUT:-30} * 10; i++)); do
+        alive "$nspawn" || break
+        ((i % 10 != 5)) || continue_nsenters "$leader"
+        sleep 0.1
+      done
+    fi
+    if alive "$nspawn"; then
+      echo "container.sh: $name did not power off; killing it" >&2
+      # Killing the container's PID 1 ends its whole PID namespace: no systemd is left behind
+      # without its nspawn.
+      if [ -n "$leader" ]; then
+        kill -9 "$leader" 2>/dev/null || true
+        continue_nsenters "$leader"
+      fi
+      if ! wait_gone "$nspawn" 5; then
+        # Still no systemd (killed mid-boot) or nspawn hangs: the whole tree, or the container's
+        # processes would outlive their nspawn.
+        local pids
+        pids=$(descendants "$nspawn")
+        # shellcheck disable=SC2086
+        kill -9 "$nspawn" $pids 2>/dev/null || true
+        wait_gone "$nspawn" 5 || die "$name: systemd-nspawn (pid $nspawn) does not end"
+      fi
+    fi
+  fi
+  lock
+  # Unless a boot of the same name has registered a new container meanwhile.
+  if ! find_nspawn "$name"; then
+    rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log"
+    rmdir "$run_dir/$name" 2>/dev/null || true
+  fi
+  unlock
+}
+
+case ${1:-} in
+  boot | leader | exec | stop) sub=$1; shift; "cmd_$sub" "$@" ;;
+  cache-dir) kubeunit_cache ;;
+  *) sed -n '8,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+esac
