@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::container::{control_plane_args, gen_in, port, show_unit, unit_differences, Container};
+use common::container::{control_plane_args, gen_in, show_unit, unit_differences, Container};
+use common::ports::Ports;
 use common::*;
 
 fn k8s_dir(version: &str) -> PathBuf {
@@ -26,7 +27,7 @@ struct Cluster<'a> {
     c: &'a Container,
     state: PathBuf,
     kubectl: PathBuf,
-    block: u16,
+    ports: &'a Ports,
 }
 
 impl Cluster<'_> {
@@ -55,7 +56,7 @@ impl Cluster<'_> {
         run(Command::new(etcd_bin_dir().join("etcdctl"))
             .arg(format!(
                 "--endpoints=https://127.0.0.1:{}",
-                port(self.block, "etcdClient")
+                self.ports.port("etcdClient")
             ))
             .arg(format!("--cacert={}", pki.join("etcd/ca.crt").display()))
             .arg(format!(
@@ -83,19 +84,20 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn gen_control_plane(c: &Container, version: &str, block: u16, extra: &[&str]) -> PathBuf {
+fn gen_control_plane(c: &Container, version: &str, ports: &Ports, extra: &[&str]) -> PathBuf {
     let mut args = control_plane_args(version);
     args.extend(extra.iter().map(|s| s.to_string()));
-    gen_in(c, "cp", block, &args)
+    gen_in(c, "cp", ports, &args)
 }
 
-fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
+fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
+    let ports = Ports::allocate();
     let c = Container::boot(&format!("cp{}", version.replace('.', "")));
     let svc = format!("network.serviceCIDR={service_cidr}");
     let state = gen_control_plane(
         &c,
         version,
-        block,
+        &ports,
         &[
             "--set",
             &svc,
@@ -112,7 +114,7 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         c: &c,
         state: state.clone(),
         kubectl: k8s_dir(version).join("kubectl"),
-        block,
+        ports: &ports,
     };
 
     // A manifest dropped into addons/ is applied with kubeunit's own.
@@ -168,7 +170,7 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         "jsonpath={.spec.clusterIP}",
     ]);
     assert_eq!(ip, first_ip);
-    let endpoint = format!("192.0.2.77:{}", port(block, "apiserver"));
+    let endpoint = format!("192.0.2.77:{}", ports.port("apiserver"));
     wait_for("kubernetes endpoints", Duration::from_secs(30), || {
         let eps = cl.kubectl_as(
             "admin",
@@ -313,7 +315,7 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
     let anonymous = run(Command::new(etcd_bin_dir().join("etcdctl"))
         .arg(format!(
             "--endpoints=https://127.0.0.1:{}",
-            port(block, "etcdClient")
+            ports.port("etcdClient")
         ))
         .arg(format!(
             "--cacert={}",
@@ -393,7 +395,7 @@ fn end_to_end(version: &str, block: u16, service_cidr: &str, first_ip: &str) {
         "scheduler",
     ] {
         assert!(
-            !ss.contains(&format!(":{} ", port(block, f))),
+            !ss.contains(&format!(":{} ", ports.port(f))),
             "{f} port still bound:\n{ss}"
         );
     }
@@ -461,24 +463,25 @@ fn equivalence_with_installed_unit_files(cl: &Cluster) {
 #[test]
 fn control_plane_newest_minor() {
     let v = pinned("KUBERNETES_VERSIONS")[0].clone();
-    end_to_end(&v, 10, "10.0.0.0/24", "10.0.0.1");
+    end_to_end(&v, "10.0.0.0/24", "10.0.0.1");
 }
 
 #[test]
 fn control_plane_previous_minor_with_other_service_cidr() {
     let v = pinned("KUBERNETES_VERSIONS")[1].clone();
-    end_to_end(&v, 11, "10.96.0.0/16", "10.96.0.1");
+    end_to_end(&v, "10.96.0.0/16", "10.96.0.1");
 }
 
 #[test]
 fn wrong_version_binary_is_reported_before_anything_starts() {
+    let ports = Ports::allocate();
     let c = Container::boot("wrongver");
     let versions = pinned("KUBERNETES_VERSIONS");
     // Profile pins the older minor, binDir holds the newer one.
     let state = gen_control_plane(
         &c,
         &versions[0],
-        12,
+        &ports,
         &["--set", &format!("versions.kubernetes={}", versions[1])],
     );
     let out = c.kubeunit(&["start", "--state-dir", state.to_str().unwrap()]);
@@ -496,6 +499,7 @@ fn wrong_version_binary_is_reported_before_anything_starts() {
 
 #[test]
 fn hyperkube_style_single_binary_runs_the_control_plane() {
+    let ports = Ports::allocate();
     let c = Container::boot("hyperkube");
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let k8s = k8s_dir(&version);
@@ -523,7 +527,7 @@ fn hyperkube_style_single_binary_runs_the_control_plane() {
         ]);
     }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let state = gen_control_plane(&c, &version, 14, &extra);
+    let state = gen_control_plane(&c, &version, &ports, &extra);
     let unit =
         std::fs::read_to_string(state.join("units/kubeunit-control-plane-kube-apiserver.service"))
             .unwrap();

@@ -8,12 +8,14 @@ mod common;
 use std::time::Duration;
 
 use common::container::{exec_argv, gen_in, show_unit, unit_differences, Container};
+use common::ports::Ports;
 use common::*;
 use kubeunit::systemd::{properties, Bus, Systemd};
-use kubeunit::unitfile::UnitFile;
+use kubeunit::unit::UnitFile;
 
 #[test]
 fn every_rendered_unit_translates_to_what_the_installed_file_means() {
+    let ports = Ports::allocate();
     let c = Container::boot("equiv");
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let k8s = cache_dir()
@@ -39,7 +41,7 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let state = gen_in(&c, "equiv", 13, &args);
+    let state = gen_in(&c, "equiv", &ports, &args);
     let mut units: Vec<String> = std::fs::read_dir(state.join("units"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -6,11 +6,12 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::container::{gen_in, port, Container};
+use common::container::{gen_in, Container};
+use common::ports::Ports;
 use common::*;
 
-/// Generate an etcd-only environment `name` inside the container, on port block `block`.
-fn gen_etcd_env(c: &Container, name: &str, block: u16) -> PathBuf {
+/// Generate an etcd-only environment `name` inside the container, on `ports`.
+fn gen_etcd_env(c: &Container, name: &str, ports: &Ports) -> PathBuf {
     let profile = c.work.join(format!("{name}.yaml"));
     std::fs::write(
         &profile,
@@ -25,7 +26,7 @@ fn gen_etcd_env(c: &Container, name: &str, block: u16) -> PathBuf {
         "--bin-dir".into(),
         etcd_bin_dir().to_string_lossy().into(),
     ];
-    gen_in(c, name, block, &args)
+    gen_in(c, name, ports, &args)
 }
 
 fn sd(state: &std::path::Path) -> Vec<String> {
@@ -49,15 +50,12 @@ fn status_json(c: &Container, state: &std::path::Path) -> serde_json::Value {
 fn etcdctl(
     c: &Container,
     state: &std::path::Path,
-    block: u16,
+    ports: &Ports,
     args: &[&str],
 ) -> std::process::Output {
     let etcdctl = etcd_bin_dir().join("etcdctl");
     let pki = state.join("pki");
-    let endpoint = format!(
-        "--endpoints=https://127.0.0.1:{}",
-        port(block, "etcdClient")
-    );
+    let endpoint = format!("--endpoints=https://127.0.0.1:{}", ports.port("etcdClient"));
     let cacert = format!("--cacert={}", pki.join("etcd/ca.crt").display());
     let cert = format!("--cert={}", pki.join("apiserver-etcd-client.crt").display());
     let key = format!("--key={}", pki.join("apiserver-etcd-client.key").display());
@@ -76,8 +74,9 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
+    let ports = Ports::allocate();
     let c = Container::boot("lifecycle");
-    let state = gen_etcd_env(&c, "et1", 0);
+    let state = gen_etcd_env(&c, "et1", &ports);
 
     let t = Instant::now();
     let out = ku(&c, "start", &state, &[]);
@@ -131,7 +130,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     );
 
     // A key written before a crash survives it: systemd restarts etcd on its own.
-    let put = etcdctl(&c, &state, 0, &["put", "kubeunit-test", "survives"]);
+    let put = etcdctl(&c, &state, &ports, &["put", "kubeunit-test", "survives"]);
     assert!(put.status.success(), "etcdctl put: {}", text(&put));
     let kill = c.run(&["kill", "-9", &pid.to_string()]);
     assert!(kill.status.success());
@@ -144,7 +143,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     let get = etcdctl(
         &c,
         &state,
-        0,
+        &ports,
         &["get", "kubeunit-test", "--print-value-only"],
     );
     assert_eq!(
@@ -170,7 +169,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     let etcdctl_bin = etcd_bin_dir().join("etcdctl");
     let anonymous = c.run(&[
         etcdctl_bin.to_str().unwrap(),
-        &format!("--endpoints=https://127.0.0.1:{}", port(0, "etcdClient")),
+        &format!("--endpoints=https://127.0.0.1:{}", ports.port("etcdClient")),
         &format!("--cacert={}", state.join("pki/etcd/ca.crt").display()),
         "--dial-timeout=2s",
         "--command-timeout=3s",
@@ -196,7 +195,7 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     );
     let ss = c.run(&["ss", "-Htln"]);
     let ss = String::from_utf8_lossy(&ss.stdout);
-    for p in [port(0, "etcdClient"), port(0, "etcdPeer")] {
+    for p in [ports.port("etcdClient"), ports.port("etcdPeer")] {
         assert!(
             !ss.contains(&format!(":{p} ")),
             "port {p} still bound:\n{ss}"
@@ -208,8 +207,11 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
 
 #[test]
 fn busy_port_fails_before_anything_starts() {
+    let ports = Ports::allocate();
     let c = Container::boot("busyport");
-    let state = gen_etcd_env(&c, "et2", 1);
+    let state = gen_etcd_env(&c, "et2", &ports);
+    let client = ports.port("etcdClient");
+    let peer = format!("http://127.0.0.1:{}", ports.spare(0));
     // Another etcd (plain HTTP) takes the environment's client port.
     let etcd = etcd_bin_dir().join("etcd");
     let blocker = c.run(&[
@@ -219,26 +221,17 @@ fn busy_port_fails_before_anything_starts() {
         "Type=notify",
         etcd.to_str().unwrap(),
         "--data-dir=/tmp/blocker",
-        &format!(
-            "--listen-client-urls=http://127.0.0.1:{}",
-            port(1, "etcdClient")
-        ),
-        &format!(
-            "--advertise-client-urls=http://127.0.0.1:{}",
-            port(1, "etcdClient")
-        ),
-        "--listen-peer-urls=http://127.0.0.1:21999",
-        "--initial-advertise-peer-urls=http://127.0.0.1:21999",
-        "--initial-cluster=default=http://127.0.0.1:21999",
+        &format!("--listen-client-urls=http://127.0.0.1:{client}"),
+        &format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+        &format!("--listen-peer-urls={peer}"),
+        &format!("--initial-advertise-peer-urls={peer}"),
+        &format!("--initial-cluster=default={peer}"),
     ]);
     assert!(blocker.status.success(), "{}", text(&blocker));
     let out = ku(&c, "start", &state, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let t = text(&out);
-    assert!(
-        t.contains(&format!("port {}", port(1, "etcdClient"))),
-        "{t}"
-    );
+    assert!(t.contains(&format!("port {client}")), "{t}");
     assert!(
         t.contains("ports.etcdClient") && t.contains("etcd") && t.contains("pid "),
         "owner named: {t}"
@@ -249,8 +242,9 @@ fn busy_port_fails_before_anything_starts() {
 
 #[test]
 fn edited_unit_file_is_honoured_and_failed_units_are_reset() {
+    let ports = Ports::allocate();
     let c = Container::boot("edited");
-    let state = gen_etcd_env(&c, "et3", 2);
+    let state = gen_etcd_env(&c, "et3", &ports);
     let unit_path = state.join("units/kubeunit-et3-etcd.service");
     let unit = std::fs::read_to_string(&unit_path).unwrap();
     assert!(unit.contains("--snapshot-count=10000"));
@@ -312,8 +306,9 @@ fn edited_unit_file_is_honoured_and_failed_units_are_reset() {
 
 #[test]
 fn component_that_fails_is_reported_with_its_journal_and_cleaned_up() {
+    let ports = Ports::allocate();
     let c = Container::boot("failing");
-    let state = gen_etcd_env(&c, "et4", 3);
+    let state = gen_etcd_env(&c, "et4", &ports);
     let unit_path = state.join("units/kubeunit-et4-etcd.service");
     let unit = std::fs::read_to_string(&unit_path).unwrap();
     std::fs::write(
@@ -341,9 +336,10 @@ fn component_that_fails_is_reported_with_its_journal_and_cleaned_up() {
 
 #[test]
 fn two_environments_run_side_by_side_and_stop_independently() {
+    let (ports_a, ports_b) = (Ports::allocate(), Ports::allocate());
     let c = Container::boot("sidebyside");
-    let a = gen_etcd_env(&c, "eta", 4);
-    let b = gen_etcd_env(&c, "etb", 5);
+    let a = gen_etcd_env(&c, "eta", &ports_a);
+    let b = gen_etcd_env(&c, "etb", &ports_b);
     assert!(ku(&c, "start", &a, &[]).status.success());
     assert!(ku(&c, "start", &b, &[]).status.success());
     assert_eq!(status_json(&c, &a)[0]["healthy"], true);
@@ -363,8 +359,9 @@ fn two_environments_run_side_by_side_and_stop_independently() {
 
 #[test]
 fn bus_option_drives_a_containers_systemd_from_outside() {
+    let ports = Ports::allocate();
     let c = Container::boot("busaddr");
-    let state = gen_etcd_env(&c, "et6", 6);
+    let state = gen_etcd_env(&c, "et6", &ports);
     // kubeunit on the host, systemd in the container.
     let bus = c.bus_address();
     let out = run(kubeunit()
@@ -388,8 +385,9 @@ fn bus_option_drives_a_containers_systemd_from_outside() {
 
 #[test]
 fn restart_and_destroy() {
+    let ports = Ports::allocate();
     let c = Container::boot("restart");
-    let state = gen_etcd_env(&c, "et7", 7);
+    let state = gen_etcd_env(&c, "et7", &ports);
     assert!(ku(&c, "start", &state, &[]).status.success());
     let pid = status_json(&c, &state)[0]["pid"].as_u64().unwrap();
     let out = ku(&c, "restart", &state, &["etcd"]);

@@ -1,130 +1,76 @@
 //! A real systemd for tests: systemd booted as PID 1 in a systemd-nspawn container on the cached
-//! Debian rootfs (scripts/build-rootfs.sh), sharing the host network. The rootfs is mounted with a
-//! volatile overlay, so containers never change it and several can run at once. Commands run inside
-//! through nsenter, exactly as on a host whose PID 1 is systemd.
+//! Debian rootfs, sharing the host network, by scripts/container.sh (the one implementation, which
+//! scripts/up.sh's dev container uses too). Each test boots its own container; commands run inside
+//! through `container.sh exec`, exactly as on a host whose PID 1 is systemd.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
 
-use super::{cache_dir, text};
+use super::ports::Ports;
+use super::{cache_dir, script, text};
 
 pub struct Container {
-    child: Child,
     /// Host PID of the container's systemd (PID 1 inside).
     pub leader: u32,
+    /// The container's name for scripts/container.sh.
     pub name: String,
-    /// Shared read-write directory, at the same path inside and out.
+    /// Shared read-write directory, at the same path inside and out. Kept when the test fails.
     pub work: PathBuf,
     log: PathBuf,
 }
 
-fn rootfs() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-rootfs.sh");
-    let out = Command::new(&script)
-        .output()
-        .expect("run scripts/build-rootfs.sh");
-    assert!(
-        out.status.success(),
-        "scripts/build-rootfs.sh failed:\n{}",
-        text(&out)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
 impl Container {
-    /// Boot a container for one test. `name` must be unique among running tests.
+    /// Boot a container for one test. `name` must be unique among the tests of one test binary.
     pub fn boot(name: &str) -> Container {
-        let rootfs = rootfs();
         remove_stale_work_dirs();
-        let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{}", std::process::id()));
+        let pid = std::process::id();
+        let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{pid}"));
         let _ = std::fs::remove_dir_all(&work);
         std::fs::create_dir_all(&work).unwrap();
         let log = work.join("container.log");
-        let exe_dir = Path::new(env!("CARGO_BIN_EXE_kubeunit"))
-            .parent()
-            .unwrap()
-            .to_path_buf();
+        let exe_dir = Path::new(env!("CARGO_BIN_EXE_kubeunit")).parent().unwrap();
         let bin_cache = cache_dir().join("bin");
         std::fs::create_dir_all(&bin_cache).unwrap();
-        let machine = format!("ku-{name}-{}", std::process::id());
-        let child = Command::new("systemd-nspawn")
-            .args([
-                "--quiet",
-                "--boot",
-                "--register=no",
-                "--keep-unit",
-                "--volatile=overlay",
-            ])
-            .arg(format!("--machine={}", &machine[..machine.len().min(64)]))
-            .arg("-D")
-            .arg(&rootfs)
+        let machine = format!("ku-{name}-{pid}");
+        let machine = machine[..machine.len().min(64)].to_string();
+        let out = Command::new(script("container.sh"))
+            .args(["boot", &machine])
+            .arg(format!("--log={}", log.display()))
             .arg(format!("--bind-ro={}", exe_dir.display()))
             .arg(format!("--bind-ro={}", bin_cache.display()))
             .arg(format!("--bind={}", work.display()))
             .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(Stdio::from(
-                std::fs::File::options().append(true).open(&log).unwrap(),
-            ))
-            .spawn()
-            .expect("systemd-nspawn (scripts/install-deps.sh installs systemd-container)");
-        let nspawn_pid = child.id();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        // nspawn forks through an intermediate process: the leader is the child that runs systemd.
-        let leader = loop {
-            let systemd = children(nspawn_pid).into_iter().find(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .is_ok_and(|comm| comm.trim() == "systemd")
-            });
-            if let Some(pid) = systemd {
-                break pid;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "container did not start: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let c = Container {
-            child,
+            .output()
+            .expect("run scripts/container.sh");
+        assert!(
+            out.status.success(),
+            "scripts/container.sh boot {machine}:\n{}",
+            text(&out)
+        );
+        let leader = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("container.sh boot printed no PID ({e}): {}", text(&out)));
+        Container {
             leader,
             name: machine,
             work,
             log,
-        };
-        // Wait for the boot to finish (degraded is fine: some units of a minimal rootfs fail in a container).
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let out = c.run(&["systemctl", "is-system-running", "--wait"]);
-            let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if state == "running" || state == "degraded" {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "container boot: {state}\n{}",
-                c.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
         }
-        c
     }
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// A command inside the container (its mount, PID, IPC and UTS namespaces; network is shared).
+    /// A command inside the container (its mount, PID, IPC and UTS namespaces; network is shared),
+    /// with a clean environment.
     pub fn command(&self, argv: &[&str]) -> Command {
-        let mut cmd = Command::new("nsenter");
-        cmd.arg("-t")
-            .arg(self.leader.to_string())
-            .args(["-m", "-u", "-i", "-p", "-r", "-w", "--"])
-            .args(argv);
+        let mut cmd = Command::new(script("container.sh"));
+        cmd.args(["exec", &self.name, "--"]).args(argv);
         cmd.env_clear()
             .env(
                 "PATH",
@@ -136,7 +82,7 @@ impl Container {
     }
 
     pub fn run(&self, argv: &[&str]) -> Output {
-        self.command(argv).output().expect("nsenter")
+        self.command(argv).output().expect("container.sh exec")
     }
 
     pub fn sh(&self, script: &str) -> Output {
@@ -149,7 +95,7 @@ impl Container {
         argv.extend_from_slice(args);
         let mut cmd = self.command(&argv);
         cmd.env("SOURCE_DATE_EPOCH", "1767225600");
-        cmd.output().expect("nsenter kubeunit")
+        cmd.output().expect("container.sh exec kubeunit")
     }
 
     /// `systemctl list-units --all` of the units matching `pattern`, one per line ("" when none).
@@ -176,30 +122,19 @@ impl Container {
 
 impl Drop for Container {
     fn drop(&mut self) {
-        let _ = self.run(&["systemctl", "poweroff", "--no-block"]);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                self.cleanup();
-                return;
+        let out = Command::new(script("container.sh"))
+            .args(["stop", &self.name])
+            .stdin(Stdio::null())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                // Keep the work dir (container log, state dirs) of a failed test for a look.
+                if !std::thread::panicking() {
+                    let _ = std::fs::remove_dir_all(&self.work);
+                }
             }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // No clean shutdown: killing the container's PID 1 ends its whole PID namespace, so no
-        // systemd is left behind without its nspawn.
-        let _ = Command::new("kill")
-            .args(["-9", &self.leader.to_string()])
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Container {
-    fn cleanup(&self) {
-        // Keep the work dir (container log, state dirs) of a failed test for a look.
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.work);
+            Ok(o) => eprintln!("scripts/container.sh stop {}: {}", self.name, text(&o)),
+            Err(e) => eprintln!("scripts/container.sh stop {}: {e}", self.name),
         }
     }
 }
@@ -220,65 +155,38 @@ fn remove_stale_work_dirs() {
     }
 }
 
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for t in tasks.flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
-                out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-            }
-        }
+/// The ports argument of `gen_in`: a test's `&Ports`. A number is the old hand-picked block, still
+/// passed by benches/bringup.rs: it is ignored, and a block is allocated and held for the rest of the
+/// process instead.
+pub trait PortSets {
+    fn port_sets(&self) -> Vec<String>;
+}
+
+impl PortSets for &Ports {
+    fn port_sets(&self) -> Vec<String> {
+        self.sets()
     }
-    out
 }
 
-/// A block of ports for one test, so tests (and their containers, which share the host network) never
-/// collide: `--set` arguments for every port of the profile.
-pub fn port_sets(block: u16) -> Vec<String> {
-    let base = 21000 + block * 20;
-    [
-        "etcdClient",
-        "etcdPeer",
-        "apiserver",
-        "controllerManager",
-        "scheduler",
-        "kubelet",
-        "kubeletHealthz",
-        "kubeProxyHealthz",
-        "kubeProxyMetrics",
-        "cloudControllerManager",
-    ]
-    .iter()
-    .enumerate()
-    .flat_map(|(i, f)| {
-        [
-            "--set".to_string(),
-            format!("ports.{f}={}", base + i as u16),
-        ]
-    })
-    .collect()
+impl PortSets for u16 {
+    fn port_sets(&self) -> Vec<String> {
+        static HELD: Mutex<Vec<Ports>> = Mutex::new(Vec::new());
+        let ports = Ports::allocate();
+        let sets = ports.sets();
+        HELD.lock().unwrap().push(ports);
+        sets
+    }
 }
 
-pub fn port(block: u16, field: &str) -> u16 {
-    let fields = [
-        "etcdClient",
-        "etcdPeer",
-        "apiserver",
-        "controllerManager",
-        "scheduler",
-    ];
-    21000 + block * 20 + fields.iter().position(|f| *f == field).expect("known port") as u16
-}
-
-/// `kubeunit gen --state-dir WORK/<dir>` inside the container, on port block `block`, plus `args`.
-pub fn gen_in(c: &Container, dir: &str, block: u16, args: &[String]) -> PathBuf {
+/// `kubeunit gen --state-dir WORK/<dir>` inside the container, on the ports of `ports`, plus `args`.
+pub fn gen_in(c: &Container, dir: &str, ports: impl PortSets, args: &[String]) -> PathBuf {
     let state = c.work.join(dir);
     let mut argv: Vec<String> = vec![
         "gen".into(),
         "--state-dir".into(),
         state.to_string_lossy().into(),
     ];
-    argv.extend(port_sets(block));
+    argv.extend(ports.port_sets());
     argv.extend(args.iter().cloned());
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = c.kubeunit(&argv);

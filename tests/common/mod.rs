@@ -3,11 +3,13 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod ports;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 pub fn kubeunit() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubeunit"));
@@ -101,12 +103,26 @@ pub fn pinned(key: &str) -> Vec<String> {
         .collect()
 }
 
+/// A script of the repository's scripts/.
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name)
+}
+
+/// The cache of pinned binaries and the rootfs, as the scripts compute it (scripts/lib.sh).
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("KUBEUNIT_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/kubeunit-test")
-        })
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = run(Command::new(script("container.sh")).arg("cache-dir"));
+        assert!(
+            out.status.success(),
+            "scripts/container.sh cache-dir: {}",
+            text(&out)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+    .clone()
 }
 
 /// Directory of the pinned Kubernetes binaries (newest minor unless `KUBEUNIT_TEST_K8S` names one).
