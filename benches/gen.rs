@@ -3,9 +3,9 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use kubeunit::artifacts::Options;
+use kubeunit::pipeline;
 use kubeunit::pki::Entropy;
-use kubeunit::plan::Plan;
-use kubeunit::profile;
+use kubeunit::spec::{HostFacts, Plan};
 
 fn gen_dev(c: &mut Criterion, algorithm: &str) {
     let mut group = c.benchmark_group("gen");
@@ -18,13 +18,14 @@ fn gen_dev(c: &mut Criterion, algorithm: &str) {
                     "network.advertiseAddress=192.0.2.10".to_string(),
                     format!("pki.algorithm={algorithm}"),
                 ];
-                let p = profile::load("dev", &sets).expect("profile");
-                let plan = Plan::new(p, &tmp.path().join("state")).expect("plan");
+                let p = pipeline::profile("dev", &sets).expect("profile");
+                let state = tmp.path().join("state");
+                let plan = Plan::new(p, &state, &HostFacts::gather()).expect("plan");
                 let opts = Options {
                     entropy: Entropy::Os,
                     force: false,
                 };
-                kubeunit::gen(&plan, &opts).expect("gen");
+                pipeline::gen(&plan, &opts).expect("gen");
                 tmp
             },
             BatchSize::PerIteration,

@@ -1,32 +1,27 @@
 //! kubeunit: a real single-host Kubernetes environment, rendered into a state directory and run by
-//! systemd. The pipeline is profile -> plan -> artifacts -> state dir -> systemd.
+//! systemd. One pipeline, and the modules in its order (each uses only the ones above it):
+//!
+//! - `spec`: profile schema, loading, `--set`, validation, host facts, the plan
+//! - `pki`: the certificate table, keys, issuing
+//! - `render`: templates and systemd quoting
+//! - `components`: the component table (flags, files, ports, probes, hooks)
+//! - `state`: the state dir as files (tree, previous run, manifest, atomic writes, check)
+//! - `artifacts`: plan -> tree (PKI, kubeconfigs, component files, units)
+//! - `pipeline`: profile -> plan -> artifacts -> state dir, once, for gen, check and preflight
+//! - `unit`: unit files -> transient-unit properties
+//! - `systemd`: the D-Bus client
+//! - `run`: a state dir at run time (preflight, start, stop, status, restart, addons, probes)
+//! - `cli`: one file per command
 
 pub mod artifacts;
-pub mod bootstrap;
 pub mod cli;
 pub mod components;
-pub mod environment;
 pub mod error;
-pub mod health;
+pub mod pipeline;
 pub mod pki;
-pub mod plan;
-pub mod profile;
 pub mod render;
+pub mod run;
+pub mod spec;
 pub mod state;
 pub mod systemd;
-pub mod unitfile;
-
-use artifacts::{Generated, Options};
-use error::Error;
-use plan::Plan;
-use state::{Existing, WriteSummary};
-
-/// `kubeunit gen`: render the plan and write it into its state dir (keeping keys and CAs already there).
-pub fn gen(plan: &Plan, opts: &Options) -> Result<(Generated, WriteSummary), Error> {
-    state::prepare_dir(&plan.state_dir)?;
-    let old = Existing::load(&plan.state_dir)?;
-    let generated = artifacts::generate(plan, &old, opts)?;
-    let manifest = state::manifest_for(plan, &generated);
-    let summary = state::write(&plan.state_dir, &old, &generated.tree, &manifest)?;
-    Ok((generated, summary))
-}
+pub mod unit;

@@ -1,4 +1,5 @@
-//! systemd over D-Bus (zbus on tokio): transient units, jobs, unit state.
+//! systemd over D-Bus (zbus on tokio): transient units, jobs (waited for exactly, as systemd-run
+//! does), unit state, and unit-file properties as D-Bus values.
 
 use std::time::Duration;
 
@@ -7,7 +8,7 @@ use zbus::proxy::CacheProperties;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant, Variant};
 use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
 
-use crate::unitfile::{UnitFile, Value};
+use crate::unit::{UnitFile, Value};
 
 /// Which manager to talk to.
 #[derive(Debug, Clone)]
@@ -30,8 +31,14 @@ pub enum SystemdError {
     },
     #[error("systemd refused {what}: {source}")]
     Call { what: String, source: zbus::Error },
-    #[error("{0}")]
-    Other(String),
+    #[error("the D-Bus connection closed while waiting for job {job}")]
+    Closed { job: String },
+    #[error("{path}: property {property}: {source}")]
+    Property {
+        path: std::path::PathBuf,
+        property: String,
+        source: zbus::Error,
+    },
 }
 
 fn call(what: impl Into<String>) -> impl FnOnce(zbus::Error) -> SystemdError {
@@ -44,14 +51,105 @@ pub struct Systemd {
     manager: ManagerProxy<'static>,
 }
 
-/// What a finished job reports: done, canceled, timeout, failed, dependency, skipped.
-pub type JobResult = String;
+/// What a finished job reports (`JobRemoved`'s result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobResult {
+    /// simple: forked; exec: execve succeeded; notify: READY=1 received; oneshot: exited.
+    Done,
+    Canceled,
+    Timeout,
+    Failed,
+    Dependency,
+    Skipped,
+    /// A result this client does not know (a newer systemd).
+    Other(String),
+}
+
+impl JobResult {
+    fn parse(s: &str) -> JobResult {
+        match s {
+            "done" => JobResult::Done,
+            "canceled" => JobResult::Canceled,
+            "timeout" => JobResult::Timeout,
+            "failed" => JobResult::Failed,
+            "dependency" => JobResult::Dependency,
+            "skipped" => JobResult::Skipped,
+            other => JobResult::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for JobResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            JobResult::Done => "done",
+            JobResult::Canceled => "canceled",
+            JobResult::Timeout => "timeout",
+            JobResult::Failed => "failed",
+            JobResult::Dependency => "dependency",
+            JobResult::Skipped => "skipped",
+            JobResult::Other(s) => s,
+        };
+        f.write_str(s)
+    }
+}
+
+/// A unit's ActiveState.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActiveState {
+    Active,
+    Reloading,
+    #[default]
+    Inactive,
+    Failed,
+    Activating,
+    Deactivating,
+    /// Newer states (maintenance, refreshing) and anything unknown.
+    Other,
+}
+
+impl ActiveState {
+    fn parse(s: &str) -> ActiveState {
+        match s {
+            "active" => ActiveState::Active,
+            "reloading" => ActiveState::Reloading,
+            "inactive" => ActiveState::Inactive,
+            "failed" => ActiveState::Failed,
+            "activating" => ActiveState::Activating,
+            "deactivating" => ActiveState::Deactivating,
+            _ => ActiveState::Other,
+        }
+    }
+
+    /// Running as far as a caller is concerned (active, or reloading its configuration).
+    pub fn is_running(self) -> bool {
+        matches!(self, ActiveState::Active | ActiveState::Reloading)
+    }
+
+    /// Stopped: nothing of it runs.
+    pub fn is_stopped(self) -> bool {
+        matches!(self, ActiveState::Inactive | ActiveState::Failed)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActiveState::Active => "active",
+            ActiveState::Reloading => "reloading",
+            ActiveState::Inactive => "inactive",
+            ActiveState::Failed => "failed",
+            ActiveState::Activating => "activating",
+            ActiveState::Deactivating => "deactivating",
+            ActiveState::Other => "other",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UnitState {
     pub load_state: String,
-    pub active_state: String,
+    pub active_state: ActiveState,
     pub sub_state: String,
     pub main_pid: u32,
     pub memory_bytes: Option<u64>,
@@ -149,7 +247,7 @@ impl Systemd {
         let unit = self.unit_proxy(&path).await?;
         let mut st = UnitState {
             load_state: unit.load_state().await.unwrap_or_default(),
-            active_state: unit.active_state().await.unwrap_or_default(),
+            active_state: ActiveState::parse(&unit.active_state().await.unwrap_or_default()),
             sub_state: unit.sub_state().await.unwrap_or_default(),
             active_enter_us: unit.active_enter_timestamp().await.unwrap_or(0),
             ..Default::default()
@@ -186,9 +284,7 @@ impl Systemd {
         loop {
             match self.state(name).await? {
                 None => return Ok(true),
-                Some(s) if s.active_state == "inactive" || s.active_state == "failed" => {
-                    return Ok(true)
-                }
+                Some(s) if s.active_state.is_stopped() => return Ok(true),
                 _ if tokio::time::Instant::now() >= deadline => return Ok(false),
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
@@ -203,13 +299,12 @@ where
     while let Some(signal) = removed.next().await {
         let Ok(args) = signal.args() else { continue };
         if args.job.as_str() == job.as_str() {
-            return Ok(args.result.clone());
+            return Ok(JobResult::parse(&args.result));
         }
     }
-    Err(SystemdError::Other(format!(
-        "the D-Bus connection closed while waiting for job {}",
-        job.as_str()
-    )))
+    Err(SystemdError::Closed {
+        job: job.as_str().to_string(),
+    })
 }
 
 fn is_no_such_unit(e: &zbus::Error) -> bool {
@@ -238,8 +333,10 @@ pub fn properties(unit: &UnitFile) -> Result<Vec<(String, OwnedVariant)>, System
             };
             OwnedVariant::try_from(v)
                 .map(|v| (name.clone(), v))
-                .map_err(|e| {
-                    SystemdError::Other(format!("{}: property {name}: {e}", unit.path.display()))
+                .map_err(|source| SystemdError::Property {
+                    path: unit.path.clone(),
+                    property: name.clone(),
+                    source,
                 })
         })
         .collect()

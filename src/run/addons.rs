@@ -3,7 +3,7 @@
 //! the admin identity, so re-applying is idempotent.
 //!
 //! The API calls are plain HTTPS PATCHes (`application/apply-patch+yaml`) through the same TLS client
-//! as the health probes (`health::https_agent`): the handful of kinds kubeunit renders is listed
+//! as the health probes (`probe::https_agent`): the handful of kinds kubeunit renders is listed
 //! below, which spares a full Kubernetes client (kube-rs + k8s-openapi) and its build time for a
 //! few URLs.
 
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::plan::Plan;
+use crate::spec::{paths, Plan};
 
 /// kind -> (plural resource, namespaced) for every kind the addon templates use.
 const KINDS: &[(&str, &str, bool)] = &[
@@ -31,7 +31,7 @@ const KINDS: &[(&str, &str, bool)] = &[
 
 /// Every document of every `addons/*.yaml`, in file order.
 pub fn documents(state_dir: &Path) -> Result<Vec<(String, Value)>, Error> {
-    let dir = state_dir.join("addons");
+    let dir = state_dir.join(paths::ADDONS);
     let mut files: Vec<_> = match std::fs::read_dir(&dir) {
         Ok(rd) => rd
             .flatten()
@@ -43,8 +43,7 @@ pub fn documents(state_dir: &Path) -> Result<Vec<(String, Value)>, Error> {
     files.sort();
     let mut docs = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| Error::Other(format!("{}: {e}", file.display())))?;
+        let text = std::fs::read_to_string(&file).map_err(Error::io(&file, "read"))?;
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
             let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| Error::Artifact {
                 path: file.clone(),
@@ -59,15 +58,27 @@ pub fn documents(state_dir: &Path) -> Result<Vec<(String, Value)>, Error> {
     Ok(docs)
 }
 
+/// Why a document has no API path kubeunit can apply it at.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectError {
+    #[error("no {0}")]
+    Missing(&'static str),
+    #[error("kind {0} is not one kubeunit applies")]
+    Kind(String),
+}
+
 /// The API path of an object, for server-side apply.
-pub fn object_url(doc: &Value) -> Result<String, String> {
-    let api_version = doc["apiVersion"].as_str().ok_or("no apiVersion")?;
-    let kind = doc["kind"].as_str().ok_or("no kind")?;
-    let name = doc["metadata"]["name"].as_str().ok_or("no metadata.name")?;
+pub fn object_url(doc: &Value) -> Result<String, ObjectError> {
+    fn field<'v>(v: &'v Value, name: &'static str) -> Result<&'v str, ObjectError> {
+        v.as_str().ok_or(ObjectError::Missing(name))
+    }
+    let api_version = field(&doc["apiVersion"], "apiVersion")?;
+    let kind = field(&doc["kind"], "kind")?;
+    let name = field(&doc["metadata"]["name"], "metadata.name")?;
     let (_, plural, namespaced) = KINDS
         .iter()
         .find(|(k, _, _)| *k == kind)
-        .ok_or_else(|| format!("kind {kind} is not one kubeunit applies"))?;
+        .ok_or_else(|| ObjectError::Kind(kind.to_string()))?;
     let base = if api_version.contains('/') {
         format!("/apis/{api_version}")
     } else {
@@ -89,13 +100,12 @@ pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
         return Ok(vec![]);
     }
     let agent =
-        crate::health::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(10))
-            .map_err(Error::Other)?;
+        super::probe::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(10))?;
     let mut applied = Vec::new();
     for (file, doc) in docs {
-        let path = object_url(&doc).map_err(|m| Error::Artifact {
+        let path = object_url(&doc).map_err(|e| Error::Artifact {
             path: file.clone().into(),
-            message: m,
+            message: e.to_string(),
             fix: "use one of the kinds kubeunit renders, or apply it with kubectl".into(),
         })?;
         let url = format!(
@@ -121,7 +131,7 @@ pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
             }
             let retry = matches!(status, 0 | 404 | 409 | 429 | 500..=599);
             if !retry || Instant::now() >= deadline {
-                return Err(Error::Start(format!(
+                return Err(Error::Addon(format!(
                     "applying {path} from {file}: HTTP {status}: {text}"
                 )));
             }

@@ -1,4 +1,4 @@
-//! Health: component probes over HTTPS with the generated certificates, and who holds a port.
+//! Health: component probes over HTTP(S) with the generated certificates, and who holds a port.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -7,7 +7,9 @@ use std::time::Duration;
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
 use crate::components::{Component, Probe};
-use crate::plan::{host_port, Plan};
+use crate::error::Error;
+use crate::spec::plan::host_port;
+use crate::spec::{paths, Plan};
 
 /// The URL a component's probe reads.
 pub fn probe_url(plan: &Plan, probe: &Probe) -> String {
@@ -19,7 +21,7 @@ pub fn probe_url(plan: &Plan, probe: &Probe) -> String {
     let scheme = if probe.https { "https" } else { "http" };
     format!(
         "{scheme}://{}{}",
-        host_port(host, (probe.port)(&plan.profile.ports)),
+        host_port(host, plan.profile.ports.get(probe.port).unwrap_or(0)),
         probe.path
     )
 }
@@ -31,21 +33,28 @@ pub fn https_agent(
     ca: Option<&str>,
     client: Option<&str>,
     timeout: Duration,
-) -> Result<ureq::Agent, String> {
-    let read = |name: &str, ext: &str| -> Result<Vec<u8>, String> {
-        let path = plan.state_dir.join("pki").join(format!("{name}.{ext}"));
-        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+) -> Result<ureq::Agent, Error> {
+    let read = |rel: String| -> Result<(std::path::PathBuf, Vec<u8>), Error> {
+        let path = plan.state_dir.join(rel);
+        let bytes = std::fs::read(&path).map_err(Error::io(&path, "read"))?;
+        Ok((path, bytes))
+    };
+    let unusable = |path: std::path::PathBuf, e: &dyn std::fmt::Display| Error::Artifact {
+        path,
+        message: format!("not usable for TLS: {e}"),
+        fix: "repair the state dir with `kubeunit gen`".into(),
     };
     let mut tls = TlsConfig::builder();
     if let Some(ca) = ca {
-        let cert = Certificate::from_pem(&read(ca, "crt")?).map_err(|e| format!("CA {ca}: {e}"))?;
+        let (path, pem) = read(paths::cert(ca))?;
+        let cert = Certificate::from_pem(&pem).map_err(|e| unusable(path, &e))?;
         tls = tls.root_certs(RootCerts::Specific(Arc::new(vec![cert])));
     }
     if let Some(client) = client {
-        let cert = Certificate::from_pem(&read(client, "crt")?)
-            .map_err(|e| format!("{client}.crt: {e}"))?;
-        let key = PrivateKey::from_pem(&read(client, "key")?)
-            .map_err(|e| format!("{client}.key: {e}"))?;
+        let (path, pem) = read(paths::cert(client))?;
+        let cert = Certificate::from_pem(&pem).map_err(|e| unusable(path, &e))?;
+        let (path, pem) = read(paths::key(client))?;
+        let key = PrivateKey::from_pem(&pem).map_err(|e| unusable(path, &e))?;
         tls = tls.client_cert(Some(ClientCert::new_with_certs(&[cert], key)));
     }
     Ok(ureq::Agent::config_builder()
@@ -56,13 +65,13 @@ pub fn https_agent(
         .new_agent())
 }
 
-/// Probe a component once: Ok(()) when it answers 200, else why not. Blocking (run it off the runtime).
+/// Probe a component once: Ok(()) when it answers 200, else why not (shown by `status`). Blocking.
 pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), String> {
     let Some(probe) = component.probe else {
         return Ok(());
     };
     let url = probe_url(plan, &probe);
-    let agent = https_agent(plan, probe.ca, probe.client, timeout)?;
+    let agent = https_agent(plan, probe.ca, probe.client, timeout).map_err(|e| e.to_string())?;
     match agent.get(&url).call() {
         Ok(resp) if resp.status() == 200 => Ok(()),
         Ok(mut resp) => {
@@ -75,6 +84,18 @@ pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<()
         }
         Err(e) => Err(format!("{url}: {e}")),
     }
+}
+
+/// `probe` off the async runtime.
+pub async fn probe_async(
+    plan: &Plan,
+    component: &'static Component,
+    timeout: Duration,
+) -> Result<(), String> {
+    let plan = plan.clone();
+    tokio::task::spawn_blocking(move || probe(&plan, component, timeout))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
 }
 
 /// A process listening on a TCP port.

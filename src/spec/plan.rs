@@ -1,5 +1,7 @@
-//! The plan: a validated profile resolved into concrete addresses, paths, names and dates.
-//! Everything downstream (pki, render, state, systemd) reads the plan, never the raw profile defaults.
+//! The plan: a validated profile resolved into concrete addresses, paths, names and dates. It is a
+//! pure function of the profile, the state dir and the host facts. Resolved values live in the plan's
+//! own fields; `profile` is what the user wrote (validated), and `resolved_profile` is what the state
+//! dir records, so that `start` on another machine sees the same addresses and names.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -8,9 +10,10 @@ use std::time::Duration;
 use ipnet::IpNet;
 use time::OffsetDateTime;
 
-use crate::components::{Component, COMPONENTS};
-use crate::error::Error;
-use crate::profile::{parse_epoch, Profile};
+use super::host::HostFacts;
+use super::paths;
+use super::profile::{parse_epoch, Profile};
+use crate::error::{Error, FieldError};
 
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -34,11 +37,17 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn new(profile: Profile, state_dir: &Path) -> Result<Plan, Error> {
-        let state_dir = absolute(state_dir)?;
+    /// Resolve a validated profile. `state_dir` must be absolute (see `host::absolute`).
+    pub fn new(profile: Profile, state_dir: &Path, host: &HostFacts) -> Result<Plan, Error> {
+        if !state_dir.is_absolute() {
+            return Err(Error::Internal(format!(
+                "plan for a relative state dir {}",
+                state_dir.display()
+            )));
+        }
         let net = &profile.network;
         // The profile was validated; parse failures below cannot happen, but are not unwrapped either.
-        let bad = |f: &str| Error::Other(format!("internal: unvalidated profile field {f}"));
+        let bad = |f: &str| Error::Internal(format!("unvalidated profile field {f}"));
         let service_cidr: IpNet = net.service_cidr.parse().map_err(|_| bad("serviceCIDR"))?;
         let pod_cidr: IpNet = net.pod_cidr.parse().map_err(|_| bad("podCIDR"))?;
         let first_service_ip = nth_address(&service_cidr, 1);
@@ -60,37 +69,40 @@ impl Plan {
         } else if !bind.is_unspecified() && !bind.is_loopback() {
             bind
         } else {
-            host_address(service_cidr.network().is_ipv6()).ok_or_else(|| Error::Profile {
-                source_name: "profile".into(),
-                field: "network.advertiseAddress".into(),
-                message: "empty, and this host has no global address to default to (value: \"\")".into(),
-                fix: "set network.advertiseAddress to this host's address (kube-apiserver rejects loopback \
-                      addresses in the `kubernetes` Service endpoints)"
-                    .into(),
+            host.address(service_cidr.network().is_ipv6()).ok_or_else(|| {
+                Error::field(
+                    "profile",
+                    FieldError::new(
+                        "network.advertiseAddress",
+                        "\"\"",
+                        "empty, and this host has no global address to default to",
+                        "set network.advertiseAddress to this host's address (kube-apiserver rejects loopback \
+                         addresses in the `kubernetes` Service endpoints)",
+                    ),
+                )
             })?
         };
         let data_dir = match &profile.data_dir {
             Some(d) if !d.as_os_str().is_empty() => d.clone(),
-            _ => state_dir.join("data"),
+            _ => state_dir.join(paths::DATA),
         };
         let node_name = if profile.node.name.is_empty() {
             profile.name.clone()
         } else {
             profile.node.name.clone()
         };
-        let epoch = resolve_epoch(profile.pki.epoch.as_deref());
+        let epoch = profile
+            .pki
+            .epoch
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .and_then(parse_epoch)
+            .unwrap_or(host.epoch);
         let dur = |s: &str| humantime::parse_duration(s).map_err(|_| bad("pki validity"));
         let ca_validity = dur(&profile.pki.ca_validity)?;
         let cert_validity = dur(&profile.pki.cert_validity)?;
-        // The state dir's profile.yaml records what was resolved here, so `start` on another machine
-        // (or a later `gen --check`) sees the same addresses and names, not this host's.
-        let mut profile = profile;
-        profile.network.advertise_address = advertise.to_string();
-        profile.network.dns_ip = dns_ip.to_string();
-        profile.node.name = node_name.clone();
-        profile.data_dir = Some(data_dir.clone());
         Ok(Plan {
-            state_dir,
+            state_dir: state_dir.to_path_buf(),
             data_dir,
             node_name,
             service_cidr,
@@ -107,6 +119,16 @@ impl Plan {
         })
     }
 
+    /// The profile with every value this plan resolved written in (the state dir's `profile.yaml`).
+    pub fn resolved_profile(&self) -> Profile {
+        let mut p = self.profile.clone();
+        p.network.advertise_address = self.advertise.to_string();
+        p.network.dns_ip = self.dns_ip.to_string();
+        p.node.name = self.node_name.clone();
+        p.data_dir = Some(self.data_dir.clone());
+        p
+    }
+
     pub fn name(&self) -> &str {
         &self.profile.name
     }
@@ -118,13 +140,6 @@ impl Plan {
 
     pub fn unit_name(&self, component: &str) -> String {
         format!("kubeunit-{}-{}.service", self.profile.name, component)
-    }
-
-    /// Enabled components in table order (which is start order).
-    pub fn components(&self) -> impl Iterator<Item = &'static Component> + '_ {
-        COMPONENTS
-            .iter()
-            .filter(move |c| self.profile.component(c.name).enabled)
     }
 
     pub fn enabled(&self, component: &str) -> bool {
@@ -153,20 +168,9 @@ impl Plan {
         self.local_url(self.profile.ports.etcd_client)
     }
 
-    /// Absolute path of a component's binary.
-    pub fn binary(&self, component: &Component) -> PathBuf {
-        let settings = self.profile.component(component.name);
-        let name = if settings.binary.is_empty() {
-            component.binary
-        } else {
-            settings.binary.as_str()
-        };
-        let p = Path::new(name);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.profile.bin_dir.join(p)
-        }
+    /// The loopback address of the local address's family.
+    pub fn loopback(&self) -> IpAddr {
+        loopback_of(&self.local)
     }
 }
 
@@ -192,57 +196,47 @@ pub fn nth_address(net: &IpNet, n: u128) -> IpAddr {
     }
 }
 
-/// This host's first global unicast address of the family, by interface name (stable order).
-fn host_address(v6: bool) -> Option<IpAddr> {
-    let mut ifs = if_addrs::get_if_addrs().ok()?;
-    ifs.sort_by(|a, b| a.name.cmp(&b.name));
-    ifs.into_iter().map(|i| i.ip()).find(|ip| {
-        ip.is_ipv6() == v6
-            && !ip.is_loopback()
-            && !ip.is_unspecified()
-            && !ip.is_multicast()
-            && match ip {
-                IpAddr::V4(a) => !a.is_link_local(),
-                IpAddr::V6(a) => (a.segments()[0] & 0xffc0) != 0xfe80,
-            }
-    })
-}
-
-/// Validity start: the profile's epoch, else SOURCE_DATE_EPOCH, else the start of today (UTC), so
-/// that runs on the same day agree to the byte.
-fn resolve_epoch(profile_epoch: Option<&str>) -> OffsetDateTime {
-    if let Some(t) = profile_epoch
-        .filter(|s| !s.is_empty())
-        .and_then(parse_epoch)
-    {
-        return t;
-    }
-    if let Some(t) = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .and_then(|s| parse_epoch(&s))
-    {
-        return t;
-    }
-    let now = OffsetDateTime::now_utc();
-    now.replace_time(time::Time::MIDNIGHT)
-}
-
-fn absolute(p: &Path) -> Result<PathBuf, Error> {
-    if p.is_absolute() {
-        return Ok(p.to_path_buf());
-    }
-    std::env::current_dir().map(|d| d.join(p)).map_err(|e| {
-        Error::state(
-            p,
-            format!("cannot resolve a relative path: {e}"),
-            "pass an absolute --state-dir",
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::load;
+
+    fn facts() -> HostFacts {
+        HostFacts {
+            address_v4: Some("192.0.2.5".parse().unwrap()),
+            address_v6: None,
+            epoch: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn plan_is_a_function_of_profile_state_dir_and_host_facts() {
+        let (_, p) = load::layered("control-plane", &[]).unwrap();
+        let plan = Plan::new(p.clone(), Path::new("/s"), &facts()).unwrap();
+        assert_eq!(
+            plan.advertise.to_string(),
+            "192.0.2.5",
+            "from the host facts"
+        );
+        assert_eq!(plan.dns_ip.to_string(), "10.0.0.10");
+        assert_eq!(plan.data_dir, Path::new("/s/data"));
+        assert_eq!(plan.epoch, OffsetDateTime::UNIX_EPOCH);
+        assert_eq!(plan.profile, p, "the input profile is not rewritten");
+        let resolved = plan.resolved_profile();
+        assert_eq!(resolved.network.advertise_address, "192.0.2.5");
+        assert_eq!(resolved.node.name, "control-plane");
+        // A resolved profile resolves to itself, whatever the host.
+        let other = HostFacts {
+            address_v4: None,
+            ..facts()
+        };
+        let again = Plan::new(resolved.clone(), Path::new("/s"), &other).unwrap();
+        assert_eq!(again.resolved_profile(), resolved);
+        // No address to default to: the field and the fix are named.
+        let e = Plan::new(p, Path::new("/s"), &other).unwrap_err();
+        assert!(e.to_string().contains("network.advertiseAddress"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
 
     #[test]
     fn nth_address_ipv4_and_ipv6() {

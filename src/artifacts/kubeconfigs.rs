@@ -1,0 +1,52 @@
+//! Self-contained kubeconfigs: one per certificate-table row that names one, embedding the cluster
+//! CA, the client certificate and its key.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use serde_json::json;
+
+use super::pki::Issued;
+use super::{put, Generated};
+use crate::error::Error;
+use crate::pki;
+use crate::render::{self, Renderer};
+use crate::spec::{paths, Plan};
+use crate::state::MODE_SECRET;
+
+pub fn kubeconfigs(
+    plan: &Plan,
+    r: &Renderer,
+    certs: &Issued,
+    g: &mut Generated,
+) -> Result<(), Error> {
+    let (ca, _) = certs
+        .get("ca")
+        .ok_or_else(|| Error::Internal("no cluster CA".into()))?;
+    let cluster = format!("kubeunit-{}", plan.name());
+    for spec in pki::specs(plan) {
+        let Some(file) = spec.kubeconfig else {
+            continue;
+        };
+        let (cert, key) = certs
+            .get(&spec.name)
+            .ok_or_else(|| Error::Internal(format!("{} was not issued", spec.name)))?;
+        let data = json!({
+            "env": plan.name(),
+            "cluster": cluster,
+            "server": plan.apiserver_url(),
+            "user": spec.cn,
+            "context": format!("{}@{}", spec.cn, cluster),
+            "ca_data": B64.encode(ca),
+            "cert_data": B64.encode(cert),
+            "key_data": B64.encode(key),
+        });
+        let text = r.render(&render::KUBECONFIG, &data)?;
+        put(
+            &mut g.tree,
+            &paths::kubeconfig(file),
+            text.into_bytes(),
+            MODE_SECRET,
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,216 @@
+use serde_json::json;
+
+use super::*;
+use crate::components::{self, Content, File, Hook};
+use crate::render::Template;
+use crate::spec::{load, HostFacts};
+
+fn plan(sets: &[&str]) -> Plan {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let (_, p) = load::layered("dev", &sets).unwrap();
+    let host = HostFacts {
+        address_v4: Some("192.0.2.5".parse().unwrap()),
+        address_v6: None,
+        epoch: time::OffsetDateTime::UNIX_EPOCH,
+    };
+    Plan::new(p, std::path::Path::new("/s"), &host).unwrap()
+}
+
+fn opts() -> Options {
+    Options {
+        entropy: Entropy::Seed(1),
+        force: false,
+    }
+}
+
+const FANCY_CONFIG: Template = Template {
+    name: "test/fancy.yaml.hbs",
+    text: "cluster: {{json name}}\nserver: {{json server}}\n",
+};
+
+/// A component as a contributor would add it: one entry, one config file with its template.
+const FANCY: Component = Component {
+    name: "kube-fancy",
+    binary: "kube-fancy",
+    required: false,
+    notify: false,
+    needs: &["kube-apiserver"],
+    after_if_enabled: &[],
+    kubernetes: true,
+    gates_in_config: false,
+    delegate: false,
+    kill_mode: None,
+    probe: None,
+    ports: &["cloudControllerManager"],
+    version: |v| &v.kubernetes,
+    flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],
+    files: &[File {
+        path: "config/fancy.yaml",
+        secret: false,
+        when: |_| true,
+        content: |cx| {
+            Ok(Content::Template(
+                &FANCY_CONFIG,
+                json!({ "name": cx.plan.name(), "server": cx.plan.apiserver_url() }),
+            ))
+        },
+    }],
+    after_healthy: None,
+    validate: |_| vec![],
+};
+
+#[test]
+fn a_new_component_is_one_table_entry_and_its_template() {
+    let mut table: Vec<Component> = COMPONENTS.to_vec();
+    table.push(FANCY);
+    let plan = plan(&["components.kube-fancy.enabled=true"]);
+    assert_eq!(components::validate(&table, &plan.profile), vec![]);
+    assert!(
+        !components::validate(COMPONENTS, &plan.profile).is_empty(),
+        "the real table does not know it"
+    );
+    let g = generate_with(
+        &table,
+        &plan,
+        &Previous::load(std::path::Path::new("/nonexistent")).unwrap(),
+        &opts(),
+    )
+    .unwrap();
+    let file = String::from_utf8(g.tree["config/fancy.yaml"].bytes.clone()).unwrap();
+    assert_eq!(
+        file,
+        "cluster: \"dev\"\nserver: \"https://127.0.0.1:6443\"\n"
+    );
+    let unit = String::from_utf8(
+        g.tree["units/kubeunit-dev-kube-fancy.service"]
+            .bytes
+            .clone(),
+    )
+    .unwrap();
+    assert!(
+        unit.contains("ExecStart=/usr/local/bin/kube-fancy \\\n    --config=/s/config/fancy.yaml"),
+        "{unit}"
+    );
+    assert!(
+        unit.contains("Wants=kubeunit-dev-kube-apiserver.service"),
+        "{unit}"
+    );
+    assert!(unit.contains("Type=exec"), "{unit}");
+    // Without the entry enabled, nothing of it is rendered.
+    let g = generate_with(
+        &table,
+        &self::plan(&[]),
+        &Previous::load(std::path::Path::new("/nonexistent")).unwrap(),
+        &opts(),
+    )
+    .unwrap();
+    assert!(!g.tree.keys().any(|k| k.contains("fancy")));
+}
+
+#[test]
+fn files_follow_their_component_and_condition() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let g = generate(&plan(&[]), &empty, &opts()).unwrap();
+    for f in [
+        "config/kubelet-config.yaml",
+        "config/containerd.toml",
+        "config/encryption-config.yaml",
+        "addons/10-coredns.yaml",
+        "pki/encryption.key",
+    ] {
+        assert!(g.tree.contains_key(f), "{f}");
+    }
+    assert_eq!(g.tree["config/encryption-config.yaml"].mode, 0o600);
+    let g = generate(
+        &plan(&[
+            "components.kubelet.enabled=false",
+            "components.kube-proxy.enabled=false",
+            "encryption.enabled=false",
+            "addons.coredns=false",
+        ]),
+        &empty,
+        &opts(),
+    )
+    .unwrap();
+    for f in [
+        "config/kubelet-config.yaml",
+        "config/kube-proxy-config.yaml",
+        "config/encryption-config.yaml",
+        "addons/10-coredns.yaml",
+        "pki/encryption.key",
+        "pki/kubelet.crt",
+        "kubeconfig/kube-proxy.kubeconfig",
+    ] {
+        assert!(!g.tree.contains_key(f), "{f}");
+    }
+    assert!(g.tree.contains_key("config/containerd.toml"));
+}
+
+#[test]
+fn certificate_decisions_on_a_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Plan::new(
+        plan(&[]).profile,
+        dir.path(),
+        &HostFacts {
+            address_v4: Some("192.0.2.5".parse().unwrap()),
+            address_v6: None,
+            epoch: time::OffsetDateTime::UNIX_EPOCH,
+        },
+    )
+    .unwrap();
+    let empty = Previous::load(dir.path()).unwrap();
+    let g = generate(&p, &empty, &opts()).unwrap();
+    assert_eq!(g.count(Decision::Created), g.certs.len());
+    let manifest = crate::state::Manifest::new(
+        p.name(),
+        p.state_dir.clone(),
+        &g.tree,
+        g.cert_digests.clone(),
+        serde_json::Value::Null,
+    );
+    crate::state::write(dir.path(), &empty, &g.tree, &manifest).unwrap();
+    let old = Previous::load(dir.path()).unwrap();
+    let again = generate(&p, &old, &opts()).unwrap();
+    assert_eq!(again.count(Decision::Kept), g.certs.len());
+    assert_eq!(again.tree, g.tree);
+    // A new SAN reissues the apiserver certificate only.
+    let mut profile = p.profile.clone();
+    profile.network.extra_sans.push("new.example".into());
+    let p2 = Plan::new(
+        profile,
+        dir.path(),
+        &HostFacts {
+            address_v4: None,
+            address_v6: None,
+            epoch: time::OffsetDateTime::UNIX_EPOCH,
+        },
+    );
+    // No host address: the advertise address must be explicit now.
+    assert!(p2.is_err());
+    let mut profile = p.resolved_profile();
+    profile.network.extra_sans.push("new.example".into());
+    let p2 = Plan::new(
+        profile,
+        dir.path(),
+        &HostFacts {
+            address_v4: None,
+            address_v6: None,
+            epoch: time::OffsetDateTime::UNIX_EPOCH,
+        },
+    )
+    .unwrap();
+    let third = generate(&p2, &old, &opts()).unwrap();
+    let reissued: Vec<&str> = third
+        .certs
+        .iter()
+        .filter(|(_, d)| *d == Decision::Reissued)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(reissued, vec!["pki/apiserver.crt"]);
+    // Hook data: the API server applies the addons.
+    assert_eq!(
+        components::find("kube-apiserver").unwrap().after_healthy,
+        Some(Hook::ApplyAddons)
+    );
+}

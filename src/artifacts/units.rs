@@ -1,0 +1,81 @@
+//! systemd unit files: the environment's slice and one service per component, from
+//! `units/*.hbs`. The command line is quoted for ExecStart=; a component's environment goes to a 0600
+//! file under `env/` (never into the unit).
+
+use serde_json::json;
+
+use super::{put, Generated};
+use crate::components::{self, command_line, Component};
+use crate::error::Error;
+use crate::render::quote::{env_file_line, systemd_word};
+use crate::render::{self, Renderer};
+use crate::spec::{paths, Plan};
+use crate::state::{MODE_PUBLIC, MODE_SECRET};
+
+/// The slice, and a unit per enabled component of `table`.
+pub fn units(
+    table: &[Component],
+    plan: &Plan,
+    r: &Renderer,
+    g: &mut Generated,
+) -> Result<(), Error> {
+    let version = env!("CARGO_PKG_VERSION");
+    let slice = plan.slice_name();
+    let text = r.render(
+        &render::SLICE,
+        &json!({ "version": version, "env": plan.name(), "slice": slice }),
+    )?;
+    put(
+        &mut g.tree,
+        &paths::unit(&slice),
+        text.into_bytes(),
+        MODE_PUBLIC,
+    );
+    for c in components::enabled(table, &plan.profile) {
+        let unit = |n: &&str| plan.unit_name(n);
+        let wants: Vec<String> = c.needs.iter().map(unit).collect();
+        let mut after = wants.clone();
+        after.extend(
+            c.after_if_enabled
+                .iter()
+                .filter(|n| plan.enabled(n))
+                .map(unit),
+        );
+        let env = plan.profile.component(c.name).env;
+        let env_file = if env.is_empty() {
+            None
+        } else {
+            let rel = paths::env_file(c.name);
+            let text: String = env.iter().map(|(k, v)| env_file_line(k, v)).collect();
+            put(&mut g.tree, &rel, text.into_bytes(), MODE_SECRET);
+            Some(plan.path(&rel))
+        };
+        let exec: Vec<String> = command_line(plan, c)
+            .iter()
+            .map(|a| systemd_word(a))
+            .collect();
+        let data = json!({
+            "version": version,
+            "env": plan.name(),
+            "component": c.name,
+            "wants": wants,
+            "after": after,
+            "type": if c.notify { "notify" } else { "exec" },
+            "notify": c.notify,
+            "exec": exec,
+            "env_file": env_file,
+            "delegate": c.delegate,
+            "kill_mode": c.kill_mode,
+            "slice": slice,
+            "syslog_identifier": format!("kubeunit-{}-{}", plan.name(), c.name),
+        });
+        let text = r.render(&render::SERVICE, &data)?;
+        put(
+            &mut g.tree,
+            &paths::unit(&plan.unit_name(c.name)),
+            text.into_bytes(),
+            MODE_PUBLIC,
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! `kubeunit gen`: render a profile into a state dir, or `--check` one.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use super::{default_state_dir, print_json, Output};
+use crate::artifacts::{Generated, Options};
+use crate::error::Error;
+use crate::pipeline;
+use crate::pki::{Decision, Entropy};
+use crate::spec::{host, paths, HostFacts, Plan};
+use crate::state::{Difference, WriteSummary};
+
+pub const AFTER_HELP: &str = "Examples:
+  kubeunit gen --profile dev
+  kubeunit gen --profile ./my-profile.yaml --state-dir /srv/k8s
+  kubeunit gen --profile ci --set network.serviceCIDR=10.96.0.0/16 --set logging.verbosity=4
+  SOURCE_DATE_EPOCH=1767225600 kubeunit gen --seed 42   # byte-identical output
+  kubeunit gen --check                                   # exit 1 if the state dir differs
+
+Re-running gen keeps keys and CAs and reissues only the certificates whose inputs changed.";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Built-in profile name (dev, control-plane, ci) or a path to a YAML profile [default: dev; with
+    /// --check: the state dir's own profile.yaml].
+    #[arg(short, long)]
+    pub profile: Option<String>,
+    /// State directory [default: $KUBEUNIT_STATE_DIR, /var/lib/kubeunit/NAME as root, else $XDG_STATE_HOME/kubeunit/NAME].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Override a profile field by dotted path; repeatable (e.g. --set ports.apiserver=7443).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Directory of the component binaries (same as --set binDir=DIR).
+    #[arg(long, env = "KUBEUNIT_BIN_DIR", value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Derive every key from this seed: same profile + seed + epoch = byte-identical state dir.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Replace CAs, keys and certificates instead of keeping them.
+    #[arg(long)]
+    pub force: bool,
+    /// Compare the state dir with its manifest and the profile; write nothing; exit 1 on any difference.
+    #[arg(long)]
+    pub check: bool,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+pub fn exec(args: Args) -> Result<i32, Error> {
+    let mut sets = Vec::new();
+    if let Some(dir) = &args.bin_dir {
+        sets.push(format!("binDir={}", dir.display()));
+    }
+    sets.extend(args.sets.iter().cloned());
+    let mut profile = pipeline::profile(args.profile.as_deref().unwrap_or("dev"), &sets)?;
+    let dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| default_state_dir(&profile.name));
+    let dir = host::absolute(&dir)?;
+    // `gen --check` without a profile checks the state dir against the profile it was generated from.
+    if args.check && args.profile.is_none() && dir.join(paths::PROFILE).exists() {
+        profile = pipeline::resolved_profile(&dir)?;
+    }
+    let plan = Plan::new(profile, &dir, &HostFacts::gather())?;
+    let opts = Options {
+        entropy: args.seed.map(Entropy::Seed).unwrap_or(Entropy::Os),
+        force: args.force,
+    };
+    if args.check {
+        let check = CheckReport {
+            state_dir: plan.state_dir.clone(),
+            differences: pipeline::check(&plan, &opts)?,
+        };
+        match args.output {
+            Output::Json => print_json(&serde_json::json!({
+                "stateDir": check.state_dir,
+                "ok": check.differences.is_empty(),
+                "differences": check.differences,
+            })),
+            Output::Text => print!("{check}"),
+        }
+        return Ok(if check.differences.is_empty() { 0 } else { 1 });
+    }
+    let (generated, summary) = pipeline::gen(&plan, &opts)?;
+    let report = GenReport {
+        plan: &plan,
+        generated: &generated,
+        summary: &summary,
+    };
+    match args.output {
+        Output::Json => print_json(&serde_json::json!({
+            "stateDir": plan.state_dir,
+            "name": plan.name(),
+            "written": summary.written,
+            "unchanged": summary.unchanged,
+            "removed": summary.removed,
+            "certificates": generated
+                .certs
+                .iter()
+                .map(|(path, d)| format!("{path}: {}", d.as_str()))
+                .collect::<Vec<_>>(),
+        })),
+        Output::Text => print!("{report}"),
+    }
+    Ok(0)
+}
+
+struct GenReport<'a> {
+    plan: &'a Plan,
+    generated: &'a Generated,
+    summary: &'a WriteSummary,
+}
+
+impl fmt::Display for GenReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (plan, g, s) = (self.plan, self.generated, self.summary);
+        writeln!(
+            f,
+            "environment '{}' in {}: {} files written, {} unchanged, {} removed",
+            plan.name(),
+            plan.state_dir.display(),
+            s.written.len(),
+            s.unchanged,
+            s.removed.len()
+        )?;
+        writeln!(
+            f,
+            "certificates: {} created, {} reissued, {} kept",
+            g.count(Decision::Created),
+            g.count(Decision::Reissued),
+            g.count(Decision::Kept)
+        )?;
+        writeln!(
+            f,
+            "next: kubeunit start --state-dir {}",
+            plan.state_dir.display()
+        )
+    }
+}
+
+struct CheckReport {
+    state_dir: PathBuf,
+    differences: Vec<Difference>,
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = self.state_dir.display();
+        if self.differences.is_empty() {
+            return writeln!(f, "{dir}: matches its manifest and profile");
+        }
+        writeln!(f, "{dir}: {} difference(s)", self.differences.len())?;
+        for d in &self.differences {
+            writeln!(f, "  {:<9} {}", d.kind.as_str(), d.path)?;
+        }
+        writeln!(
+            f,
+            "run `kubeunit gen` to bring the state dir back in line (keys and CAs are kept)"
+        )
+    }
+}

@@ -1,0 +1,124 @@
+//! `kubeunit start`: run a state dir's components as transient units until all are healthy.
+
+use std::fmt;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use super::{print_json, Output, Target};
+use crate::error::Error;
+use crate::run::{self, Env, Progress, StartReport};
+
+pub const AFTER_HELP: &str = "Examples:
+  kubeunit start                          # /var/lib/kubeunit/dev as root
+  kubeunit start --env ci --timeout 60
+  kubeunit start --state-dir /tmp/k8s -o json
+  kubeunit start --bus unix:path=/proc/1234/root/run/dbus/system_bus_socket
+
+Exit codes: 0 up (or already up), 1 a component failed or a check failed, 2 bad state dir.";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
+    /// Seconds to wait for every component to become healthy.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Output format (json: per-component timings and the addons applied).
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+pub async fn exec(args: Args) -> Result<i32, Error> {
+    let env = args.target.env()?;
+    let sd = args.target.systemd().await?;
+    let text = args.output == Output::Text;
+    let tty = std::io::stdout().is_terminal();
+    if text {
+        println!(
+            "starting environment '{}' from {}",
+            env.plan.name(),
+            env.plan.state_dir.display()
+        );
+    }
+    let mut progress = |p: Progress| {
+        if text {
+            print_progress(&p, tty);
+        }
+    };
+    let timeout = Duration::from_secs(args.timeout);
+    let report = run::start(&env, &sd, timeout, &mut progress).await?;
+    match args.output {
+        Output::Json => print_json(&report),
+        Output::Text => print!(
+            "{}",
+            Summary {
+                env: &env,
+                report: &report
+            }
+        ),
+    }
+    Ok(0)
+}
+
+/// On a terminal, say what is being waited for; in logs, one line per component.
+fn print_progress(p: &Progress, tty: bool) {
+    match p {
+        Progress::Running { component, seconds } if tty => {
+            println!("  - {component:<26} running after {seconds:>5.2}s, waiting until healthy")
+        }
+        Progress::Running { .. } => {}
+        Progress::Healthy(t) => {
+            let mark = if tty { "\u{2713}" } else { "ok" };
+            println!(
+                "  {mark} {:<26} running after {:>5.2}s, healthy after {:>5.2}s",
+                t.component, t.job_done, t.healthy
+            );
+        }
+    }
+}
+
+struct Summary<'a> {
+    env: &'a Env,
+    report: &'a StartReport,
+}
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (plan, report) = (&self.env.plan, self.report);
+        for n in &report.notes {
+            writeln!(f, "  note: {n}")?;
+        }
+        if !report.applied.is_empty() {
+            writeln!(
+                f,
+                "  applied {} addon objects (server-side, from {}/addons)",
+                report.applied.len(),
+                plan.state_dir.display()
+            )?;
+        }
+        let name = plan.name();
+        let dir_flag = format!("--state-dir {}", plan.state_dir.display());
+        if report.already_running {
+            writeln!(f, "environment '{name}' is already running; nothing changed (see `kubeunit status {dir_flag}`)")?;
+        } else {
+            writeln!(
+                f,
+                "environment '{name}' is up in {:.1}s\n",
+                report.total_seconds
+            )?;
+        }
+        writeln!(
+            f,
+            "  export KUBECONFIG={}",
+            plan.path(&crate::spec::paths::kubeconfig("admin"))
+        )?;
+        writeln!(f, "  kubectl get --raw /readyz\n")?;
+        writeln!(
+            f,
+            "logs:    kubeunit logs -f {dir_flag}    (or journalctl -u {} -f)",
+            plan.slice_name()
+        )?;
+        writeln!(f, "status:  kubeunit status {dir_flag}")?;
+        writeln!(f, "stop:    kubeunit stop {dir_flag}")
+    }
+}

@@ -1,0 +1,553 @@
+//! The entries. Flags are checked against the pinned Kubernetes minors (scripts/versions.env); removed
+//! flags of older scripts (--insecure-port, kubelet --network-plugin, ...) must never appear here.
+
+use serde_json::json;
+
+use super::{Component, Content, File, FileContext, Hook, Probe};
+use crate::error::FieldError;
+use crate::render::Template;
+use crate::spec::paths;
+use crate::spec::plan::host_port;
+use crate::spec::profile::AUDIT_LEVELS;
+use crate::spec::Plan;
+
+/// What an entry does not say: a Kubernetes component, started with Type=exec, probed over HTTPS.
+const KUBERNETES: Component = Component {
+    name: "",
+    binary: "",
+    required: false,
+    notify: false,
+    needs: &["kube-apiserver"],
+    after_if_enabled: &[],
+    kubernetes: true,
+    gates_in_config: false,
+    delegate: false,
+    kill_mode: None,
+    probe: None,
+    ports: &[],
+    version: |v| &v.kubernetes,
+    flags: |_| vec![],
+    files: &[],
+    after_healthy: None,
+    validate: |_| vec![],
+};
+
+/// An HTTPS health endpoint whose serving certificate the cluster CA signed.
+const fn https(port: &'static str, path: &'static str) -> Option<Probe> {
+    Some(Probe {
+        https: true,
+        port,
+        path,
+        ca: Some("ca"),
+        client: None,
+        loopback: false,
+    })
+}
+
+/// A plain-HTTP health endpoint kubeunit always binds on loopback.
+const fn loopback_http(port: &'static str) -> Option<Probe> {
+    Some(Probe {
+        https: false,
+        port,
+        path: "/healthz",
+        ca: None,
+        client: None,
+        loopback: true,
+    })
+}
+
+const ALWAYS: fn(&Plan) -> bool = |_| true;
+
+/// A public file rendered from a template, whenever its component is enabled.
+const fn template(
+    path: &'static str,
+    content: fn(&FileContext) -> Result<Content, FieldError>,
+) -> File {
+    File {
+        path,
+        secret: false,
+        when: ALWAYS,
+        content,
+    }
+}
+
+// Each component's templates (files under configs/ and addons/).
+const AUDIT_POLICY: Template = Template {
+    name: "configs/audit-policy.yaml.hbs",
+    text: include_str!("../../configs/audit-policy.yaml.hbs"),
+};
+const ENCRYPTION_CONFIG: Template = Template {
+    name: "configs/encryption-config.yaml.hbs",
+    text: include_str!("../../configs/encryption-config.yaml.hbs"),
+};
+const ADDON_RBAC: Template = Template {
+    name: "addons/rbac.yaml.hbs",
+    text: include_str!("../../addons/rbac.yaml.hbs"),
+};
+const ADDON_COREDNS: Template = Template {
+    name: "addons/coredns.yaml.hbs",
+    text: include_str!("../../addons/coredns.yaml.hbs"),
+};
+const ADDON_STORAGECLASS: Template = Template {
+    name: "addons/storageclass.yaml.hbs",
+    text: include_str!("../../addons/storageclass.yaml.hbs"),
+};
+const SCHEDULER_CONFIG: Template = Template {
+    name: "configs/scheduler-config.yaml.hbs",
+    text: include_str!("../../configs/scheduler-config.yaml.hbs"),
+};
+const CONTAINERD_CONFIG: Template = Template {
+    name: "configs/containerd.toml.hbs",
+    text: include_str!("../../configs/containerd.toml.hbs"),
+};
+const CNI_BRIDGE: Template = Template {
+    name: "configs/cni-bridge.conflist.hbs",
+    text: include_str!("../../configs/cni-bridge.conflist.hbs"),
+};
+const KUBELET_CONFIG: Template = Template {
+    name: "configs/kubelet-config.yaml.hbs",
+    text: include_str!("../../configs/kubelet-config.yaml.hbs"),
+};
+const KUBE_PROXY_CONFIG: Template = Template {
+    name: "configs/kube-proxy-config.yaml.hbs",
+    text: include_str!("../../configs/kube-proxy-config.yaml.hbs"),
+};
+
+pub const COMPONENTS: &[Component] = &[
+    Component {
+        name: "etcd",
+        binary: "etcd",
+        required: true,
+        notify: true,
+        needs: &[],
+        kubernetes: false,
+        probe: Some(Probe {
+            https: true,
+            port: "etcdClient",
+            path: "/health",
+            ca: Some("etcd/ca"),
+            client: Some("etcd/healthcheck-client"),
+            loopback: false,
+        }),
+        ports: &["etcdClient", "etcdPeer"],
+        version: |v| &v.etcd,
+        flags: etcd_flags,
+        ..KUBERNETES
+    },
+    Component {
+        name: "kube-apiserver",
+        binary: "kube-apiserver",
+        notify: true,
+        needs: &["etcd"],
+        probe: https("apiserver", "/readyz"),
+        ports: &["apiserver"],
+        flags: apiserver_flags,
+        files: &[
+            template("config/audit-policy.yaml", audit_policy),
+            File {
+                path: "config/encryption-config.yaml",
+                secret: true,
+                when: |plan| plan.profile.encryption.enabled,
+                content: |cx| {
+                    let key = cx.secrets.encryption_key.as_deref().unwrap_or_default();
+                    Ok(Content::Template(&ENCRYPTION_CONFIG, json!({ "key": key })))
+                },
+            },
+            // Applied by the ApplyAddons hook below.
+            template("addons/00-rbac.yaml", |cx| {
+                let ccm = cx.plan.enabled("cloud-controller-manager");
+                Ok(Content::Template(
+                    &ADDON_RBAC,
+                    json!({ "cloud_controller_manager": ccm }),
+                ))
+            }),
+            File {
+                path: "addons/10-coredns.yaml",
+                secret: false,
+                when: |plan| plan.profile.addons.coredns,
+                content: |cx| {
+                    let plan = cx.plan;
+                    Ok(Content::Template(
+                        &ADDON_COREDNS,
+                        json!({
+                            "dns_ip": plan.dns_ip.to_string(),
+                            "dns_domain": plan.profile.network.dns_domain,
+                            "image": plan.profile.addons.coredns_image,
+                        }),
+                    ))
+                },
+            },
+            File {
+                path: "addons/20-storageclass.yaml",
+                secret: false,
+                when: |plan| plan.profile.addons.default_storage_class,
+                content: |_| Ok(Content::Template(&ADDON_STORAGECLASS, json!({}))),
+            },
+        ],
+        after_healthy: Some(Hook::ApplyAddons),
+        ..KUBERNETES
+    },
+    Component {
+        name: "kube-controller-manager",
+        binary: "kube-controller-manager",
+        probe: https("controllerManager", "/healthz"),
+        ports: &["controllerManager"],
+        flags: controller_manager_flags,
+        ..KUBERNETES
+    },
+    Component {
+        name: "kube-scheduler",
+        binary: "kube-scheduler",
+        probe: https("scheduler", "/healthz"),
+        ports: &["scheduler"],
+        flags: scheduler_flags,
+        files: &[template("config/scheduler-config.yaml", |cx| {
+            let kubeconfig = cx.plan.path(&paths::kubeconfig("scheduler"));
+            Ok(Content::Template(
+                &SCHEDULER_CONFIG,
+                json!({ "kubeconfig": kubeconfig }),
+            ))
+        })],
+        ..KUBERNETES
+    },
+    Component {
+        name: "cloud-controller-manager",
+        binary: "cloud-controller-manager",
+        probe: https("cloudControllerManager", "/healthz"),
+        ports: &["cloudControllerManager"],
+        flags: cloud_controller_manager_flags,
+        validate: |p| {
+            let ccm = p.component("cloud-controller-manager");
+            if ccm.extra_args.contains_key("cloud-provider") {
+                return vec![];
+            }
+            vec![FieldError::new(
+                "components.cloud-controller-manager.extraArgs.cloud-provider",
+                "(unset)",
+                "the cloud-controller-manager needs to know its provider",
+                "set components.cloud-controller-manager.extraArgs.cloud-provider",
+            )]
+        },
+        ..KUBERNETES
+    },
+    Component {
+        name: "containerd",
+        binary: "containerd",
+        notify: true,
+        needs: &[],
+        kubernetes: false,
+        delegate: true,
+        kill_mode: Some("process"),
+        version: |_| "",
+        flags: |plan| vec![flag("config", plan.path(&paths::config("containerd.toml")))],
+        files: &[
+            template("config/containerd.toml", |cx| {
+                let plan = cx.plan;
+                let prof = &plan.profile;
+                Ok(Content::Template(
+                    &CONTAINERD_CONFIG,
+                    json!({
+                        "env": plan.name(),
+                        "root": plan.data("containerd/root"),
+                        "state": format!("/run/kubeunit/{}/containerd", plan.name()),
+                        "socket": prof.containerd.socket,
+                        "cni_bin_dir": prof.containerd.cni_bin_dir,
+                        "cni_conf_dir": plan.path(&paths::config("cni")),
+                    }),
+                ))
+            }),
+            template("config/cni/10-kubeunit-bridge.conflist", |cx| {
+                let plan = cx.plan;
+                let default_route = if plan.pod_cidr.network().is_ipv6() {
+                    "::/0"
+                } else {
+                    "0.0.0.0/0"
+                };
+                Ok(Content::Template(
+                    &CNI_BRIDGE,
+                    json!({
+                        "env": plan.name(),
+                        "pod_cidr": plan.pod_cidr.to_string(),
+                        "default_route": default_route,
+                    }),
+                ))
+            }),
+        ],
+        ..KUBERNETES
+    },
+    Component {
+        name: "kubelet",
+        binary: "kubelet",
+        notify: true,
+        after_if_enabled: &["containerd"],
+        gates_in_config: true,
+        delegate: true,
+        probe: loopback_http("kubeletHealthz"),
+        ports: &["kubelet", "kubeletHealthz"],
+        flags: kubelet_flags,
+        files: &[template("config/kubelet-config.yaml", |cx| {
+            let plan = cx.plan;
+            let prof = &plan.profile;
+            Ok(Content::Template(
+                &KUBELET_CONFIG,
+                json!({
+                    "address": plan.advertise.to_string(),
+                    "port": prof.ports.kubelet,
+                    "healthz_port": prof.ports.kubelet_healthz,
+                    "tls_cert": plan.path(&paths::cert("kubelet")),
+                    "tls_key": plan.path(&paths::key("kubelet")),
+                    "client_ca": plan.path(&paths::cert("ca")),
+                    "dns_domain": prof.network.dns_domain,
+                    "dns_ip": plan.dns_ip.to_string(),
+                    "runtime_endpoint": format!("unix://{}", prof.containerd.socket.display()),
+                    "feature_gates": super::feature_gates(plan, cx.component),
+                }),
+            ))
+        })],
+        ..KUBERNETES
+    },
+    Component {
+        name: "kube-proxy",
+        binary: "kube-proxy",
+        gates_in_config: true,
+        probe: loopback_http("kubeProxyHealthz"),
+        ports: &["kubeProxyHealthz", "kubeProxyMetrics"],
+        flags: |plan| {
+            vec![
+                flag(
+                    "config",
+                    plan.path(&paths::config("kube-proxy-config.yaml")),
+                ),
+                flag("hostname-override", &plan.node_name),
+            ]
+        },
+        files: &[template("config/kube-proxy-config.yaml", |cx| {
+            let plan = cx.plan;
+            let ports = &plan.profile.ports;
+            let loopback = |port| host_port(std::net::Ipv4Addr::LOCALHOST.into(), port);
+            Ok(Content::Template(
+                &KUBE_PROXY_CONFIG,
+                json!({
+                    "kubeconfig": plan.path(&paths::kubeconfig("kube-proxy")),
+                    "node_name": plan.node_name,
+                    "pod_cidr": plan.pod_cidr.to_string(),
+                    "healthz": loopback(ports.kube_proxy_healthz),
+                    "metrics": loopback(ports.kube_proxy_metrics),
+                    "feature_gates": super::feature_gates(plan, cx.component),
+                }),
+            ))
+        })],
+        ..KUBERNETES
+    },
+];
+
+/// The audit policy: one rule at the profile's level, or the policy file the profile names.
+fn audit_policy(cx: &FileContext) -> Result<Content, FieldError> {
+    let policy = &cx.plan.profile.audit.policy;
+    if AUDIT_LEVELS.contains(&policy.as_str()) {
+        return Ok(Content::Template(&AUDIT_POLICY, json!({ "level": policy })));
+    }
+    std::fs::read_to_string(policy)
+        .map(Content::Verbatim)
+        .map_err(|e| {
+            FieldError::new(
+                "audit.policy",
+                policy,
+                format!("cannot read the policy file: {e}"),
+                "give a readable audit Policy file or a level such as Metadata",
+            )
+        })
+}
+
+fn flag(name: &str, value: impl Into<String>) -> (String, String) {
+    (name.to_string(), value.into())
+}
+
+fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
+    let p = |r: &str| plan.path(r);
+    let ports = &plan.profile.ports;
+    // The peer listener serves no one else on a single host: keep it on loopback whatever the bind.
+    let peer = format!("https://{}", host_port(plan.loopback(), ports.etcd_peer));
+    let mut flags = vec![
+        flag("name", &plan.node_name),
+        flag("data-dir", plan.data("etcd")),
+        flag("listen-client-urls", plan.local_url(ports.etcd_client)),
+        flag("advertise-client-urls", plan.etcd_url()),
+        flag("listen-peer-urls", &peer),
+        flag("initial-advertise-peer-urls", &peer),
+        flag("initial-cluster", format!("{}={peer}", plan.node_name)),
+        flag("initial-cluster-state", "new"),
+        flag("client-cert-auth", "true"),
+        flag("trusted-ca-file", p(&paths::cert("etcd/ca"))),
+        flag("cert-file", p(&paths::cert("etcd/server"))),
+        flag("key-file", p(&paths::key("etcd/server"))),
+        flag("peer-client-cert-auth", "true"),
+        flag("peer-trusted-ca-file", p(&paths::cert("etcd/ca"))),
+        flag("peer-cert-file", p(&paths::cert("etcd/peer"))),
+        flag("peer-key-file", p(&paths::key("etcd/peer"))),
+        flag("snapshot-count", "10000"),
+    ];
+    if plan.profile.etcd.unsafe_no_fsync {
+        flags.push(flag("unsafe-no-fsync", "true"));
+    }
+    flags
+}
+
+fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
+    let p = |r: &str| plan.path(r);
+    let prof = &plan.profile;
+    let mut flags = vec![
+        flag("advertise-address", plan.advertise.to_string()),
+        flag("bind-address", plan.bind.to_string()),
+        flag("secure-port", prof.ports.apiserver.to_string()),
+        flag("allow-privileged", "true"),
+        flag(
+            "authorization-mode",
+            prof.apiserver.authorization_mode.join(","),
+        ),
+        flag(
+            "enable-admission-plugins",
+            prof.apiserver.admission_plugins.join(","),
+        ),
+        flag("client-ca-file", p(&paths::cert("ca"))),
+        flag("tls-cert-file", p(&paths::cert("apiserver"))),
+        flag("tls-private-key-file", p(&paths::key("apiserver"))),
+        flag("etcd-servers", plan.etcd_url()),
+        flag("etcd-cafile", p(&paths::cert("etcd/ca"))),
+        flag("etcd-certfile", p(&paths::cert("apiserver-etcd-client"))),
+        flag("etcd-keyfile", p(&paths::key("apiserver-etcd-client"))),
+        flag("kubelet-certificate-authority", p(&paths::cert("ca"))),
+        flag(
+            "kubelet-client-certificate",
+            p(&paths::cert("apiserver-kubelet-client")),
+        ),
+        flag(
+            "kubelet-client-key",
+            p(&paths::key("apiserver-kubelet-client")),
+        ),
+        flag(
+            "kubelet-preferred-address-types",
+            "InternalIP,ExternalIP,Hostname",
+        ),
+        flag(
+            "proxy-client-cert-file",
+            p(&paths::cert("front-proxy-client")),
+        ),
+        flag(
+            "proxy-client-key-file",
+            p(&paths::key("front-proxy-client")),
+        ),
+        flag(
+            "requestheader-client-ca-file",
+            p(&paths::cert("front-proxy-ca")),
+        ),
+        flag("requestheader-allowed-names", "front-proxy-client"),
+        flag("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
+        flag("requestheader-group-headers", "X-Remote-Group"),
+        flag("requestheader-username-headers", "X-Remote-User"),
+        flag(
+            "service-account-issuer",
+            format!("https://kubernetes.default.svc.{}", prof.network.dns_domain),
+        ),
+        flag("service-account-key-file", p(paths::SA_PUB)),
+        flag("service-account-signing-key-file", p(&paths::key("sa"))),
+        flag("service-cluster-ip-range", plan.service_cidr.to_string()),
+        flag("audit-policy-file", p(&paths::config("audit-policy.yaml"))),
+        flag("audit-log-path", plan.data("audit/audit.log")),
+        flag("audit-log-maxsize", "100"),
+        flag("audit-log-maxbackup", "3"),
+    ];
+    if prof.encryption.enabled {
+        flags.push(flag(
+            "encryption-provider-config",
+            p(&paths::config("encryption-config.yaml")),
+        ));
+    }
+    flags
+}
+
+/// Flags every controller-manager-like component shares: its identity, serving cert and client CAs.
+fn controller_base(plan: &Plan, identity: &str, port: u16) -> Vec<(String, String)> {
+    let p = |r: &str| plan.path(r);
+    let kubeconfig = p(&paths::kubeconfig(identity));
+    vec![
+        flag("kubeconfig", &kubeconfig),
+        flag("authentication-kubeconfig", &kubeconfig),
+        flag("authorization-kubeconfig", &kubeconfig),
+        flag("bind-address", plan.bind.to_string()),
+        flag("secure-port", port.to_string()),
+        flag(
+            "tls-cert-file",
+            p(&paths::cert(&format!("{identity}-server"))),
+        ),
+        flag(
+            "tls-private-key-file",
+            p(&paths::key(&format!("{identity}-server"))),
+        ),
+        flag("client-ca-file", p(&paths::cert("ca"))),
+        flag(
+            "requestheader-client-ca-file",
+            p(&paths::cert("front-proxy-ca")),
+        ),
+        // One instance per environment: skip leader election and its start-up delay.
+        flag("leader-elect", "false"),
+    ]
+}
+
+fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
+    let p = |r: &str| plan.path(r);
+    let mut flags = controller_base(
+        plan,
+        "controller-manager",
+        plan.profile.ports.controller_manager,
+    );
+    flags.extend([
+        flag("cluster-name", plan.name()),
+        flag("root-ca-file", p(&paths::cert("ca"))),
+        flag("service-account-private-key-file", p(&paths::key("sa"))),
+        flag("use-service-account-credentials", "true"),
+        flag("cluster-signing-cert-file", p(&paths::cert("ca"))),
+        flag("cluster-signing-key-file", p(&paths::key("ca"))),
+        flag("controllers", "*,bootstrapsigner,tokencleaner"),
+        flag("service-cluster-ip-range", plan.service_cidr.to_string()),
+        flag("cluster-cidr", plan.pod_cidr.to_string()),
+        flag("allocate-node-cidrs", "true"),
+    ]);
+    if plan.profile.addons.default_storage_class {
+        flags.push(flag("enable-hostpath-provisioner", "true"));
+    }
+    flags
+}
+
+fn scheduler_flags(plan: &Plan) -> Vec<(String, String)> {
+    let p = |r: &str| plan.path(r);
+    // The scheduler takes its client connection and leader election from --config; the serving
+    // and delegated-auth flags still apply next to it.
+    let mut flags = vec![flag("config", p(&paths::config("scheduler-config.yaml")))];
+    flags.extend(
+        controller_base(plan, "scheduler", plan.profile.ports.scheduler)
+            .into_iter()
+            .filter(|(n, _)| n != "kubeconfig" && n != "leader-elect"),
+    );
+    flags
+}
+
+fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
+    let mut flags = controller_base(
+        plan,
+        "cloud-controller-manager",
+        plan.profile.ports.cloud_controller_manager,
+    );
+    flags.push(flag("cluster-name", plan.name()));
+    flags
+}
+
+fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
+    vec![
+        flag("config", plan.path(&paths::config("kubelet-config.yaml"))),
+        flag("kubeconfig", plan.path(&paths::kubeconfig("kubelet"))),
+        flag("root-dir", plan.data("kubelet")),
+        flag("hostname-override", &plan.node_name),
+        flag("node-ip", plan.advertise.to_string()),
+    ]
+}

@@ -1,0 +1,176 @@
+//! Issuing: certificate parameters from a spec, deterministic serials, and whether a certificate of
+//! the previous run is kept, reissued or created.
+
+use std::net::IpAddr;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyIdMethod, KeyUsagePurpose, PublicKeyData, SanType, SerialNumber,
+};
+use sha2::{Digest, Sha256};
+
+use super::{CertSpec, Key, PkiError, Usage};
+use crate::spec::profile::Algorithm;
+use crate::spec::Plan;
+
+/// What `gen` did with a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// There was none.
+    Created,
+    /// The previous one is still right (same inputs, intact on disk; a CA whose key matches).
+    Kept,
+    /// The previous one's inputs changed, or it was altered.
+    Reissued,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Created => "created",
+            Decision::Kept => "kept",
+            Decision::Reissued => "reissued",
+        }
+    }
+}
+
+/// The parameters of a certificate (without validity start), hashed into the manifest so that a
+/// re-run of `gen` reissues exactly the certificates whose inputs changed.
+pub fn spec_digest(
+    spec: &CertSpec,
+    plan: &Plan,
+    key: &Key,
+    issuer_cert_pem: Option<&str>,
+) -> String {
+    let mut h = Sha256::new();
+    let validity = if spec.usage == Usage::Ca {
+        &plan.profile.pki.ca_validity
+    } else {
+        &plan.profile.pki.cert_validity
+    };
+    h.update(serde_json::to_vec(spec).unwrap_or_default());
+    h.update(validity.as_bytes());
+    h.update(key.spki_der());
+    h.update(issuer_cert_pem.unwrap_or("").as_bytes());
+    hex::encode(h.finalize())
+}
+
+fn key_id(key: &impl PublicKeyData) -> Vec<u8> {
+    Sha256::digest(key.subject_public_key_info())[..20].to_vec()
+}
+
+fn params_for(
+    spec: &CertSpec,
+    plan: &Plan,
+    key: &Key,
+    digest: &str,
+) -> Result<CertificateParams, PkiError> {
+    let mut p = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    // rcgen keeps one value per DN type; several O attributes (several groups) need the raw OID.
+    for org in &spec.orgs {
+        dn.push(DnType::CustomDnType(vec![2, 5, 4, 10]), org.as_str());
+    }
+    dn.push(DnType::CommonName, spec.cn.as_str());
+    p.distinguished_name = dn;
+    let validity = if spec.usage == Usage::Ca {
+        plan.ca_validity
+    } else {
+        plan.cert_validity
+    };
+    p.not_before = plan.epoch;
+    p.not_after = plan.epoch + validity;
+    let mut serial = Sha256::new();
+    serial.update(digest.as_bytes());
+    let mut serial: Vec<u8> = serial.finalize()[..16].to_vec();
+    serial[0] = (serial[0] & 0x7f) | 0x40; // positive, fixed length
+    p.serial_number = Some(SerialNumber::from_slice(&serial));
+    p.key_identifier_method = KeyIdMethod::PreSpecified(key_id(key));
+    p.use_authority_key_identifier_extension = spec.ca.is_some();
+    match spec.usage {
+        Usage::Ca => {
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.key_usages = vec![
+                KeyUsagePurpose::DigitalSignature,
+                KeyUsagePurpose::KeyCertSign,
+                KeyUsagePurpose::CrlSign,
+            ];
+        }
+        usage => {
+            p.is_ca = IsCa::ExplicitNoCa;
+            p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            if key.algorithm_kind() == Algorithm::Rsa2048 {
+                p.key_usages.push(KeyUsagePurpose::KeyEncipherment);
+            }
+            p.extended_key_usages = match usage {
+                Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+                Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+                _ => vec![
+                    ExtendedKeyUsagePurpose::ServerAuth,
+                    ExtendedKeyUsagePurpose::ClientAuth,
+                ],
+            };
+        }
+    }
+    p.subject_alt_names = spec
+        .sans
+        .iter()
+        .map(|s| match s.parse::<IpAddr>() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => s
+                .clone()
+                .try_into()
+                .map(SanType::DnsName)
+                .map_err(|e| PkiError::San {
+                    san: s.clone(),
+                    reason: e.to_string(),
+                }),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(p)
+}
+
+/// A CA ready to sign: its certificate PEM and an rcgen issuer.
+pub struct Ca {
+    pub cert_pem: String,
+    pub issuer: Issuer<'static, Key>,
+}
+
+impl Ca {
+    /// An existing CA (kubeunit's or the user's own), taking subject and key identifier from its certificate.
+    pub fn from_existing(cert_pem: &str, key: Key) -> Result<Ca, PkiError> {
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
+        Ok(Ca {
+            cert_pem: cert_pem.to_string(),
+            issuer,
+        })
+    }
+}
+
+/// Issue `spec` with `key`: self-signed for a CA spec, else signed by `ca`.
+pub fn issue(
+    spec: &CertSpec,
+    plan: &Plan,
+    key: Key,
+    digest: &str,
+    ca: Option<&Ca>,
+) -> Result<(String, Key), PkiError> {
+    let params = params_for(spec, plan, &key, digest)?;
+    let cert = match ca {
+        None => params.self_signed(&key),
+        Some(ca) => params.signed_by(&key, &ca.issuer),
+    }?;
+    Ok((cert.pem(), key))
+}
+
+/// Whether a certificate PEM carries exactly this key (a user may bring their own CA pair).
+pub fn cert_matches_key(cert_pem: &str, key: &Key) -> bool {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
+        return false;
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return false;
+    };
+    cert.public_key().raw == key.spki_der().as_slice()
+}

@@ -1,0 +1,62 @@
+//! Quoting for the files systemd reads: ExecStart= words and EnvironmentFile= lines.
+
+/// Quote one word of an ExecStart= line so systemd reads it back unchanged: `%` and `$` doubled
+/// (specifier and variable expansion), and C-style double quotes around anything with white space,
+/// quotes, backslashes or a lone `;`.
+pub fn systemd_word(arg: &str) -> String {
+    let needs_quotes = arg.is_empty()
+        || arg == ";"
+        || arg
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '\\'));
+    let mut out = String::with_capacity(arg.len() + 2);
+    if needs_quotes {
+        out.push('"');
+    }
+    for c in arg.chars() {
+        match c {
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            '"' if needs_quotes => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    if needs_quotes {
+        out.push('"');
+    }
+    out
+}
+
+/// An EnvironmentFile= line: `KEY="value"` with the escapes systemd's env-file parser undoes.
+pub fn env_file_line(key: &str, value: &str) -> String {
+    let mut v = String::new();
+    for c in value.chars() {
+        match c {
+            '"' | '\\' | '$' | '`' => {
+                v.push('\\');
+                v.push(c);
+            }
+            c => v.push(c),
+        }
+    }
+    format!("{key}=\"{v}\"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(systemd_word("--v=2"), "--v=2");
+        assert_eq!(systemd_word("a b"), "\"a b\"");
+        assert_eq!(systemd_word("100%"), "100%%");
+        assert_eq!(systemd_word("$HOME"), "$$HOME");
+        assert_eq!(systemd_word("say \"hi\""), "\"say \\\"hi\\\"\"");
+        assert_eq!(systemd_word(""), "\"\"");
+    }
+}

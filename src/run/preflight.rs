@@ -1,0 +1,197 @@
+//! Checks before anything starts, as a list run in order: the state dir is intact (edited unit files
+//! and addons are allowed and reported), binaries are there and report the pinned versions, ports
+//! are free. Components already running are skipped (their ports are theirs).
+
+use std::collections::BTreeSet;
+
+use super::{probe, Env};
+use crate::artifacts::Options;
+use crate::components::Component;
+use crate::error::Error;
+use crate::pipeline;
+use crate::pki::Entropy;
+use crate::spec::paths;
+use crate::state::DiffKind;
+
+/// Names of the components already running.
+pub type Running<'a> = BTreeSet<&'a str>;
+
+/// A check: fails with the fix, or adds notes for the user.
+type Check = fn(&Env, &Running, &mut Vec<String>) -> Result<(), Error>;
+
+const CHECKS: &[Check] = &[state_dir_intact, binaries, versions, ports_free];
+
+/// Run every check; the notes say what kubeunit will use that is not its own.
+pub fn preflight(env: &Env, running: &Running) -> Result<Vec<String>, Error> {
+    let mut notes = Vec::new();
+    for check in CHECKS {
+        check(env, running, &mut notes)?;
+    }
+    Ok(notes)
+}
+
+fn state_dir_intact(env: &Env, _: &Running, notes: &mut Vec<String>) -> Result<(), Error> {
+    let plan = &env.plan;
+    let opts = Options {
+        entropy: Entropy::Os,
+        force: false,
+    };
+    let mut problems = Vec::new();
+    for d in pipeline::check(plan, &opts)? {
+        let editable = paths::is_in(&d.path, paths::EDITABLE_DIRS);
+        match d.kind {
+            DiffKind::Tampered if editable => notes.push(format!("using your edited {}", d.path)),
+            DiffKind::Unknown if paths::is_in(&d.path, &[paths::ADDONS]) => {
+                notes.push(format!("applying your {} too", d.path))
+            }
+            DiffKind::Unknown => notes.push(format!("{} is not kubeunit's; left alone", d.path)),
+            kind => problems.push(format!("{} {}", kind.as_str(), d.path)),
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::state(
+        &plan.state_dir,
+        format!("does not match its manifest: {}", problems.join(", ")),
+        format!(
+            "run `kubeunit gen --state-dir {}` to repair it (keys and CAs are kept); `kubeunit gen --check` lists the differences",
+            plan.state_dir.display()
+        ),
+    ))
+}
+
+fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
+    for (c, unit) in &env.units {
+        if running.contains(c.name) {
+            continue;
+        }
+        let Some((path, _, _)) = unit.exec_start() else {
+            return Err(Error::Artifact {
+                path: unit.path.clone(),
+                message: "no ExecStart=".into(),
+                fix: "regenerate it with `kubeunit gen`".into(),
+            });
+        };
+        let meta = std::fs::metadata(path);
+        let executable = meta
+            .as_ref()
+            .map(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
+            .unwrap_or(false);
+        if !executable {
+            let why = match meta {
+                Err(e) => e.to_string(),
+                Ok(_) => "not an executable file".into(),
+            };
+            return Err(Error::Preflight {
+                message: format!("{}: binary {path}: {why}", c.name),
+                fix: format!(
+                    "install {} there, or regenerate with the right directory: kubeunit gen --bin-dir DIR (or --set components.{}.binary=PATH)",
+                    c.binary, c.name
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
+    let plan = &env.plan;
+    // (port, its ports.* field, component)
+    let wanted: Vec<(u16, &str, &str)> = env
+        .units
+        .iter()
+        .filter(|(c, _)| !running.contains(c.name))
+        .flat_map(|(c, _)| {
+            c.ports(&plan.profile.ports)
+                .into_iter()
+                .map(move |(field, port)| (port, field, c.name))
+        })
+        .collect();
+    let ports: Vec<u16> = wanted.iter().map(|(p, _, _)| *p).collect();
+    let Some(busy) = probe::listeners(&ports).into_iter().next() else {
+        return Ok(());
+    };
+    let (_, field, component) = wanted
+        .iter()
+        .find(|(p, _, _)| *p == busy.port)
+        .copied()
+        .unwrap_or((busy.port, "?", "?"));
+    Err(Error::Preflight {
+        message: format!(
+            "port {} (ports.{field}, for {component}) is already in use: {} listens on {}",
+            busy.port, busy.process, busy.address
+        ),
+        fix: format!(
+            "stop that process, or give this environment other ports: kubeunit gen --state-dir {} --set ports.{field}=N",
+            plan.state_dir.display()
+        ),
+    })
+}
+
+/// Binaries must report the versions the profile pins (`versions.kubernetes`, `versions.etcd`).
+/// The `--version` calls run side by side: each costs a process start, and they sit on the critical path.
+fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
+    let versions = &env.plan.profile.versions;
+    type Version<'a> = (&'a Component, &'a str, &'a (String, Vec<String>, bool));
+    let checks: Vec<Version> = env
+        .units
+        .iter()
+        .filter(|(c, _)| !running.contains(c.name))
+        .filter_map(|(c, unit)| {
+            let expected = (c.version)(versions).trim_start_matches('v');
+            Some((*c, expected, unit.exec_start()?)).filter(|_| !expected.is_empty())
+        })
+        .collect();
+    let found: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = checks
+            .iter()
+            .map(|(_, _, (path, argv, _))| {
+                s.spawn(move || {
+                    // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
+                    let leading = argv.iter().skip(1).take_while(|a| !a.starts_with('-'));
+                    match std::process::Command::new(path)
+                        .args(leading)
+                        .arg("--version")
+                        .output()
+                    {
+                        Ok(o) => format!(
+                            "{}{}",
+                            String::from_utf8_lossy(&o.stdout),
+                            String::from_utf8_lossy(&o.stderr)
+                        ),
+                        Err(e) => format!("(cannot run it: {e})"),
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for ((c, expected, (path, _, _)), found) in checks.iter().zip(found) {
+        let matches = found
+            .split(|ch: char| ch.is_whitespace() || ch == ',')
+            .any(|word| {
+                let w = word.trim_start_matches('v');
+                w == *expected
+                    || w.starts_with(&format!("{expected}."))
+                    || w.starts_with(&format!("{expected}-"))
+            });
+        if !matches {
+            return Err(Error::Preflight {
+                message: format!(
+                    "{}: {path} reports {:?}, the profile wants {expected}",
+                    c.name,
+                    found.lines().next().unwrap_or("").trim()
+                ),
+                fix: "install the pinned version there (scripts/build-test-binaries.sh builds them), or change versions.* in the profile".into(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,34 @@
+//! `restart COMPONENT`: stop it and start it again from its unit file, so an edited file or a
+//! swapped binary takes effect; waits until it is healthy.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::preflight::preflight;
+use super::start::{start_one, start_slice, Progress, Timing};
+use super::Env;
+use crate::error::Error;
+use crate::systemd::Systemd;
+
+/// Stop one component and start it again from its unit file (so an edited file or a swapped binary
+/// takes effect), waiting until it is healthy.
+pub async fn restart(
+    env: &Env,
+    sd: &Systemd,
+    component: &str,
+    timeout: Duration,
+) -> Result<Timing, Error> {
+    let (c, unit) = env.unit(component)?;
+    let t0 = Instant::now();
+    sd.stop(&unit.name).await?;
+    sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
+    sd.reset_failed(&unit.name).await?;
+    let mut others: BTreeSet<&str> = env.units.iter().map(|(c, _)| c.name).collect();
+    others.remove(c.name);
+    preflight(env, &others)?;
+    start_slice(env, sd).await?;
+    let mut quiet = |_: Progress| {};
+    let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
+    start_one(&env.plan, sd, c, unit, t0, t0 + timeout, &progress).await
+}

@@ -1,0 +1,269 @@
+//! `start`: its steps in order, as small functions. Components start the moment everything they need
+//! is healthy (not one after another), and a component's hook runs as soon as it is healthy.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde::Serialize;
+
+use super::hooks;
+use super::preflight::{preflight, Running};
+use super::{journal_tail, probe, stop, Env};
+use crate::components::Component;
+use crate::error::Error;
+use crate::spec::Plan;
+use crate::systemd::{self, JobResult, Systemd};
+use crate::unit::UnitFile;
+
+/// What `start` reports while it works.
+pub enum Progress<'a> {
+    /// systemd's start job finished (READY=1 for notify units); now waiting for the health probe.
+    Running {
+        component: &'a str,
+        seconds: f64,
+    },
+    Healthy(&'a Timing),
+}
+
+/// One component's way up, for progress lines and the bring-up benchmark.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timing {
+    pub component: String,
+    pub unit: String,
+    /// Seconds from the start of `start` until the start call was made.
+    pub submitted: f64,
+    /// ... until systemd's start job finished (notify: READY=1; exec: execve done).
+    pub job_done: f64,
+    /// ... until the health probe passed.
+    pub healthy: f64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartReport {
+    pub already_running: bool,
+    pub notes: Vec<String>,
+    pub timings: Vec<Timing>,
+    /// API paths of the addon objects applied.
+    pub applied: Vec<String>,
+    pub total_seconds: f64,
+    /// CLOCK_MONOTONIC (µs) when `start` began: lines kubeunit's timings up with systemd's
+    /// `*TimestampMonotonic` properties (the bring-up benchmark does).
+    pub monotonic_start_us: u64,
+}
+
+/// Shared by the concurrently polled start futures (all on this task).
+type ProgressCell<'p> = RefCell<&'p mut dyn FnMut(Progress)>;
+
+pub async fn start(
+    env: &Env,
+    sd: &Systemd,
+    timeout: Duration,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<StartReport, Error> {
+    let progress: ProgressCell = RefCell::new(progress);
+    let t0 = Instant::now();
+    let monotonic_start_us = monotonic_us();
+    let running = running_components(env, sd).await?;
+    let mut report = StartReport {
+        already_running: running.len() == env.units.len(),
+        notes: vec![],
+        timings: vec![],
+        applied: vec![],
+        total_seconds: 0.0,
+        monotonic_start_us,
+    };
+    if !report.already_running {
+        report.notes = preflight(env, &running)?;
+        start_slice(env, sd).await?;
+    }
+    // Hooks of what already runs go again (they are idempotent): a start after a partial one
+    // finishes what that one left.
+    let mut hook_tasks: Vec<_> = env
+        .units
+        .iter()
+        .filter(|(c, _)| running.contains(c.name))
+        .filter_map(|(c, _)| c.after_healthy)
+        .map(|hook| hooks::spawn(&env.plan, hook))
+        .collect();
+    if !report.already_running {
+        let deadline = t0 + timeout;
+        let started =
+            start_components(env, sd, &running, t0, deadline, &progress, &mut hook_tasks).await;
+        match started {
+            Ok(timings) => report.timings = timings,
+            Err(failure) => {
+                // Leave nothing behind: stop everything of this environment.
+                let _ = stop(env, sd).await;
+                return Err(failure);
+            }
+        }
+    }
+    report.applied = hooks::join(hook_tasks).await?.applied;
+    report.total_seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Components whose units run already; failed or left-over inactive units are reset so their
+/// names can be used again.
+async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e>, Error> {
+    let mut running = BTreeSet::new();
+    for (c, unit) in &env.units {
+        match sd.state(&unit.name).await? {
+            Some(st) if st.active_state.is_running() => {
+                running.insert(c.name);
+            }
+            Some(_) => sd.reset_failed(&unit.name).await?,
+            None => {}
+        }
+    }
+    Ok(running)
+}
+
+/// The environment's slice, unless it runs.
+pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
+    let name = &env.slice.name;
+    if sd
+        .state(name)
+        .await?
+        .is_some_and(|s| s.active_state.is_running())
+    {
+        return Ok(());
+    }
+    sd.reset_failed(name).await?;
+    match sd
+        .start_transient(name, systemd::properties(&env.slice)?)
+        .await?
+    {
+        JobResult::Done => Ok(()),
+        result => Err(Error::Start(format!("{name}: start job {result}"))),
+    }
+}
+
+/// Start every component not running, each as soon as everything it needs is healthy; spawn each
+/// one's hook the moment it is healthy.
+async fn start_components<'e>(
+    env: &'e Env,
+    sd: &Systemd,
+    running: &Running<'e>,
+    t0: Instant,
+    deadline: Instant,
+    progress: &ProgressCell<'_>,
+    hook_tasks: &mut Vec<tokio::task::JoinHandle<Result<hooks::HookReport, Error>>>,
+) -> Result<Vec<Timing>, Error> {
+    let plan = &env.plan;
+    let mut healthy: BTreeSet<&str> = running.clone();
+    let mut pending: Vec<&(&'static Component, UnitFile)> = env
+        .units
+        .iter()
+        .filter(|(c, _)| !running.contains(c.name))
+        .collect();
+    let mut timings = Vec::new();
+    let mut starting = FuturesUnordered::new();
+    loop {
+        let (ready, rest): (Vec<_>, Vec<_>) = pending
+            .into_iter()
+            .partition(|(c, _)| c.deps(plan).iter().all(|d| healthy.contains(d)));
+        pending = rest;
+        for (c, unit) in ready {
+            starting.push(async move {
+                let result = start_one(plan, sd, c, unit, t0, deadline, progress).await;
+                (*c, result)
+            });
+        }
+        let Some((c, result)) = starting.next().await else {
+            break;
+        };
+        let timing = result?;
+        (progress.borrow_mut())(Progress::Healthy(&timing));
+        if let Some(hook) = c.after_healthy {
+            hook_tasks.push(hooks::spawn(plan, hook));
+        }
+        healthy.insert(c.name);
+        timings.push(timing);
+    }
+    if !pending.is_empty() {
+        return Err(Error::Internal(
+            "component dependencies form a cycle".into(),
+        ));
+    }
+    Ok(timings)
+}
+
+/// Start one component's transient unit, wait for its job, then for its health probe.
+pub(super) async fn start_one(
+    plan: &Plan,
+    sd: &Systemd,
+    c: &'static Component,
+    unit: &UnitFile,
+    t0: Instant,
+    deadline: Instant,
+    progress: &ProgressCell<'_>,
+) -> Result<Timing, Error> {
+    let submitted = t0.elapsed().as_secs_f64();
+    let fail = |reason: String| {
+        Error::Start(format!(
+            "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
+            c.name,
+            unit.name,
+            journal_tail(&unit.name, 20),
+            unit.name
+        ))
+    };
+    let result = sd
+        .start_transient(&unit.name, systemd::properties(unit)?)
+        .await?;
+    let job_done = t0.elapsed().as_secs_f64();
+    if result != JobResult::Done {
+        let st = sd.state(&unit.name).await?.unwrap_or_default();
+        return Err(fail(format!(
+            "start job {result} (Result={}, exit status {})",
+            st.result, st.exec_main_status
+        )));
+    }
+    (progress.borrow_mut())(Progress::Running {
+        component: c.name,
+        seconds: job_done,
+    });
+    loop {
+        let st = sd.state(&unit.name).await?.unwrap_or_default();
+        if st.active_state.is_stopped() || st.restarts > 0 {
+            return Err(fail(format!(
+                "the process exited (state {}/{}, Result={}, exit status {}, restarts {})",
+                st.active_state.as_str(),
+                st.sub_state,
+                st.result,
+                st.exec_main_status,
+                st.restarts
+            )));
+        }
+        match probe::probe_async(plan, c, Duration::from_secs(2)).await {
+            Ok(()) => {
+                return Ok(Timing {
+                    component: c.name.into(),
+                    unit: unit.name.clone(),
+                    submitted,
+                    job_done,
+                    healthy: t0.elapsed().as_secs_f64(),
+                })
+            }
+            Err(e) if Instant::now() >= deadline => {
+                return Err(fail(format!("not healthy before the timeout: {e}")))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}

@@ -1,0 +1,77 @@
+//! `stop`: the slice (and with it every unit), then failed units cleared, unloaded units waited for,
+//! and ports released.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{probe, Env};
+use crate::error::Error;
+use crate::systemd::Systemd;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StopReport {
+    pub stopped: Vec<String>,
+    pub busy_ports: Vec<u16>,
+    pub seconds: f64,
+}
+
+/// Stop the slice (and with it every unit), clear failed units, wait for the ports to be released.
+pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
+    let t0 = Instant::now();
+    let mut stopped = Vec::new();
+    for (_, unit) in &env.units {
+        if sd.state(&unit.name).await?.is_some() {
+            stopped.push(unit.name.clone());
+        }
+    }
+    sd.stop(&env.slice.name).await?;
+    for (_, unit) in env.units.iter().rev() {
+        // Units outside the slice (a user edited Slice=) are stopped one by one.
+        sd.stop(&unit.name).await?;
+        sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
+        sd.reset_failed(&unit.name).await?;
+    }
+    sd.reset_failed(&env.slice.name).await?;
+    // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
+    // that a caller sees no unit left (and a following start can reuse the names).
+    let gc_deadline = Instant::now() + Duration::from_secs(10);
+    let names: Vec<&str> = env
+        .units
+        .iter()
+        .rev()
+        .map(|(_, u)| u.name.as_str())
+        .chain([env.slice.name.as_str()])
+        .collect();
+    loop {
+        let mut loaded = Vec::new();
+        for n in &names {
+            if sd.state(n).await?.is_some() {
+                loaded.push(*n);
+            }
+        }
+        if loaded.is_empty() || Instant::now() >= gc_deadline {
+            break;
+        }
+        // A unit whose dependents were still loaded when it went inactive is not queued for
+        // collection again; a (no-op) stop job of its own puts it back in the queue.
+        for n in loaded {
+            sd.stop(n).await?;
+            sd.reset_failed(n).await?;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ports = env.ports();
+    let port_deadline = Instant::now() + Duration::from_secs(10);
+    let mut busy: Vec<u16> = probe::listeners(&ports).iter().map(|l| l.port).collect();
+    while !busy.is_empty() && Instant::now() < port_deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        busy = probe::listeners(&ports).iter().map(|l| l.port).collect();
+    }
+    Ok(StopReport {
+        stopped,
+        busy_ports: busy,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}

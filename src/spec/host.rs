@@ -1,0 +1,76 @@
+//! Facts about the machine and the moment that `gen` depends on, gathered once at the edge (the CLI)
+//! and passed in, so that the rest of the pipeline is a pure function of its inputs. A Nix build or a
+//! test passes its own.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use time::OffsetDateTime;
+
+use super::profile::parse_epoch;
+use crate::error::Error;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostFacts {
+    /// This host's first global IPv4 address (by interface name): the advertise address of a profile
+    /// that leaves it empty and binds loopback.
+    pub address_v4: Option<IpAddr>,
+    /// The same for IPv6 service networks.
+    pub address_v6: Option<IpAddr>,
+    /// Validity start when the profile has no `pki.epoch`: SOURCE_DATE_EPOCH, else the start of today
+    /// (UTC), so that runs on the same day agree to the byte.
+    pub epoch: OffsetDateTime,
+}
+
+impl HostFacts {
+    /// Read this host's interfaces, SOURCE_DATE_EPOCH and the clock.
+    pub fn gather() -> HostFacts {
+        let epoch = std::env::var("SOURCE_DATE_EPOCH")
+            .ok()
+            .and_then(|s| parse_epoch(&s))
+            .unwrap_or_else(|| OffsetDateTime::now_utc().replace_time(time::Time::MIDNIGHT));
+        HostFacts {
+            address_v4: host_address(false),
+            address_v6: host_address(true),
+            epoch,
+        }
+    }
+
+    pub fn address(&self, v6: bool) -> Option<IpAddr> {
+        if v6 {
+            self.address_v6
+        } else {
+            self.address_v4
+        }
+    }
+}
+
+/// This host's first global unicast address of the family, by interface name (stable order).
+fn host_address(v6: bool) -> Option<IpAddr> {
+    let mut ifs = if_addrs::get_if_addrs().ok()?;
+    ifs.sort_by(|a, b| a.name.cmp(&b.name));
+    ifs.into_iter().map(|i| i.ip()).find(|ip| {
+        ip.is_ipv6() == v6
+            && !ip.is_loopback()
+            && !ip.is_unspecified()
+            && !ip.is_multicast()
+            && match ip {
+                IpAddr::V4(a) => !a.is_link_local(),
+                IpAddr::V6(a) => (a.segments()[0] & 0xffc0) != 0xfe80,
+            }
+    })
+}
+
+/// `p` made absolute against the working directory (state-dir paths end up in flags and units).
+pub fn absolute(p: &Path) -> Result<PathBuf, Error> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    std::env::current_dir().map(|d| d.join(p)).map_err(|e| {
+        Error::state(
+            p,
+            format!("cannot resolve a relative path: {e}"),
+            "pass an absolute --state-dir",
+        )
+    })
+}

@@ -1,0 +1,201 @@
+//! Loading a profile: a built-in name or a file, its `extends:` chain (every profile sits on `base`),
+//! then `--set` overrides, then one typed deserialization with unknown fields rejected. What types
+//! cannot say (CIDRs, ports, components) is checked afterwards, all fields at once.
+
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::Value;
+
+use super::profile::{Profile, BUILTIN};
+use super::set::apply_set;
+use crate::error::{Error, FieldError};
+
+/// Where a profile came from, for error messages.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Builtin(String),
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Builtin(n) => write!(f, "built-in profile '{n}'"),
+            Source::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Load `spec` (a built-in name or a path) with its `extends:` chain and `--set` overrides applied.
+/// The result has the right types; its values are not validated yet.
+pub fn layered(spec: &str, sets: &[String]) -> Result<(Source, Profile), Error> {
+    let (source, value) = load_layered(spec, &mut Vec::new())?;
+    finish(source, value, sets)
+}
+
+/// Parse an already resolved profile (a state dir's `profile.yaml`).
+pub fn resolved(path: &Path) -> Result<(Source, Profile), Error> {
+    let source = Source::File(path.to_path_buf());
+    let text = std::fs::read_to_string(path).map_err(|e| Error::ProfileRead {
+        source_name: source.to_string(),
+        reason: e.to_string(),
+    })?;
+    // On top of `base`: a state dir written by an older kubeunit lacks fields added since.
+    let (_, mut value) = load_layered("base", &mut Vec::new())?;
+    merge(&mut value, parse_yaml(&source, &text)?);
+    finish(source, value, &[])
+}
+
+fn finish(source: Source, mut value: Value, sets: &[String]) -> Result<(Source, Profile), Error> {
+    if let Value::Mapping(m) = &mut value {
+        m.remove("extends");
+    }
+    for set in sets {
+        apply_set(&mut value, set)?;
+    }
+    let profile = typed(&source, value)?;
+    Ok((source, profile))
+}
+
+/// Deserialize with the path of the offending field in the error (`ports.apiserver`, not "(document)").
+fn typed(source: &Source, value: Value) -> Result<Profile, Error> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "(document)".to_string()
+        } else {
+            path
+        };
+        Error::field(
+            source.to_string(),
+            FieldError::new(
+                field,
+                "",
+                e.into_inner().to_string(),
+                "check the field's spelling and type against `kubeunit profile show base`",
+            ),
+        )
+    })
+}
+
+fn parse_yaml(source: &Source, text: &str) -> Result<Value, Error> {
+    serde_yaml_ng::from_str(text).map_err(|e| {
+        Error::field(
+            source.to_string(),
+            FieldError::new("(document)", "", e.to_string(), "fix the YAML syntax"),
+        )
+    })
+}
+
+fn load_layered(spec: &str, chain: &mut Vec<String>) -> Result<(Source, Value), Error> {
+    if chain.iter().any(|c| c == spec) || chain.len() > 8 {
+        return Err(Error::field(
+            spec,
+            FieldError::new(
+                "extends",
+                spec,
+                format!(
+                    "profiles extend each other in a loop: {} -> {spec}",
+                    chain.join(" -> ")
+                ),
+                "remove one of the `extends:` entries",
+            ),
+        ));
+    }
+    chain.push(spec.to_string());
+    let (source, text) = read_source(spec)?;
+    let mut value = parse_yaml(&source, &text)?;
+    if !matches!(value, Value::Mapping(_)) {
+        return Err(Error::field(
+            source.to_string(),
+            FieldError::new(
+                "(document)",
+                "",
+                "a profile must be a YAML mapping",
+                "start from `kubeunit profile show dev`",
+            ),
+        ));
+    }
+    let parent = match &value {
+        Value::Mapping(m) => m.get("extends").cloned(),
+        _ => None,
+    };
+    // Every profile but `base` sits on top of `base`, so a user profile only states what differs.
+    let parent = match parent {
+        Some(Value::String(p)) => Some(resolve_relative(&source, &p)),
+        Some(Value::Null) | None if spec != "base" => Some("base".to_string()),
+        None | Some(Value::Null) => None,
+        Some(other) => {
+            return Err(Error::field(
+                source.to_string(),
+                FieldError::new(
+                    "extends",
+                    format!("{other:?}"),
+                    "expected a profile name or path",
+                    "write `extends: dev` or `extends: ./other.yaml`",
+                ),
+            ))
+        }
+    };
+    if let Some(parent) = parent {
+        let (_, mut base) = load_layered(&parent, chain)?;
+        merge(&mut base, value);
+        value = base;
+    }
+    Ok((source, value))
+}
+fn resolve_relative(source: &Source, parent: &str) -> String {
+    if BUILTIN.iter().any(|(n, _)| *n == parent) {
+        return parent.to_string();
+    }
+    match source {
+        Source::File(p) if Path::new(parent).is_relative() => p
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(parent)
+            .to_string_lossy()
+            .into_owned(),
+        _ => parent.to_string(),
+    }
+}
+
+fn read_source(spec: &str) -> Result<(Source, String), Error> {
+    if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == spec) {
+        return Ok((Source::Builtin(name.to_string()), text.to_string()));
+    }
+    let looks_like_path = spec.contains('/') || spec.ends_with(".yaml") || spec.ends_with(".yml");
+    if !looks_like_path {
+        let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        return Err(Error::ProfileRead {
+            source_name: spec.into(),
+            reason: format!(
+                "no built-in profile of that name (built-ins: {}); a file path needs a '/' or a .yaml suffix",
+                names.join(", ")
+            ),
+        });
+    }
+    let path = PathBuf::from(spec);
+    std::fs::read_to_string(&path)
+        .map(|t| (Source::File(path.clone()), t))
+        .map_err(|e| Error::ProfileRead {
+            source_name: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// Deep-merge `over` into `base`: mappings merge by key, everything else replaces.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Mapping(b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, over) => *slot = over,
+    }
+}

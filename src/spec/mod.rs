@@ -1,0 +1,16 @@
+//! Stage 1 of the pipeline: what the user asked for. The profile schema, loading (`extends:`,
+//! `--set`), validation, the host facts gathered at the edge, and the plan resolved from them.
+//! Nothing here knows about components beyond their settings in the profile.
+
+pub mod host;
+pub mod load;
+pub mod paths;
+pub mod plan;
+pub mod profile;
+pub mod set;
+pub mod validate;
+
+pub use host::HostFacts;
+pub use load::Source;
+pub use plan::Plan;
+pub use profile::Profile;

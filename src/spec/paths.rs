@@ -1,0 +1,55 @@
+//! Every path inside a state dir, in one place (kubeadm keeps its file names in constants.go). All are
+//! relative to the state dir; the data dir (runtime data: etcd, audit log, kubelet) is separate.
+
+/// The resolved profile the state dir was generated from.
+pub const PROFILE: &str = "profile.yaml";
+/// What `gen` wrote: file hashes and modes, certificate digests.
+pub const MANIFEST: &str = "manifest.json";
+/// Default data dir, when the profile names none.
+pub const DATA: &str = "data";
+pub const UNITS: &str = "units";
+pub const ADDONS: &str = "addons";
+pub const SA_KEY: &str = "pki/sa.key";
+pub const SA_PUB: &str = "pki/sa.pub";
+pub const ENCRYPTION_KEY: &str = "pki/encryption.key";
+
+/// Directories whose every file kubeunit writes (runtime data lives elsewhere).
+pub const MANAGED_DIRS: &[&str] = &["pki", "kubeconfig", "config", UNITS, "env", ADDONS];
+/// Directories whose files users may edit (or add to) and `start` uses as they are.
+pub const EDITABLE_DIRS: &[&str] = &[UNITS, ADDONS];
+
+/// `pki/<name>.crt` (names may hold a directory: `etcd/ca`).
+pub fn cert(name: &str) -> String {
+    format!("pki/{name}.crt")
+}
+
+pub fn key(name: &str) -> String {
+    format!("pki/{name}.key")
+}
+
+pub fn kubeconfig(identity: &str) -> String {
+    format!("kubeconfig/{identity}.kubeconfig")
+}
+
+pub fn config(file: &str) -> String {
+    format!("config/{file}")
+}
+
+pub fn unit(unit_name: &str) -> String {
+    format!("{UNITS}/{unit_name}")
+}
+
+pub fn addon(file: &str) -> String {
+    format!("{ADDONS}/{file}")
+}
+
+/// A component's environment (0600, never in the unit itself).
+pub fn env_file(component: &str) -> String {
+    format!("env/{component}.env")
+}
+
+/// Whether `rel` lies in one of `dirs`.
+pub fn is_in(rel: &str, dirs: &[&str]) -> bool {
+    dirs.iter()
+        .any(|d| rel.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
+}

@@ -1,0 +1,269 @@
+//! The profile schema: every key a user can set, as `profiles/base.yaml` lists them with their
+//! defaults. Loading (`extends:`, `--set`) is in `load` and `set`, checks in `validate`, resolution
+//! into concrete values in `plan`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Built-in profiles, embedded so the binary is self-contained.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("base", include_str!("../../profiles/base.yaml")),
+    ("dev", include_str!("../../profiles/dev.yaml")),
+    (
+        "control-plane",
+        include_str!("../../profiles/control-plane.yaml"),
+    ),
+    ("ci", include_str!("../../profiles/ci.yaml")),
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Profile {
+    /// Environment name: unit names, slice, cluster name. Lowercase letters, digits and dashes.
+    pub name: String,
+    /// Where component binaries live unless a component names an absolute `binary`.
+    pub bin_dir: PathBuf,
+    /// Runtime data (etcd data, audit log, kubelet root). Empty: `<state dir>/data`.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    pub node: Node,
+    pub network: Network,
+    pub ports: Ports,
+    pub pki: Pki,
+    /// Feature gates for every Kubernetes component.
+    #[serde(default)]
+    pub feature_gates: BTreeMap<String, bool>,
+    pub components: BTreeMap<String, ComponentSettings>,
+    pub audit: Audit,
+    pub apiserver: Apiserver,
+    pub etcd: Etcd,
+    pub logging: Logging,
+    pub encryption: Encryption,
+    pub containerd: Containerd,
+    pub addons: Addons,
+    /// Versions `start` insists on (checked with `BINARY --version`); empty: any.
+    #[serde(default)]
+    pub versions: Versions,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Versions {
+    /// e.g. `v1.36.3`, or a prefix such as `v1.36`.
+    #[serde(default)]
+    pub kubernetes: String,
+    /// e.g. `3.6.16`.
+    #[serde(default)]
+    pub etcd: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Node {
+    /// Node name (kubelet, kube-proxy, certificates). Empty: the environment name.
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Network {
+    #[serde(rename = "serviceCIDR")]
+    pub service_cidr: String,
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: String,
+    pub dns_domain: String,
+    /// Cluster DNS service IP. Empty: the 10th address of the service CIDR.
+    #[serde(default, rename = "dnsIP")]
+    pub dns_ip: String,
+    /// Address published in the `kubernetes` Service. Empty: the bind address when it is not
+    /// loopback or unspecified, else this host's first global address of the service CIDR's family.
+    #[serde(default)]
+    pub advertise_address: String,
+    pub bind_address: String,
+    #[serde(default, rename = "extraSANs")]
+    pub extra_sans: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ports {
+    pub etcd_client: u16,
+    pub etcd_peer: u16,
+    pub apiserver: u16,
+    pub controller_manager: u16,
+    pub scheduler: u16,
+    pub kubelet: u16,
+    pub kubelet_healthz: u16,
+    pub kube_proxy_healthz: u16,
+    pub kube_proxy_metrics: u16,
+    pub cloud_controller_manager: u16,
+}
+
+impl Ports {
+    /// (field name, port) for every port, in schema order.
+    pub fn all(&self) -> Vec<(&'static str, u16)> {
+        vec![
+            ("etcdClient", self.etcd_client),
+            ("etcdPeer", self.etcd_peer),
+            ("apiserver", self.apiserver),
+            ("controllerManager", self.controller_manager),
+            ("scheduler", self.scheduler),
+            ("kubelet", self.kubelet),
+            ("kubeletHealthz", self.kubelet_healthz),
+            ("kubeProxyHealthz", self.kube_proxy_healthz),
+            ("kubeProxyMetrics", self.kube_proxy_metrics),
+            ("cloudControllerManager", self.cloud_controller_manager),
+        ]
+    }
+
+    /// The port of a `ports.*` field by its name (`etcdClient`).
+    pub fn get(&self, field: &str) -> Option<u16> {
+        self.all()
+            .into_iter()
+            .find(|(f, _)| *f == field)
+            .map(|(_, p)| p)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    #[serde(rename = "ecdsa-p256")]
+    EcdsaP256,
+    #[serde(rename = "rsa-2048")]
+    Rsa2048,
+}
+
+impl Algorithm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::EcdsaP256 => "ecdsa-p256",
+            Algorithm::Rsa2048 => "rsa-2048",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pki {
+    pub algorithm: Algorithm,
+    /// Durations such as `3650d`, `8760h`.
+    pub ca_validity: String,
+    pub cert_validity: String,
+    /// Start of validity (RFC 3339 or Unix seconds). Empty: `SOURCE_DATE_EPOCH`, else the start of today (UTC).
+    #[serde(default)]
+    pub epoch: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ComponentSettings {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Binary name (looked up in binDir) or absolute path. Empty: the component's usual binary name.
+    #[serde(default)]
+    pub binary: String,
+    /// Arguments before the flags, e.g. `[kube-apiserver]` for a hyperkube-style binary.
+    #[serde(default)]
+    pub binary_args: Vec<String>,
+    /// Flags without leading dashes; they replace kubeunit's value of the same flag. `null` removes it.
+    #[serde(default)]
+    pub extra_args: BTreeMap<String, Option<String>>,
+    #[serde(default)]
+    pub feature_gates: BTreeMap<String, bool>,
+    /// Environment for the process, written to a 0600 file (never into the unit).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Audit {
+    /// `None`, `Metadata`, `Request`, `RequestResponse`, or a path to an audit Policy file.
+    pub policy: String,
+}
+
+pub const AUDIT_LEVELS: &[&str] = &["None", "Metadata", "Request", "RequestResponse"];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Apiserver {
+    pub admission_plugins: Vec<String>,
+    pub authorization_mode: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Etcd {
+    /// Skip fsync: fast and unsafe, for throwaway CI clusters.
+    #[serde(default)]
+    pub unsafe_no_fsync: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Logging {
+    pub verbosity: u8,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Encryption {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Containerd {
+    /// containerd's gRPC socket, used by the kubelet and by kubeunit's own containerd unit.
+    pub socket: PathBuf,
+    /// Directory of CNI plugin binaries.
+    pub cni_bin_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Addons {
+    pub coredns: bool,
+    pub coredns_image: String,
+    pub default_storage_class: bool,
+}
+
+/// Where a profile came from, for error messages.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Builtin(String),
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Builtin(n) => write!(f, "built-in profile '{n}'"),
+            Source::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+impl Profile {
+    /// Settings of a component; a component the profile does not mention is disabled.
+    pub fn component(&self, name: &str) -> ComponentSettings {
+        self.components.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Canonical YAML of the profile (the resolved one is written to the state dir as `profile.yaml`).
+    pub fn to_yaml(&self) -> String {
+        // Serializing plain structs, strings, maps and numbers into a String cannot fail.
+        serde_yaml_ng::to_string(self).unwrap_or_default()
+    }
+}
+
+/// A point in time as profiles write it: RFC 3339, or Unix seconds.
+pub fn parse_epoch(s: &str) -> Option<time::OffsetDateTime> {
+    if let Ok(secs) = s.trim().parse::<i64>() {
+        return time::OffsetDateTime::from_unix_timestamp(secs).ok();
+    }
+    time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339).ok()
+}
