@@ -6,9 +6,10 @@
 # change it and several can run at once.
 #
 #   container.sh boot NAME [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
-#       Boot NAME unless it runs already and wait until its systemd is up (running or degraded); print the
-#       host PID of its systemd. --bind directories are created first. nspawn's output goes to FILE
-#       (default RUN/NAME/console.log, which stop deletes). On failure: the log's tail on stderr, the container stopped, exit 1.
+#       Boot NAME unless it runs already and wait until its systemd is up (running or degraded); print
+#       the host PID of its systemd. --bind directories are created first. nspawn's output goes to FILE
+#       (default RUN/NAME/console.log, which stop deletes). On failure: the log's tail on stderr, the
+#       container stopped, exit 1.
 #   container.sh leader NAME             host PID of NAME's systemd; exit 1 when NAME does not run
 #   container.sh exec NAME [--] CMD...   run CMD inside NAME (mount, UTS, IPC and PID namespaces, root and
 #                                        working directory of its systemd; the network is the host's)
@@ -243,5 +244,5 @@ cmd_stop() {
 case ${1:-} in
   boot | leader | exec | stop) sub=$1; shift; "cmd_$sub" "$@" ;;
   cache-dir) kubeunit_cache ;;
-  *) sed -n '8,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+  *) sed -n '8,20s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
