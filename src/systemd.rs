@@ -1,14 +1,12 @@
 //! systemd over D-Bus (zbus on tokio): transient units, jobs (waited for exactly, as systemd-run
-//! does), unit state, and unit-file properties as D-Bus values.
+//! does) and unit state. A client only: it knows no kubeunit types.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use zbus::proxy::CacheProperties;
-use zbus::{Connection, OwnedObjectPath, OwnedVariant, Variant};
+use zbus::{Connection, OwnedObjectPath, OwnedVariant};
 use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
-
-use crate::unit::{UnitFile, Value};
 
 /// Which manager to talk to.
 #[derive(Debug, Clone)]
@@ -33,12 +31,6 @@ pub enum SystemdError {
     Call { what: String, source: zbus::Error },
     #[error("the D-Bus connection closed while waiting for job {job}")]
     Closed { job: String },
-    #[error("{path}: property {property}: {source}")]
-    Property {
-        path: std::path::PathBuf,
-        property: String,
-        source: zbus::Error,
-    },
 }
 
 fn call(what: impl Into<String>) -> impl FnOnce(zbus::Error) -> SystemdError {
@@ -315,29 +307,4 @@ fn is_no_such_unit(e: &zbus::Error) -> bool {
         }
         _ => false,
     }
-}
-
-/// D-Bus properties for StartTransientUnit from a parsed unit file.
-pub fn properties(unit: &UnitFile) -> Result<Vec<(String, OwnedVariant)>, SystemdError> {
-    unit.properties
-        .iter()
-        .map(|(name, value)| {
-            let v: Variant<'static> = match value {
-                Value::Str(s) => Variant::from(s.clone()),
-                Value::Bool(b) => Variant::from(*b),
-                Value::U64(n) => Variant::from(*n),
-                Value::I32(n) => Variant::from(*n),
-                Value::Strings(list) => Variant::from(list.clone()),
-                Value::Exec(cmds) => Variant::from(cmds.clone()),
-                Value::EnvFiles(files) => Variant::from(files.clone()),
-            };
-            OwnedVariant::try_from(v)
-                .map(|v| (name.clone(), v))
-                .map_err(|source| SystemdError::Property {
-                    path: unit.path.clone(),
-                    property: name.clone(),
-                    source,
-                })
-        })
-        .collect()
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::container::{exec_argv, gen_in, show_unit, unit_differences, Container};
 use common::ports::Ports;
 use common::*;
-use kubeunit::systemd::{properties, Bus, Systemd};
+use kubeunit::systemd::{Bus, Systemd};
+use kubeunit::unit::properties;
 use kubeunit::unit::UnitFile;
 
 #[test]

@@ -1,6 +1,6 @@
 //! Config files and addon manifests: the `files` of every enabled component of the table.
 
-use super::{put, Generated};
+use super::generated::{put, Generated};
 use crate::components::{self, Component, Content, FileContext};
 use crate::error::Error;
 use crate::pki::Secrets;

@@ -5,8 +5,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::json;
 
+use super::generated::{put, Generated};
 use super::pki::Issued;
-use super::{put, Generated};
 use crate::error::Error;
 use crate::pki;
 use crate::render::{self, Renderer};

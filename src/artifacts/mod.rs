@@ -3,6 +3,7 @@
 //! reads are of the previous state (keys and certificates to keep) and of files the profile names.
 
 mod files;
+mod generated;
 mod kubeconfigs;
 mod pki;
 mod units;
@@ -11,31 +12,12 @@ use std::collections::BTreeMap;
 
 use crate::components::{Component, COMPONENTS};
 use crate::error::Error;
-use crate::pki::{Decision, Entropy};
 use crate::render::Renderer;
 use crate::spec::{paths, Plan};
-use crate::state::{Artifact, Previous, Tree, MODE_PUBLIC};
+use crate::state::{Previous, Tree, MODE_PUBLIC};
 
-pub struct Generated {
-    pub tree: Tree,
-    /// Certificate name -> spec digest (stored in the manifest to decide reissues).
-    pub cert_digests: BTreeMap<String, String>,
-    /// What happened to each certificate (by path), in table order.
-    pub certs: Vec<(String, Decision)>,
-}
-
-impl Generated {
-    /// How many certificates got `decision`.
-    pub fn count(&self, decision: Decision) -> usize {
-        self.certs.iter().filter(|(_, d)| *d == decision).count()
-    }
-}
-
-pub struct Options {
-    pub entropy: Entropy,
-    /// Replace CAs and keys too.
-    pub force: bool,
-}
+use generated::put;
+pub use generated::{Generated, Options};
 
 /// Every artifact of `plan`, keeping what `old` has that is still right.
 pub fn generate(plan: &Plan, old: &Previous, opts: &Options) -> Result<Generated, Error> {
@@ -68,10 +50,6 @@ pub fn generate_with(
         MODE_PUBLIC,
     );
     Ok(g)
-}
-
-fn put(tree: &mut Tree, path: &str, bytes: Vec<u8>, mode: u32) {
-    tree.insert(path.to_string(), Artifact { bytes, mode });
 }
 
 #[cfg(test)]

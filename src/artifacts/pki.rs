@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 
-use super::{put, Generated, Options};
+use super::generated::{put, Generated, Options};
 use crate::error::Error;
 use crate::pki::{self, issue, Ca, CertSpec, Decision, Key, PkiError, Secrets, Usage};
 use crate::spec::{paths, Plan};

@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::components::{self, Content, File, Hook};
+use crate::pki::{Decision, Entropy};
 use crate::render::Template;
 use crate::spec::{load, HostFacts};
 

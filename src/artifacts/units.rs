@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{put, Generated};
+use super::generated::{put, Generated};
 use crate::components::{self, command_line, Component};
 use crate::error::Error;
 use crate::render::quote::{env_file_line, systemd_word};

@@ -1,8 +1,5 @@
 //! `kubeunit completion SHELL`: a completion script from the clap definition.
 
-use clap::CommandFactory;
-
-use super::Cli;
 use crate::error::Error;
 
 pub const AFTER_HELP: &str = "Example:
@@ -13,12 +10,8 @@ pub struct Args {
     pub shell: clap_complete::Shell,
 }
 
-pub fn exec(args: Args) -> Result<i32, Error> {
-    clap_complete::generate(
-        args.shell,
-        &mut Cli::command(),
-        "kubeunit",
-        &mut std::io::stdout(),
-    );
+/// `cli`: the whole command line's definition.
+pub fn exec(args: Args, mut cli: clap::Command) -> Result<i32, Error> {
+    clap_complete::generate(args.shell, &mut cli, "kubeunit", &mut std::io::stdout());
     Ok(0)
 }

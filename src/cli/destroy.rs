@@ -1,6 +1,6 @@
 //! `kubeunit destroy`: stop the environment, then delete its runtime data (`--all`: the state dir).
 
-use super::Target;
+use super::common::Target;
 use crate::error::Error;
 use crate::run;
 

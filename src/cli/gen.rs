@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::{default_state_dir, print_json, Output};
+use super::common::{default_state_dir, print_json, Output};
 use crate::artifacts::{Generated, Options};
 use crate::error::Error;
 use crate::pipeline;

@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 
-use super::Target;
+use super::common::Target;
 use crate::error::Error;
 
 pub const AFTER_HELP: &str = "Examples:

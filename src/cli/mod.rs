@@ -2,6 +2,7 @@
 //! environment and a systemd (`Target`), output formats and exit codes (0 ok, 1 failed check,
 //! operation or I/O, 2 bad input; `status` 3 when something is unhealthy).
 
+mod common;
 mod completion;
 mod destroy;
 mod gen;
@@ -12,14 +13,10 @@ mod start;
 mod status;
 mod stop;
 
-use std::path::PathBuf;
+use clap::{CommandFactory, Parser, Subcommand};
 
-use clap::{Parser, Subcommand, ValueEnum};
-
-use crate::error::Error;
-use crate::run::Env;
-use crate::spec::HostFacts;
-use crate::systemd::{Bus, Systemd};
+use common::block_on;
+pub use common::{default_state_dir, Output, Target};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -33,12 +30,6 @@ into a state directory, then runs each component as a transient systemd unit.",
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Output {
-    Text,
-    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -72,88 +63,6 @@ pub enum Command {
     Completion(completion::Args),
 }
 
-/// Which environment, and which systemd.
-#[derive(clap::Args, Debug)]
-pub struct Target {
-    /// State directory [default: $KUBEUNIT_STATE_DIR, /var/lib/kubeunit/ENV as root, else $XDG_STATE_HOME/kubeunit/ENV].
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Environment name, for the default state dir.
-    #[arg(short, long = "env", value_name = "NAME", default_value = "dev")]
-    pub env: String,
-    /// Use the calling user's systemd instead of the system manager.
-    #[arg(long, conflicts_with = "bus")]
-    pub user: bool,
-    /// D-Bus address of the systemd to use (e.g. a container's system bus socket).
-    #[arg(long, env = "KUBEUNIT_BUS_ADDRESS", value_name = "ADDRESS")]
-    pub bus: Option<String>,
-}
-
-impl Target {
-    fn state_dir(&self) -> PathBuf {
-        self.state_dir
-            .clone()
-            .unwrap_or_else(|| default_state_dir(&self.env))
-    }
-
-    fn bus(&self) -> Bus {
-        match (&self.bus, self.user) {
-            (Some(a), _) => Bus::Address(a.clone()),
-            (None, true) => Bus::User,
-            (None, false) => Bus::System,
-        }
-    }
-
-    /// The environment's state dir, loaded for running.
-    fn env(&self) -> Result<Env, Error> {
-        let dir = crate::spec::host::absolute(&self.state_dir())?;
-        Env::load(&dir, &HostFacts::gather())
-    }
-
-    async fn systemd(&self) -> Result<Systemd, Error> {
-        Ok(Systemd::connect(&self.bus()).await?)
-    }
-}
-
-/// Default state dir: `$KUBEUNIT_STATE_DIR`, else `/var/lib/kubeunit/<name>` for root and
-/// `$XDG_STATE_HOME/kubeunit/<name>` (default `~/.local/state`) otherwise.
-pub fn default_state_dir(name: &str) -> PathBuf {
-    if let Some(d) = std::env::var_os("KUBEUNIT_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if is_root() {
-        return PathBuf::from("/var/lib/kubeunit").join(name);
-    }
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    base.join("kubeunit").join(name)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Run an async command to completion on a single-threaded runtime.
-fn block_on<F: std::future::Future<Output = Result<i32, Error>>>(f: F) -> Result<i32, Error> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?
-        .block_on(f)
-}
-
-/// Pretty JSON on stdout (scripts read it).
-fn print_json(v: &impl serde::Serialize) {
-    match serde_json::to_string_pretty(v) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("error: cannot format JSON: {e}"),
-    }
-}
-
 /// Run the CLI; returns the process exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
@@ -166,7 +75,7 @@ pub fn run() -> i32 {
         Command::Restart(args) => block_on(restart::exec(args)),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Profile { command } => profile::exec(command),
-        Command::Completion(args) => completion::exec(args),
+        Command::Completion(args) => completion::exec(args, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Target;
+use super::common::Target;
 use crate::error::Error;
 use crate::run;
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use super::{print_json, Output, Target};
+use super::common::{print_json, Output, Target};
 use crate::error::Error;
 use crate::run::{self, Env, Progress, StartReport};
 

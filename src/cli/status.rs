@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{print_json, Output, Target};
+use super::common::{print_json, Output, Target};
 use crate::error::Error;
 use crate::run::{self, ComponentStatus};
 

@@ -1,6 +1,6 @@
 //! `kubeunit stop`: stop the environment's slice and wait until its units and ports are gone.
 
-use super::Target;
+use super::common::Target;
 use crate::error::Error;
 use crate::run;
 

@@ -3,7 +3,8 @@
 
 use serde_json::json;
 
-use super::{Component, Content, File, FileContext, Hook, Probe};
+use super::command::feature_gates;
+use super::component::{Component, Content, File, FileContext, Hook, Probe};
 use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::paths;
@@ -300,7 +301,7 @@ pub const COMPONENTS: &[Component] = &[
                     "dns_domain": prof.network.dns_domain,
                     "dns_ip": plan.dns_ip.to_string(),
                     "runtime_endpoint": format!("unix://{}", prof.containerd.socket.display()),
-                    "feature_gates": super::feature_gates(plan, cx.component),
+                    "feature_gates": feature_gates(plan, cx.component),
                 }),
             ))
         })],
@@ -333,7 +334,7 @@ pub const COMPONENTS: &[Component] = &[
                     "pod_cidr": plan.pod_cidr.to_string(),
                     "healthz": loopback(ports.kube_proxy_healthz),
                     "metrics": loopback(ports.kube_proxy_metrics),
-                    "feature_gates": super::feature_gates(plan, cx.component),
+                    "feature_gates": feature_gates(plan, cx.component),
                 }),
             ))
         })],

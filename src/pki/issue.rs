@@ -9,7 +9,9 @@ use rcgen::{
 };
 use sha2::{Digest, Sha256};
 
-use super::{CertSpec, Key, PkiError, Usage};
+use super::error::PkiError;
+use super::key::Key;
+use super::table::{CertSpec, Usage};
 use crate::spec::profile::Algorithm;
 use crate::spec::Plan;
 

@@ -11,7 +11,7 @@ use rcgen::{PublicKeyData, SignatureAlgorithm};
 use rsa::pkcs1::{DecodeRsaPrivateKey, EncodeRsaPrivateKey, EncodeRsaPublicKey};
 use sha2::{Digest, Sha256};
 
-use super::PkiError;
+use super::error::PkiError;
 use crate::spec::profile::Algorithm;
 
 /// Source of key material: a seed (reproducible) or the OS.

@@ -4,6 +4,7 @@
 //! hook and journal tails.
 
 pub mod addons;
+mod env;
 pub mod hooks;
 pub mod preflight;
 pub mod probe;
@@ -12,78 +13,8 @@ pub mod start;
 pub mod status;
 pub mod stop;
 
-use std::path::Path;
-
-use crate::components::{self, Component, COMPONENTS};
-use crate::error::Error;
-use crate::pipeline;
-use crate::spec::{paths, HostFacts, Plan};
-use crate::unit::UnitFile;
-
+pub use env::{journal_tail, Env};
 pub use restart::restart;
 pub use start::{start, Progress, StartReport, Timing};
 pub use status::{status, ComponentStatus};
 pub use stop::{stop, StopReport};
-
-/// A state dir loaded for running: its resolved plan and its unit files.
-pub struct Env {
-    pub plan: Plan,
-    pub slice: UnitFile,
-    pub units: Vec<(&'static Component, UnitFile)>,
-}
-
-impl Env {
-    pub fn load(state_dir: &Path, host: &HostFacts) -> Result<Env, Error> {
-        let plan = pipeline::plan_of(state_dir, host)?;
-        let read = |unit_name: &str| UnitFile::read(&plan.state_dir.join(paths::unit(unit_name)));
-        let slice = read(&plan.slice_name())?;
-        let units = components::enabled(COMPONENTS, &plan.profile)
-            .map(|c| Ok((c, read(&plan.unit_name(c.name))?)))
-            .collect::<Result<Vec<_>, Error>>()?;
-        Ok(Env { plan, slice, units })
-    }
-
-    /// A component of this environment, or an error listing the ones there are.
-    pub fn unit(&self, component: &str) -> Result<&(&'static Component, UnitFile), Error> {
-        self.units
-            .iter()
-            .find(|(c, _)| c.name == component)
-            .ok_or_else(|| {
-                let names: Vec<_> = self.units.iter().map(|(c, _)| c.name).collect();
-                Error::Preflight {
-                    message: format!(
-                        "no component '{component}' in environment '{}'",
-                        self.plan.name()
-                    ),
-                    fix: format!("use one of: {}", names.join(", ")),
-                }
-            })
-    }
-
-    /// Every port the environment's components listen on.
-    pub fn ports(&self) -> Vec<u16> {
-        self.units
-            .iter()
-            .flat_map(|(c, _)| c.ports(&self.plan.profile.ports))
-            .map(|(_, p)| p)
-            .collect()
-    }
-}
-
-/// The last lines of a unit's journal (for failure reports).
-pub fn journal_tail(unit: &str, lines: usize) -> String {
-    let out = std::process::Command::new("journalctl")
-        .args(["--no-pager", "--no-hostname", "-o", "short-precise", "-n"])
-        .arg(lines.to_string())
-        .arg("-u")
-        .arg(unit)
-        .output();
-    match out {
-        Ok(o) if !o.stdout.is_empty() => String::from_utf8_lossy(&o.stdout).into_owned(),
-        Ok(o) => format!(
-            "(no journal entries: {})",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ),
-        Err(e) => format!("(journalctl not available: {e})"),
-    }
-}

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{probe, Env};
+use super::env::Env;
+use super::probe;
 use crate::artifacts::Options;
 use crate::components::Component;
 use crate::error::Error;

@@ -5,9 +5,9 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use super::env::Env;
 use super::preflight::preflight;
 use super::start::{start_one, start_slice, Progress, Timing};
-use super::Env;
 use crate::error::Error;
 use crate::systemd::Systemd;
 

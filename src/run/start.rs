@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
+use super::env::{journal_tail, Env};
 use super::hooks;
 use super::preflight::{preflight, Running};
-use super::{journal_tail, probe, stop, Env};
+use super::probe;
+use super::stop::stop;
 use crate::components::Component;
 use crate::error::Error;
 use crate::spec::Plan;
-use crate::systemd::{self, JobResult, Systemd};
-use crate::unit::UnitFile;
+use crate::systemd::{JobResult, Systemd};
+use crate::unit::{self, UnitFile};
 
 /// What `start` reports while it works.
 pub enum Progress<'a> {
@@ -135,7 +137,7 @@ pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
     }
     sd.reset_failed(name).await?;
     match sd
-        .start_transient(name, systemd::properties(&env.slice)?)
+        .start_transient(name, unit::properties(&env.slice)?)
         .await?
     {
         JobResult::Done => Ok(()),
@@ -214,7 +216,7 @@ pub(super) async fn start_one(
         ))
     };
     let result = sd
-        .start_transient(&unit.name, systemd::properties(unit)?)
+        .start_transient(&unit.name, unit::properties(unit)?)
         .await?;
     let job_done = t0.elapsed().as_secs_f64();
     if result != JobResult::Done {

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{probe, Env};
+use super::env::Env;
+use super::probe;
 use crate::error::Error;
 use crate::systemd::{Systemd, UnitState};
 

@@ -7,7 +7,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::manifest::sha256_hex;
-use super::{Previous, Tree};
+use super::previous::Previous;
+use super::tree::Tree;
 use crate::error::Error;
 use crate::spec::paths::{MANAGED_DIRS, MANIFEST};
 

@@ -9,23 +9,11 @@
 pub mod check;
 pub mod manifest;
 pub mod previous;
+mod tree;
 pub mod write;
-
-use std::collections::BTreeMap;
 
 pub use check::{check, DiffKind, Difference};
 pub use manifest::Manifest;
 pub use previous::Previous;
+pub use tree::{Artifact, Tree, MODE_PUBLIC, MODE_SECRET};
 pub use write::{prepare_dir, write, write_atomic, WriteSummary};
-
-pub const MODE_PUBLIC: u32 = 0o644;
-pub const MODE_SECRET: u32 = 0o600;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Artifact {
-    pub bytes: Vec<u8>,
-    pub mode: u32,
-}
-
-/// Relative path -> content. BTreeMap: a stable order everywhere it is listed or hashed.
-pub type Tree = BTreeMap<String, Artifact>;

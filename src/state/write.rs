@@ -7,7 +7,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Manifest, Previous, Tree};
+use super::manifest::Manifest;
+use super::previous::Previous;
+use super::tree::Tree;
 use crate::error::Error;
 use crate::spec::paths::MANIFEST;
 

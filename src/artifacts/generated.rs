@@ -1,0 +1,31 @@
+//! What the artifact stage produces, and how its steps add to it.
+
+use std::collections::BTreeMap;
+
+use crate::pki::{Decision, Entropy};
+use crate::state::{Artifact, Tree};
+
+pub struct Generated {
+    pub tree: Tree,
+    /// Certificate name -> spec digest (stored in the manifest to decide reissues).
+    pub cert_digests: BTreeMap<String, String>,
+    /// What happened to each certificate (by path), in table order.
+    pub certs: Vec<(String, Decision)>,
+}
+
+impl Generated {
+    /// How many certificates got `decision`.
+    pub fn count(&self, decision: Decision) -> usize {
+        self.certs.iter().filter(|(_, d)| *d == decision).count()
+    }
+}
+
+pub struct Options {
+    pub entropy: Entropy,
+    /// Replace CAs and keys too.
+    pub force: bool,
+}
+
+pub(super) fn put(tree: &mut Tree, path: &str, bytes: Vec<u8>, mode: u32) {
+    tree.insert(path.to_string(), Artifact { bytes, mode });
+}

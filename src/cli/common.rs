@@ -1,0 +1,99 @@
+//! What the commands share: naming an environment and a systemd (`Target`), output formats, the
+//! async runtime and JSON printing.
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+
+use crate::error::Error;
+use crate::run::Env;
+use crate::spec::HostFacts;
+use crate::systemd::{Bus, Systemd};
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// Which environment, and which systemd.
+#[derive(clap::Args, Debug)]
+pub struct Target {
+    /// State directory [default: $KUBEUNIT_STATE_DIR, /var/lib/kubeunit/ENV as root, else $XDG_STATE_HOME/kubeunit/ENV].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Environment name, for the default state dir.
+    #[arg(short, long = "env", value_name = "NAME", default_value = "dev")]
+    pub env: String,
+    /// Use the calling user's systemd instead of the system manager.
+    #[arg(long, conflicts_with = "bus")]
+    pub user: bool,
+    /// D-Bus address of the systemd to use (e.g. a container's system bus socket).
+    #[arg(long, env = "KUBEUNIT_BUS_ADDRESS", value_name = "ADDRESS")]
+    pub bus: Option<String>,
+}
+
+impl Target {
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| default_state_dir(&self.env))
+    }
+
+    pub fn bus(&self) -> Bus {
+        match (&self.bus, self.user) {
+            (Some(a), _) => Bus::Address(a.clone()),
+            (None, true) => Bus::User,
+            (None, false) => Bus::System,
+        }
+    }
+
+    /// The environment's state dir, loaded for running.
+    pub fn env(&self) -> Result<Env, Error> {
+        let dir = crate::spec::host::absolute(&self.state_dir())?;
+        Env::load(&dir, &HostFacts::gather())
+    }
+
+    pub async fn systemd(&self) -> Result<Systemd, Error> {
+        Ok(Systemd::connect(&self.bus()).await?)
+    }
+}
+
+/// Default state dir: `$KUBEUNIT_STATE_DIR`, else `/var/lib/kubeunit/<name>` for root and
+/// `$XDG_STATE_HOME/kubeunit/<name>` (default `~/.local/state`) otherwise.
+pub fn default_state_dir(name: &str) -> PathBuf {
+    if let Some(d) = std::env::var_os("KUBEUNIT_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if is_root() {
+        return PathBuf::from("/var/lib/kubeunit").join(name);
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("kubeunit").join(name)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Run an async command to completion on a single-threaded runtime.
+pub fn block_on<F: std::future::Future<Output = Result<i32, Error>>>(f: F) -> Result<i32, Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?
+        .block_on(f)
+}
+
+/// Pretty JSON on stdout (scripts read it).
+pub fn print_json(v: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("error: cannot format JSON: {e}"),
+    }
+}

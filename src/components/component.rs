@@ -1,0 +1,131 @@
+//! What an entry of the component table says, and what follows from it.
+
+use crate::error::FieldError;
+use crate::pki::Secrets;
+use crate::render::Template;
+use crate::spec::profile::{Ports, Versions};
+use crate::spec::{Plan, Profile};
+
+#[derive(Clone, Copy)]
+pub struct Component {
+    /// Profile key and unit suffix: `kubeunit-<env>-<name>.service`.
+    pub name: &'static str,
+    /// Default binary name inside binDir.
+    pub binary: &'static str,
+    /// Every environment has it.
+    pub required: bool,
+    /// Sends sd_notify READY=1 (Type=notify); otherwise Type=exec plus the health probe.
+    pub notify: bool,
+    /// Components it needs: a profile enabling this one must enable them, `start` waits until they are
+    /// healthy, and the unit gets Wants= + After= on them. Not Requires=: systemd would stop the
+    /// dependent (for good) whenever the dependency crashes and is restarted.
+    pub needs: &'static [&'static str],
+    /// Ordering only, when that component is enabled (e.g. kubelet after a kubeunit-managed containerd).
+    pub after_if_enabled: &'static [&'static str],
+    /// A Kubernetes component: gets the profile's global featureGates and `--v`.
+    pub kubernetes: bool,
+    /// Feature gates go into the component's config file instead of `--feature-gates`.
+    pub gates_in_config: bool,
+    /// Manages cgroups below its own (Delegate=yes).
+    pub delegate: bool,
+    /// KillMode= other than systemd's default (containerd must leave shims running).
+    pub kill_mode: Option<&'static str>,
+    /// How `start` and `status` tell it is healthy.
+    pub probe: Option<Probe>,
+    /// TCP ports it listens on, by their `ports.*` field (checked free before `start`, and free
+    /// again after `stop`).
+    pub ports: &'static [&'static str],
+    /// The version its binary must report (`--version`), from the profile's `versions`.
+    pub version: fn(&Versions) -> &str,
+    /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
+    pub flags: fn(&Plan) -> Vec<(String, String)>,
+    /// Files it reads, written into the state dir by `gen`.
+    pub files: &'static [File],
+    /// What `start` does once it is healthy (and again on a `start` that finds it running).
+    pub after_healthy: Option<Hook>,
+    /// Checks of the profile particular to this component (run when it is enabled).
+    pub validate: fn(&Profile) -> Vec<FieldError>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Probe {
+    pub https: bool,
+    /// The `ports.*` field it answers on.
+    pub port: &'static str,
+    pub path: &'static str,
+    /// CA (pki name) that verifies the serving certificate.
+    pub ca: Option<&'static str>,
+    /// Client certificate (pki name) to present.
+    pub client: Option<&'static str>,
+    /// Host to connect to: the plan's local address, or loopback (for listeners kubeunit always binds there).
+    pub loopback: bool,
+}
+
+/// A lifecycle step `start` runs for a component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// Apply every manifest in `STATE/addons/` server-side (the API server is ready).
+    ApplyAddons,
+}
+
+/// A config file of a component.
+pub struct File {
+    /// Path in the state dir (see `spec::paths`).
+    pub path: &'static str,
+    /// Holds a secret: written 0600.
+    pub secret: bool,
+    /// Whether the plan has it (the component being enabled is implied).
+    pub when: fn(&Plan) -> bool,
+    pub content: fn(&FileContext) -> Result<Content, FieldError>,
+}
+
+/// What a config file's content function sees.
+pub struct FileContext<'a> {
+    pub plan: &'a Plan,
+    pub component: &'a Component,
+    pub secrets: &'a Secrets,
+}
+
+pub enum Content {
+    /// A template and its data.
+    Template(&'static Template, serde_json::Value),
+    /// Text taken as it is (a file the profile points at).
+    Verbatim(String),
+}
+
+impl Component {
+    /// Absolute path of its binary: the profile's `binary` (absolute, or a name in binDir), else the
+    /// usual name in binDir.
+    pub fn binary_path(&self, plan: &Plan) -> std::path::PathBuf {
+        let settings = plan.profile.component(self.name);
+        let name = if settings.binary.is_empty() {
+            self.binary
+        } else {
+            settings.binary.as_str()
+        };
+        let p = std::path::Path::new(name);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            plan.profile.bin_dir.join(p)
+        }
+    }
+
+    /// (`ports.*` field, port) of every port it listens on.
+    pub fn ports(&self, ports: &Ports) -> Vec<(&'static str, u16)> {
+        self.ports
+            .iter()
+            .map(|f| (*f, ports.get(f).unwrap_or(0)))
+            .collect()
+    }
+
+    /// Components it waits for (needs, and the enabled ones it is ordered after).
+    pub fn deps(&self, plan: &Plan) -> Vec<&'static str> {
+        self.needs
+            .iter()
+            .chain(self.after_if_enabled)
+            .copied()
+            .filter(|d| plan.enabled(d))
+            .collect()
+    }
+}

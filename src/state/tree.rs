@@ -1,0 +1,15 @@
+//! The state dir in memory: relative path -> bytes and mode.
+
+use std::collections::BTreeMap;
+
+pub const MODE_PUBLIC: u32 = 0o644;
+pub const MODE_SECRET: u32 = 0o600;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Artifact {
+    pub bytes: Vec<u8>,
+    pub mode: u32,
+}
+
+/// Relative path -> content. BTreeMap: a stable order everywhere it is listed or hashed.
+pub type Tree = BTreeMap<String, Artifact>;

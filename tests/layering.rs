@@ -1,0 +1,299 @@
+//! The source tree is one straight pipeline: no module imports a module that imports it back,
+//! directly or through others. Read from the source itself: every `use` and every `crate::`,
+//! `super::` and `self::` path of every file under src/ (test code included) is an edge from the
+//! file's module to the module the path names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+type Module = Vec<String>;
+
+/// Module path of a source file: src/a/b.rs and src/a/b/mod.rs are a::b; src/lib.rs is the root.
+fn module_of(rel: &Path) -> Option<Module> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop()?;
+    let stem = file.strip_suffix(".rs")?;
+    match stem {
+        "main" if parts.is_empty() => None,
+        "lib" if parts.is_empty() => Some(vec![]),
+        "mod" => Some(parts),
+        _ => {
+            parts.push(stem.to_string());
+            Some(parts)
+        }
+    }
+}
+
+/// The text without line comments (doc comments name modules in prose).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            // Keep `//` inside string literals such as "https://".
+            Some(i) if l[..i].matches('"').count() % 2 == 0 => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `a::{b, c::{d, e}}` -> a::b, a::c::d, a::c::e.
+fn expand(tree: &str) -> Vec<String> {
+    // `x as y` keeps `x`: mark the rename before white space goes.
+    let tree: String = tree
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" as ", "@");
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(open) = tree.find('{') else {
+        return vec![tree.split('@').next().unwrap_or(&tree).to_string()];
+    };
+    let prefix = &tree[..open];
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+        .into_iter()
+        .filter(|i| !i.is_empty())
+        .flat_map(|i| expand(i).into_iter().map(move |e| format!("{prefix}{e}")))
+        .collect()
+}
+
+/// Every path the file names: the trees of its `use` items, and qualified paths in its code.
+fn paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("use ") {
+        let before = rest[..i].chars().last();
+        rest = &rest[i + 4..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some(end) = rest.find(';') else { break };
+        out.extend(
+            expand(&rest[..end])
+                .into_iter()
+                .map(|p| p.trim_end_matches("::").to_string()),
+        );
+        rest = &rest[end..];
+    }
+    for anchor in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(anchor) {
+            if code[..i]
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            {
+                continue;
+            }
+            let path: String = code[i..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            out.push(path.trim_end_matches("::").to_string());
+        }
+    }
+    out
+}
+
+/// The module a path from `from` names, if it is one of ours (not std or another crate).
+fn resolve(from: &Module, path: &str, known: &BTreeSet<Module>) -> Option<Module> {
+    let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+    let (mut base, mut rest): (Module, &[&str]) = match segments.first()? {
+        &"crate" => (vec![], &segments[1..]),
+        &"self" => (from.clone(), &segments[1..]),
+        &"super" => (from.clone(), &segments[..]),
+        first => {
+            let mut child = from.clone();
+            child.push(first.to_string());
+            if !known.contains(&child) {
+                return None;
+            }
+            (from.clone(), &segments[..])
+        }
+    };
+    while rest.first() == Some(&"super") {
+        base.pop();
+        rest = &rest[1..];
+    }
+    let mut target = base;
+    for s in rest {
+        let mut next = target.clone();
+        next.push(s.to_string());
+        if !known.contains(&next) {
+            break;
+        }
+        target = next;
+    }
+    Some(target)
+}
+
+/// Split inline `mod name { ... }` blocks (test modules) out of a file's code: each is a module of
+/// its own, a child of the file's, where `super` means the file's module.
+fn inline_modules(module: &Module, code: &str, out: &mut Vec<(Module, String)>) {
+    let mut outer = String::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("mod ") {
+        let after = &rest[i + 4..];
+        let ident: String = after
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let tail = after[ident.len()..].trim_start();
+        let word_start = rest[..i]
+            .chars()
+            .last()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        if ident.is_empty() || !word_start || !tail.starts_with('{') {
+            outer.push_str(&rest[..i + 4]);
+            rest = after;
+            continue;
+        }
+        let body_start = rest.len() - tail.len() + 1;
+        let mut depth = 1;
+        let mut end = rest.len();
+        for (j, c) in rest[body_start..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                end = body_start + j;
+                break;
+            }
+        }
+        outer.push_str(&rest[..i]);
+        let mut child = module.clone();
+        child.push(ident);
+        inline_modules(&child, &rest[body_start..end], out);
+        rest = &rest[(end + 1).min(rest.len())..];
+    }
+    outer.push_str(rest);
+    out.push((module.clone(), outer));
+}
+
+fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files: Vec<(Module, String)> = Vec::new();
+    for e in walkdir::WalkDir::new(&src).sort_by_file_name() {
+        let e = e.unwrap();
+        if e.path().extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let Some(module) = module_of(e.path().strip_prefix(&src).unwrap()) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        inline_modules(&module, &code(&text), &mut files);
+    }
+    let known: BTreeSet<Module> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (module, text) in &files {
+        let targets = edges.entry(module.clone()).or_default();
+        for path in paths(text) {
+            if let Some(t) = resolve(module, &path, &known) {
+                if &t != module {
+                    targets.insert(t);
+                }
+            }
+        }
+    }
+    edges
+}
+
+fn name(m: &Module) -> String {
+    if m.is_empty() {
+        "crate".into()
+    } else {
+        m.join("::")
+    }
+}
+
+/// A cycle through `node`, if there is one (depth-first, with the path so far).
+fn find_cycle(
+    edges: &BTreeMap<Module, BTreeSet<Module>>,
+    node: &Module,
+    stack: &mut Vec<Module>,
+    done: &mut BTreeSet<Module>,
+) -> Option<Vec<Module>> {
+    if let Some(i) = stack.iter().position(|m| m == node) {
+        let mut cycle = stack[i..].to_vec();
+        cycle.push(node.clone());
+        return Some(cycle);
+    }
+    if done.contains(node) {
+        return None;
+    }
+    stack.push(node.clone());
+    for next in edges.get(node).into_iter().flatten() {
+        if let Some(c) = find_cycle(edges, next, stack, done) {
+            return Some(c);
+        }
+    }
+    stack.pop();
+    done.insert(node.clone());
+    None
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let edges = graph();
+    assert!(edges.len() > 30, "found only {} modules", edges.len());
+    // The reader itself: a module's imports are found, grouped and relative ones included.
+    let cli = edges.get(&vec!["cli".to_string()]).unwrap();
+    assert!(cli.contains(&vec!["cli".to_string(), "common".to_string()]));
+    let start = edges
+        .get(&vec!["run".to_string(), "start".to_string()])
+        .unwrap();
+    for t in [vec!["run", "env"], vec!["components"], vec!["systemd"]] {
+        let t: Module = t.into_iter().map(String::from).collect();
+        assert!(start.contains(&t), "run::start -> {}", name(&t));
+    }
+    let mut done = BTreeSet::new();
+    for node in edges.keys() {
+        if let Some(cycle) = find_cycle(&edges, node, &mut Vec::new(), &mut done) {
+            let cycle: Vec<String> = cycle.iter().map(name).collect();
+            panic!("import cycle: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_reader_sees_a_cycle_when_there_is_one() {
+    let known: BTreeSet<Module> = [vec![], vec!["a".into()], vec!["a".into(), "b".into()]]
+        .into_iter()
+        .collect();
+    let a: Module = vec!["a".into()];
+    let b: Module = vec!["a".into(), "b".into()];
+    // a/mod.rs: `pub use b::Thing;`, a/b.rs: `use super::{Other, b2};`
+    assert_eq!(resolve(&a, "b::Thing", &known), Some(b.clone()));
+    assert_eq!(resolve(&b, "super::Other", &known), Some(a.clone()));
+    assert_eq!(resolve(&b, "std::fs", &known), None);
+    assert_eq!(
+        expand("crate::{a::{b, c}, d}"),
+        vec!["crate::a::b", "crate::a::c", "crate::d"]
+    );
+    let edges: BTreeMap<Module, BTreeSet<Module>> = [
+        (a.clone(), [b.clone()].into_iter().collect()),
+        (b.clone(), [a.clone()].into_iter().collect()),
+    ]
+    .into_iter()
+    .collect();
+    assert!(find_cycle(&edges, &a, &mut Vec::new(), &mut BTreeSet::new()).is_some());
+}
