@@ -72,6 +72,15 @@ const fn template(
     }
 }
 
+// Config files that flags name too.
+const AUDIT_POLICY_FILE: &str = "config/audit-policy.yaml";
+const ENCRYPTION_CONFIG_FILE: &str = "config/encryption-config.yaml";
+const SCHEDULER_CONFIG_FILE: &str = "config/scheduler-config.yaml";
+const CONTAINERD_CONFIG_FILE: &str = "config/containerd.toml";
+const CNI_CONFIG_DIR: &str = "config/cni";
+const KUBELET_CONFIG_FILE: &str = "config/kubelet-config.yaml";
+const KUBE_PROXY_CONFIG_FILE: &str = "config/kube-proxy-config.yaml";
+
 // Each component's templates (files under configs/ and addons/).
 const AUDIT_POLICY: Template = Template {
     name: "configs/audit-policy.yaml.hbs",
@@ -144,9 +153,9 @@ pub const COMPONENTS: &[Component] = &[
         ports: &["apiserver"],
         flags: apiserver_flags,
         files: &[
-            template("config/audit-policy.yaml", audit_policy),
+            template(AUDIT_POLICY_FILE, audit_policy),
             File {
-                path: "config/encryption-config.yaml",
+                path: ENCRYPTION_CONFIG_FILE,
                 secret: true,
                 when: |plan| plan.profile.encryption.enabled,
                 content: |cx| {
@@ -202,7 +211,7 @@ pub const COMPONENTS: &[Component] = &[
         probe: https("scheduler", "/healthz"),
         ports: &["scheduler"],
         flags: scheduler_flags,
-        files: &[template("config/scheduler-config.yaml", |cx| {
+        files: &[template(SCHEDULER_CONFIG_FILE, |cx| {
             let kubeconfig = cx.plan.path(&paths::kubeconfig("scheduler"));
             Ok(Content::Template(
                 &SCHEDULER_CONFIG,
@@ -240,9 +249,9 @@ pub const COMPONENTS: &[Component] = &[
         delegate: true,
         kill_mode: Some("process"),
         version: |_| "",
-        flags: |plan| vec![flag("config", plan.path(&paths::config("containerd.toml")))],
+        flags: |plan| vec![flag("config", plan.path(CONTAINERD_CONFIG_FILE))],
         files: &[
-            template("config/containerd.toml", |cx| {
+            template(CONTAINERD_CONFIG_FILE, |cx| {
                 let plan = cx.plan;
                 let prof = &plan.profile;
                 Ok(Content::Template(
@@ -253,7 +262,7 @@ pub const COMPONENTS: &[Component] = &[
                         "state": format!("/run/kubeunit/{}/containerd", plan.name()),
                         "socket": prof.containerd.socket,
                         "cni_bin_dir": prof.containerd.cni_bin_dir,
-                        "cni_conf_dir": plan.path(&paths::config("cni")),
+                        "cni_conf_dir": plan.path(CNI_CONFIG_DIR),
                     }),
                 ))
             }),
@@ -286,7 +295,7 @@ pub const COMPONENTS: &[Component] = &[
         probe: loopback_http("kubeletHealthz"),
         ports: &["kubelet", "kubeletHealthz"],
         flags: kubelet_flags,
-        files: &[template("config/kubelet-config.yaml", |cx| {
+        files: &[template(KUBELET_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let prof = &plan.profile;
             Ok(Content::Template(
@@ -315,14 +324,11 @@ pub const COMPONENTS: &[Component] = &[
         ports: &["kubeProxyHealthz", "kubeProxyMetrics"],
         flags: |plan| {
             vec![
-                flag(
-                    "config",
-                    plan.path(&paths::config("kube-proxy-config.yaml")),
-                ),
+                flag("config", plan.path(KUBE_PROXY_CONFIG_FILE)),
                 flag("hostname-override", &plan.node_name),
             ]
         },
-        files: &[template("config/kube-proxy-config.yaml", |cx| {
+        files: &[template(KUBE_PROXY_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let ports = &plan.profile.ports;
             let loopback = |port| host_port(std::net::Ipv4Addr::LOCALHOST.into(), port);
@@ -453,7 +459,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("service-account-key-file", p(paths::SA_PUB)),
         flag("service-account-signing-key-file", p(&paths::key("sa"))),
         flag("service-cluster-ip-range", plan.service_cidr.to_string()),
-        flag("audit-policy-file", p(&paths::config("audit-policy.yaml"))),
+        flag("audit-policy-file", p(AUDIT_POLICY_FILE)),
         flag("audit-log-path", plan.data("audit/audit.log")),
         flag("audit-log-maxsize", "100"),
         flag("audit-log-maxbackup", "3"),
@@ -461,7 +467,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
     if prof.encryption.enabled {
         flags.push(flag(
             "encryption-provider-config",
-            p(&paths::config("encryption-config.yaml")),
+            p(ENCRYPTION_CONFIG_FILE),
         ));
     }
     flags
@@ -524,7 +530,7 @@ fn scheduler_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
     // The scheduler takes its client connection and leader election from --config; the serving
     // and delegated-auth flags still apply next to it.
-    let mut flags = vec![flag("config", p(&paths::config("scheduler-config.yaml")))];
+    let mut flags = vec![flag("config", p(SCHEDULER_CONFIG_FILE))];
     flags.extend(
         controller_base(plan, "scheduler", plan.profile.ports.scheduler)
             .into_iter()
@@ -545,7 +551,7 @@ fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
 
 fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
     vec![
-        flag("config", plan.path(&paths::config("kubelet-config.yaml"))),
+        flag("config", plan.path(KUBELET_CONFIG_FILE)),
         flag("kubeconfig", plan.path(&paths::kubeconfig("kubelet"))),
         flag("root-dir", plan.data("kubelet")),
         flag("hostname-override", &plan.node_name),

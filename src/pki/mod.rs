@@ -9,7 +9,9 @@ mod table;
 pub use error::PkiError;
 pub use issue::{Ca, Decision};
 pub use key::{Entropy, Key};
-pub use table::{check_tree, specs, specs_of, Cert, CertSpec, Cn, Sans, Usage, When, CERTS};
+pub use table::{
+    check_tree, specs, specs_of, Cert, CertSpec, Cn, Sans, TreeError, Usage, When, CERTS,
+};
 
 /// Key material other than certificates that config files embed.
 #[derive(Debug, Clone, Default)]

@@ -210,29 +210,43 @@ pub const CERTS: &[Cert] = &[
 
 /// Every leaf names a CA of the table listed before it, and names are unique: issuing can then go
 /// down the table once. A unit test holds `CERTS` to this.
-pub fn check_tree(table: &[Cert]) -> Result<(), String> {
+pub fn check_tree(table: &[Cert]) -> Result<(), TreeError> {
     for (i, cert) in table.iter().enumerate() {
         let earlier = &table[..i];
         if earlier.iter().any(|c| c.name == cert.name) {
-            return Err(format!("certificate {} is listed twice", cert.name));
+            return Err(TreeError::Duplicate(cert.name));
         }
         match (cert.usage, cert.ca) {
             (Usage::Ca, None) => {}
-            (Usage::Ca, Some(_)) => {
-                return Err(format!("CA {} must be self-signed (ca: None)", cert.name))
-            }
-            (_, None) => return Err(format!("leaf {} names no CA", cert.name)),
+            (Usage::Ca, Some(_)) => return Err(TreeError::CaWithIssuer(cert.name)),
+            (_, None) => return Err(TreeError::NoCa(cert.name)),
             (_, Some(ca)) => {
                 if !earlier.iter().any(|c| c.name == ca && c.usage == Usage::Ca) {
-                    return Err(format!(
-                        "leaf {} is signed by {ca}, which is not a CA listed before it",
-                        cert.name
-                    ));
+                    return Err(TreeError::CaNotBefore {
+                        leaf: cert.name,
+                        ca,
+                    });
                 }
             }
         }
     }
     Ok(())
+}
+
+/// What is wrong with a certificate table.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    #[error("certificate {0} is listed twice")]
+    Duplicate(&'static str),
+    #[error("CA {0} must be self-signed (ca: None)")]
+    CaWithIssuer(&'static str),
+    #[error("leaf {0} names no CA")]
+    NoCa(&'static str),
+    #[error("leaf {leaf} is signed by {ca}, which is not a CA listed before it")]
+    CaNotBefore {
+        leaf: &'static str,
+        ca: &'static str,
+    },
 }
 
 /// One certificate of the environment, resolved against a plan. Its serialized form is hashed into
@@ -330,24 +344,43 @@ mod tests {
         };
         // The leaf's CA comes after it.
         let e = check_tree(&[leaf, ca("ca", "kubernetes")]).unwrap_err();
-        assert!(
-            e.contains("leaf") && e.contains("not a CA listed before"),
-            "{e}"
+        assert_eq!(
+            e,
+            TreeError::CaNotBefore {
+                leaf: "leaf",
+                ca: "ca"
+            }
         );
+        assert!(e.to_string().contains("not a CA listed before"), "{e}");
         // Signed by a leaf.
         let other = Cert {
             name: "other",
             ca: Some("leaf"),
             ..leaf
         };
-        assert!(check_tree(&[ca("ca", "k"), leaf, other]).is_err());
+        assert_eq!(
+            check_tree(&[ca("ca", "k"), leaf, other]),
+            Err(TreeError::CaNotBefore {
+                leaf: "other",
+                ca: "leaf"
+            })
+        );
         // No CA at all, a CA with an issuer, a duplicate.
-        assert!(check_tree(&[Cert { ca: None, ..leaf }]).is_err());
-        assert!(check_tree(&[Cert {
+        assert_eq!(
+            check_tree(&[Cert { ca: None, ..leaf }]),
+            Err(TreeError::NoCa("leaf"))
+        );
+        let with_issuer = Cert {
             ca: Some("x"),
             ..ca("ca", "k")
-        }])
-        .is_err());
-        assert!(check_tree(&[ca("ca", "k"), ca("ca", "k")]).is_err());
+        };
+        assert_eq!(
+            check_tree(&[with_issuer]),
+            Err(TreeError::CaWithIssuer("ca"))
+        );
+        assert_eq!(
+            check_tree(&[ca("ca", "k"), ca("ca", "k")]),
+            Err(TreeError::Duplicate("ca"))
+        );
     }
 }

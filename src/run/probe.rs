@@ -65,24 +65,44 @@ pub fn https_agent(
         .new_agent())
 }
 
-/// Probe a component once: Ok(()) when it answers 200, else why not (shown by `status`). Blocking.
-pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), String> {
+/// Why a component is not healthy (yet): what `status` shows and `start` reports at its timeout.
+#[derive(Debug, thiserror::Error)]
+pub enum Unhealthy {
+    #[error("{url}: HTTP {status}: {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("{url}: {source}")]
+    Request { url: String, source: ureq::Error },
+    /// The probe's certificates cannot be read from the state dir.
+    #[error("{0}")]
+    Certificates(Error),
+    #[error("the probe did not finish: {0}")]
+    Aborted(String),
+}
+
+/// Probe a component once: Ok(()) when it answers 200, else why not. Blocking.
+pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), Unhealthy> {
     let Some(probe) = component.probe else {
         return Ok(());
     };
     let url = probe_url(plan, &probe);
-    let agent = https_agent(plan, probe.ca, probe.client, timeout).map_err(|e| e.to_string())?;
+    let agent =
+        https_agent(plan, probe.ca, probe.client, timeout).map_err(Unhealthy::Certificates)?;
     match agent.get(&url).call() {
         Ok(resp) if resp.status() == 200 => Ok(()),
         Ok(mut resp) => {
-            let status = resp.status();
+            let status = resp.status().as_u16();
             let body = resp.body_mut().read_to_string().unwrap_or_default();
-            Err(format!(
-                "{url}: HTTP {status}: {}",
-                body.lines().take(5).collect::<Vec<_>>().join(" / ")
-            ))
+            Err(Unhealthy::Status {
+                url,
+                status,
+                body: body.lines().take(5).collect::<Vec<_>>().join(" / "),
+            })
         }
-        Err(e) => Err(format!("{url}: {e}")),
+        Err(source) => Err(Unhealthy::Request { url, source }),
     }
 }
 
@@ -91,11 +111,11 @@ pub async fn probe_async(
     plan: &Plan,
     component: &'static Component,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), Unhealthy> {
     let plan = plan.clone();
     tokio::task::spawn_blocking(move || probe(&plan, component, timeout))
         .await
-        .unwrap_or_else(|e| Err(e.to_string()))
+        .unwrap_or_else(|e| Err(Unhealthy::Aborted(e.to_string())))
 }
 
 /// A process listening on a TCP port.

@@ -39,7 +39,7 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         let (healthy, detail) = if active {
             match probe::probe_async(&env.plan, c, Duration::from_secs(2)).await {
                 Ok(()) => (true, "ok".to_string()),
-                Err(e) => (false, e),
+                Err(e) => (false, e.to_string()),
             }
         } else {
             (false, "not running".into())

@@ -31,10 +31,6 @@ pub fn kubeconfig(identity: &str) -> String {
     format!("kubeconfig/{identity}.kubeconfig")
 }
 
-pub fn config(file: &str) -> String {
-    format!("config/{file}")
-}
-
 pub fn unit(unit_name: &str) -> String {
     format!("{UNITS}/{unit_name}")
 }

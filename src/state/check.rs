@@ -111,3 +111,92 @@ pub fn check(dir: &Path, old: &Previous, tree: &Tree) -> Result<Vec<Difference>,
     }
     Ok(diffs)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::state::{write, Artifact, Manifest, MODE_PUBLIC, MODE_SECRET};
+
+    fn tree(files: &[(&str, &str, u32)]) -> Tree {
+        files
+            .iter()
+            .map(|(p, text, mode)| {
+                let a = Artifact {
+                    bytes: text.as_bytes().to_vec(),
+                    mode: *mode,
+                };
+                (p.to_string(), a)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_kind_of_drift_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let written = tree(&[
+            ("pki/ca.crt", "ca", MODE_PUBLIC),
+            ("pki/ca.key", "key", MODE_SECRET),
+            ("config/a.yaml", "a", MODE_PUBLIC),
+            ("config/b.yaml", "b", MODE_PUBLIC),
+            ("config/gone.yaml", "gone", MODE_PUBLIC),
+            ("units/x.service", "x", MODE_PUBLIC),
+        ]);
+        let manifest = Manifest::new(
+            "t",
+            d.to_path_buf(),
+            &written,
+            BTreeMap::new(),
+            serde_json::Value::Null,
+        );
+        write(d, &Previous::load(d).unwrap(), &written, &manifest).unwrap();
+        let old = Previous::load(d).unwrap();
+        assert!(check(d, &old, &written).unwrap().is_empty(), "fresh");
+
+        std::fs::remove_file(d.join("pki/ca.crt")).unwrap();
+        std::fs::write(d.join("units/x.service"), "edited").unwrap();
+        std::fs::set_permissions(d.join("pki/ca.key"), fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(d.join("config/extra.yaml"), "mine").unwrap();
+        std::fs::write(d.join("notes.txt"), "outside the managed dirs").unwrap();
+        std::fs::write(d.join("config/new.yaml"), "new").unwrap();
+        // Now the profile wants: a changed, gone no more, new (which is on disk, unrecorded).
+        let mut wanted = written.clone();
+        wanted.get_mut("config/a.yaml").unwrap().bytes = b"a2".to_vec();
+        wanted.remove("config/gone.yaml");
+        wanted.insert(
+            "config/new.yaml".into(),
+            Artifact {
+                bytes: b"new".to_vec(),
+                mode: MODE_PUBLIC,
+            },
+        );
+        let diffs: Vec<(String, DiffKind)> = check(d, &old, &wanted)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.path, d.kind))
+            .collect();
+        assert_eq!(
+            diffs,
+            vec![
+                ("config/a.yaml".to_string(), DiffKind::Changed),
+                ("config/gone.yaml".into(), DiffKind::Stale),
+                ("config/new.yaml".into(), DiffKind::Changed),
+                ("pki/ca.crt".into(), DiffKind::Missing),
+                ("pki/ca.key".into(), DiffKind::Mode),
+                ("units/x.service".into(), DiffKind::Tampered),
+                ("config/extra.yaml".into(), DiffKind::Unknown),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dir_without_manifest_is_not_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Previous::load(dir.path()).unwrap();
+        let e = check(dir.path(), &old, &Tree::new()).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("kubeunit gen"), "{e}");
+    }
+}
