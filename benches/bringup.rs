@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use common::container::{control_plane_args, gen_in, Container};
+use common::ports::Ports;
 use common::{pinned, text};
 
 fn show_monotonic(c: &Container, unit: &str) -> BTreeMap<String, f64> {
@@ -42,10 +43,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let c = Container::boot("bench");
+    let ports = Ports::allocate();
     let state = gen_in(
         &c,
         "bench",
-        15,
+        &ports,
         &control_plane_args(&pinned("KUBERNETES_VERSIONS")[0]),
     );
     let sd = state.to_string_lossy().into_owned();

@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
 
 use super::ports::Ports;
 use super::{cache_dir, script, text};
@@ -155,38 +154,15 @@ fn remove_stale_work_dirs() {
     }
 }
 
-/// The ports argument of `gen_in`: a test's `&Ports`. A number is the old hand-picked block, still
-/// passed by benches/bringup.rs: it is ignored, and a block is allocated and held for the rest of the
-/// process instead.
-pub trait PortSets {
-    fn port_sets(&self) -> Vec<String>;
-}
-
-impl PortSets for &Ports {
-    fn port_sets(&self) -> Vec<String> {
-        self.sets()
-    }
-}
-
-impl PortSets for u16 {
-    fn port_sets(&self) -> Vec<String> {
-        static HELD: Mutex<Vec<Ports>> = Mutex::new(Vec::new());
-        let ports = Ports::allocate();
-        let sets = ports.sets();
-        HELD.lock().unwrap().push(ports);
-        sets
-    }
-}
-
 /// `kubeunit gen --state-dir WORK/<dir>` inside the container, on the ports of `ports`, plus `args`.
-pub fn gen_in(c: &Container, dir: &str, ports: impl PortSets, args: &[String]) -> PathBuf {
+pub fn gen_in(c: &Container, dir: &str, ports: &Ports, args: &[String]) -> PathBuf {
     let state = c.work.join(dir);
     let mut argv: Vec<String> = vec![
         "gen".into(),
         "--state-dir".into(),
         state.to_string_lossy().into(),
     ];
-    argv.extend(ports.port_sets());
+    argv.extend(ports.sets());
     argv.extend(args.iter().cloned());
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = c.kubeunit(&argv);
