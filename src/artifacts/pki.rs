@@ -8,7 +8,8 @@ use base64::Engine;
 
 use super::generated::{put, Generated, Options};
 use crate::error::Error;
-use crate::pki::{self, issue, Ca, CertSpec, Decision, Key, PkiError, Secrets, Usage};
+use crate::pki::issue::{self, Prior};
+use crate::pki::{self, Ca, CertSpec, Decision, Key, PkiError, Secrets, Usage};
 use crate::spec::{paths, Plan};
 use crate::state::{Previous, MODE_PUBLIC, MODE_SECRET};
 
@@ -106,19 +107,14 @@ pub fn certificates(
                 })?),
             };
         let digest = issue::spec_digest(spec, plan, &key, issuer.map(|ca| ca.cert_pem.as_str()));
-        // CAs survive re-runs (only --force replaces them), and a CA the user put in place is used
-        // as is; a leaf is kept while its inputs are the same and it is intact on disk.
         let previous_digest = old.cert_digest(&spec.name);
-        let decision = match (&old_cert, spec.usage) {
-            (Some(_), Usage::Ca) if reused => Decision::Kept,
-            (Some(_), Usage::Ca) | (None, _) => Decision::Created,
-            (Some(_), _)
-                if previous_digest.as_deref() == Some(digest.as_str()) && old.intact(&crt) =>
-            {
-                Decision::Kept
-            }
-            (Some(_), _) => Decision::Reissued,
+        let prior = Prior {
+            exists: old_cert.is_some(),
+            key_reused: reused,
+            same_inputs: previous_digest.as_deref() == Some(digest.as_str()),
+            intact: old.intact(&crt),
         };
+        let decision = issue::decide(spec.usage, &prior);
         // A kept CA keeps the digest it was issued with.
         let digest = match (decision, spec.usage) {
             (Decision::Kept, Usage::Ca) => previous_digest.unwrap_or_default(),

@@ -27,6 +27,30 @@ pub enum Decision {
     Reissued,
 }
 
+/// What the previous run left of one certificate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prior {
+    /// Its certificate is in the state dir (and `--force` was not given).
+    pub exists: bool,
+    /// Its key is the previous run's and still usable (a CA's matches its certificate).
+    pub key_reused: bool,
+    /// The digest of its inputs is the one the manifest recorded.
+    pub same_inputs: bool,
+    /// The file is on disk as the manifest recorded it.
+    pub intact: bool,
+}
+
+/// The policy: CAs survive re-runs (only `--force` replaces them) and a CA the user put in place is
+/// used as is; a leaf is kept while its inputs are the same and it is intact on disk.
+pub fn decide(usage: Usage, prior: &Prior) -> Decision {
+    match (prior.exists, usage) {
+        (true, Usage::Ca) if prior.key_reused => Decision::Kept,
+        (true, Usage::Ca) | (false, _) => Decision::Created,
+        (true, _) if prior.same_inputs && prior.intact => Decision::Kept,
+        (true, _) => Decision::Reissued,
+    }
+}
+
 impl Decision {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -175,4 +199,63 @@ pub fn cert_matches_key(cert_pem: &str, key: &Key) -> bool {
         return false;
     };
     cert.public_key().raw == key.spki_der().as_slice()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_reissue_or_create() {
+        let all = Prior {
+            exists: true,
+            key_reused: true,
+            same_inputs: true,
+            intact: true,
+        };
+        let cases = [
+            (Usage::Ca, all, Decision::Kept),
+            // A CA is kept whatever its inputs (the user's own CA has none recorded) ...
+            (
+                Usage::Ca,
+                Prior {
+                    same_inputs: false,
+                    intact: false,
+                    ..all
+                },
+                Decision::Kept,
+            ),
+            // ... unless its key does not match: then it is made anew.
+            (
+                Usage::Ca,
+                Prior {
+                    key_reused: false,
+                    ..all
+                },
+                Decision::Created,
+            ),
+            (Usage::Server, all, Decision::Kept),
+            (
+                Usage::Client,
+                Prior {
+                    same_inputs: false,
+                    ..all
+                },
+                Decision::Reissued,
+            ),
+            (
+                Usage::ServerClient,
+                Prior {
+                    intact: false,
+                    ..all
+                },
+                Decision::Reissued,
+            ),
+            (Usage::Client, Prior::default(), Decision::Created),
+            (Usage::Ca, Prior::default(), Decision::Created),
+        ];
+        for (usage, prior, want) in cases {
+            assert_eq!(decide(usage, &prior), want, "{usage:?} {prior:?}");
+        }
+    }
 }
