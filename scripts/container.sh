@@ -5,11 +5,11 @@
 # (tests/common/container.rs) use it. The rootfs is mounted with a volatile overlay, so containers never
 # change it and several can run at once.
 #
-#   container.sh boot NAME [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
+#   container.sh boot NAME [--node] [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
 #       Boot NAME unless it runs already and wait until its systemd is up (running or degraded); print
 #       the host PID of its systemd. --bind directories are created first. nspawn's output goes to FILE
 #       (default RUN/NAME/console.log, which stop deletes). On failure: the log's tail on stderr, the
-#       container stopped, exit 1.
+#       container stopped, exit 1. --node: a container that can run a Kubernetes node (see node_flags).
 #   container.sh leader NAME             host PID of NAME's systemd; exit 1 when NAME does not run
 #   container.sh exec NAME [--] CMD...   run CMD inside NAME (mount, UTS, IPC and PID namespaces, root and
 #                                        working directory of its systemd; the network is the host's)
@@ -25,6 +25,18 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 run_dir=${KUBEUNIT_CONTAINERS_DIR:-/run/kubeunit-containers}
 # nsenter into the container: every namespace of its systemd but the network (the host's, shared).
 ns_flags=(-m -u -i -p -r -w)
+
+# What a node (containerd, runc, CNI, kubelet, kube-proxy) needs of nspawn: every capability (iptables and
+# the CNI bridge need NET_ADMIN and more) and the keyring system calls nspawn's seccomp filter blocks (runc
+# joins a session keyring).
+node_flags=(--capability=all "--system-call-filter=add_key keyctl request_key")
+# ... and inside, once systemd is up: nspawn mounts the cgroup controllers and /proc/sys read-only (the
+# kubelet writes both), and there is no /dev/kmsg (the kubelet reads it; kind links it the same way).
+# shellcheck disable=SC2016 # expanded inside the container
+node_setup='mount -o remount,rw /sys/fs/cgroup
+for d in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$d" 2>/dev/null || mount -o remount,rw "$d"; done
+mount -o remount,bind,rw /proc/sys
+[ -e /dev/kmsg ] || ln -s /dev/console /dev/kmsg'
 
 die() { echo "container.sh: $*" >&2; exit 1; }
 
@@ -118,9 +130,10 @@ prune() {
 cmd_boot() {
   local name=${1:?boot NAME}
   shift
-  local log="" binds=() a
+  local log="" binds=() node="" a
   for a in "$@"; do
     case $a in
+      --node) node=1 ;;
       --log=*) log=${a#--log=} ;;
       --bind=*) mkdir -p "${a#--bind=}"; binds+=("$a") ;;
       --bind-ro=*) binds+=("$a") ;;
@@ -136,8 +149,10 @@ cmd_boot() {
     rootfs=$("$here/build-rootfs.sh")
     mkdir -p "$run_dir/$name" "$(dirname "$log")"
     # setsid: the container outlives this script and a Ctrl-C in the terminal that started it.
+    local extra=()
+    [ -z "$node" ] || extra=("${node_flags[@]}")
     setsid systemd-nspawn --quiet --boot --register=no --keep-unit --volatile=overlay \
-      --machine="$name" -D "$rootfs" "${binds[@]}" \
+      --machine="$name" -D "$rootfs" "${extra[@]}" "${binds[@]}" \
       </dev/null >"$log" 2>&1 {LOCK}>&- &
     local pid=$! i
     # Until setsid has exec'd it, the process is not systemd-nspawn yet (find_nspawn checks the name).
@@ -156,7 +171,16 @@ cmd_boot() {
       # Degraded is fine: some units of a minimal rootfs fail in a container.
       state=$(timeout "$((deadline - SECONDS > 1 ? deadline - SECONDS : 1))" \
         nsenter -t "$LEADER" "${ns_flags[@]}" systemctl is-system-running --wait 2>/dev/null) || true
-      case $state in running | degraded) echo "$LEADER"; return 0 ;; esac
+      case $state in
+        running | degraded)
+          if [ -n "$node" ] && ! why=$(nsenter -t "$LEADER" "${ns_flags[@]}" sh -ec "$node_setup" 2>&1); then
+            why="node setup failed: $why"
+            break
+          fi
+          echo "$LEADER"
+          return 0
+          ;;
+      esac
     elif ! find_nspawn "$name"; then
       why="systemd-nspawn exited"
       break
