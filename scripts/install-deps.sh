@@ -7,6 +7,16 @@ for pair in systemd-nspawn:systemd-container debootstrap:debootstrap openssl:ope
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+# The node build (scripts/build-test-binaries.sh): gcc and libc6-dev for the static pause binary and the
+# static runc, libseccomp-dev + pkg-config for runc's seccomp support, python3 for the image tars.
+# Debian's busybox-static is fetched there with `apt-get download` (installing it would replace busybox).
+for pair in gcc:gcc pkg-config:pkg-config python3:python3 dpkg-deb:dpkg; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+for pkg in libc6-dev libseccomp-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
