@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Build the pinned Kubernetes and etcd binaries from the Go module proxy into a versioned cache.
+# Build the pinned binaries (scripts/versions.env) from the Go module proxy into a versioned cache:
+# Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS and the
+# offline images (pause, coredns, a busybox test image) that `ctr -n k8s.io images import` loads.
 #
 #   scripts/build-test-binaries.sh            # every pinned version
-#   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing
+#   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
+#                                             # kubernetes-* and etcd first, then the node dirs, images last
 #
 # Output: $KUBEUNIT_CACHE/bin/kubernetes-<ver>/{kube-apiserver,...,kubectl}
 #         $KUBEUNIT_CACHE/bin/etcd-<ver>/{etcd,etcdctl}
-# A directory with a .complete stamp is reused as is.
+#         $KUBEUNIT_CACHE/bin/containerd-<ver>/{containerd,containerd-shim-runc-v2,ctr}
+#         $KUBEUNIT_CACHE/bin/runc-<ver>/runc
+#         $KUBEUNIT_CACHE/bin/cni-plugins-<ver>/{bridge,host-local,loopback,portmap}
+#         $KUBEUNIT_CACHE/bin/crictl-<ver>/crictl
+#         $KUBEUNIT_CACHE/bin/coredns-<ver>/coredns
+#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>/{pause,coredns,busybox}.tar
+#           (+ images.txt: "FILE REFERENCE" per line)
+# A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done.
 #
 # Why the module juggling: k8s.io/kubernetes' go.mod replaces its staging modules (k8s.io/api, ...) with
 # ./staging/src paths and requires them at v0.0.0. Replace directives of a dependency are ignored, so a
@@ -22,13 +32,26 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
+k8s_newest=${KUBERNETES_VERSIONS%% *}
+images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION
+
 if [ "${1:-}" = "--print" ]; then
   for v in $KUBERNETES_VERSIONS; do echo "$cache/bin/kubernetes-$v"; done
   echo "$cache/bin/etcd-$ETCD_VERSION"
+  echo "$cache/bin/containerd-$CONTAINERD_VERSION"
+  echo "$cache/bin/runc-$RUNC_VERSION"
+  echo "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION"
+  echo "$cache/bin/crictl-$CRICTL_VERSION"
+  echo "$cache/bin/coredns-$COREDNS_VERSION"
+  echo "$images_dir"
   exit 0
 fi
 
 command -v go >/dev/null || { echo "build-test-binaries: go is not installed" >&2; exit 1; }
+mkdir -p "$cache"
+# One build at a time per cache (scripts/test.sh and scripts/up.sh may run side by side).
+exec 9>"$cache/.build.lock"
+flock 9
 
 build_kubernetes() {
   local ver=$1 out="$cache/bin/kubernetes-$1"
@@ -44,9 +67,9 @@ build_kubernetes() {
     [ -n "$gomod" ] || { echo "cannot download k8s.io/kubernetes@$ver" >&2; exit 1; }
     go mod edit -require="k8s.io/kubernetes@$ver"
     # every staging module the kubernetes go.mod points at ./staging/src
-    for mod in $(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod"); do
+    while read -r mod; do
       go mod edit -replace="$mod=$mod@$staging_ver"
-    done
+    done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
     pkgs=(); for c in "${k8s_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
     go get "${pkgs[@]/%/@$ver}" >/dev/null
     pkg=k8s.io/component-base/version
@@ -81,5 +104,161 @@ build_etcd() {
   touch "$out/.complete"
 }
 
+# --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
+
+die() { echo "build-test-binaries: $*" >&2; exit 1; }
+
+# cached NAME VERSION DIR BUILDER [ARGS...]: unless DIR/.complete exists, run BUILDER ARGS... with $tmp (an
+# empty DIR.tmp) and $work (a scratch dir) set, then rename DIR.tmp to DIR and stamp it.
+cached() {
+  local name=$1 ver=$2 out=$3; shift 3
+  if [ -f "$out/.complete" ]; then echo "$name $ver: cached in $out"; return; fi
+  echo "$name $ver: building into $out"
+  local start=$SECONDS
+  tmp=$out.tmp work=$(mktemp -d)
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  "$@"
+  rm -rf "$work" "$out"
+  mv "$tmp" "$out"
+  touch "$out/.complete"
+  echo "$name $ver: built in $(( SECONDS - start ))s"
+}
+
+# mod_dir MODULE@VERSION: its source dir, downloaded into the module cache if needed (run outside any module).
+mod_dir() {
+  local d
+  d=$( (cd / && go mod download -json "$1") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$d" ] || die "cannot download $1"
+  echo "$d"
+}
+
+# go_get PACKAGE@VERSION...: a throwaway main module in $work requiring their modules, everything they import
+# downloaded (the same versions `go install pkg@version` would use; unlike it, this never asks the proxy for
+# the module's version list, which it refuses for sigs.k8s.io/cri-tools here). Output only on failure.
+go_get() {
+  (cd "$work" && go mod init kubeunit.test/node >/dev/null 2>&1 && go get "$@" >"$work/get.log" 2>&1) ||
+    { cat "$work/get.log" >&2; die "go get $* failed"; }
+}
+
+containerd_build() {
+  local ver=$CONTAINERD_VERSION m=github.com/containerd/containerd/v2
+  go_get "$m/cmd/containerd@$ver" "$m/cmd/ctr@$ver" "$m/cmd/containerd-shim-runc-v2@$ver"
+  local ld="-s -w -X $m/version.Version=$ver"
+  (cd "$work" &&
+    go build -trimpath -tags "$CONTAINERD_BUILDTAGS" -ldflags "$ld" -o "$tmp/" "$m/cmd/containerd" "$m/cmd/ctr" &&
+    go build -trimpath -tags "$CONTAINERD_BUILDTAGS no_grpc" -ldflags "$ld" -o "$tmp/" "$m/cmd/containerd-shim-runc-v2")
+}
+
+runc_build() {
+  local ver=$RUNC_VERSION m=github.com/opencontainers/runc
+  pkg-config --exists libseccomp || die "runc needs libseccomp-dev (scripts/install-deps.sh installs it)"
+  go_get "$m@$ver"
+  (cd "$work" && CGO_ENABLED=1 go build -trimpath -buildmode=pie -tags "seccomp urfave_cli_no_docs netgo osusergo" \
+    -ldflags "-s -w -linkmode external -extldflags -static-pie" \
+    -o "$tmp/runc" "$m")
+  "$tmp/runc" --version | grep -q '^libseccomp: ' || die "runc $ver was built without seccomp"
+}
+
+cni_build() {
+  local ver=$CNI_PLUGINS_VERSION m=github.com/containernetworking/plugins p pkgs=()
+  for p in $CNI_PLUGINS; do pkgs+=("$m/plugins/$p"); done
+  go_get "${pkgs[@]/%/@$ver}"
+  (cd "$work" && go build -trimpath -ldflags "-s -w -X $m/pkg/utils/buildversion.BuildVersion=$ver" \
+    -o "$tmp/" "${pkgs[@]}")
+}
+
+crictl_build() {
+  local ver=$CRICTL_VERSION m=sigs.k8s.io/cri-tools
+  go_get "$m/cmd/crictl@$ver"
+  (cd "$work" && go build -trimpath -ldflags "-s -w -X $m/pkg/version.Version=$ver" -o "$tmp/crictl" "$m/cmd/crictl")
+}
+
+coredns_build() {
+  local ver=$COREDNS_VERSION m=github.com/coredns/coredns
+  go_get "$m@$ver"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" \
+    -o "$tmp/coredns" "$m")
+}
+
+# The pins that must agree with upstream sources: checked on every run (cheap once the modules are cached),
+# so bumping Kubernetes or containerd without the rest fails here, not at pod start.
+check_pins() {
+  local k8s_minor=${k8s_newest#v1.}; k8s_minor=${k8s_minor%%.*}
+  local crictl_minor=${CRICTL_VERSION#v1.}; crictl_minor=${crictl_minor%%.*}
+  [ "$crictl_minor" = "$k8s_minor" ] ||
+    die "CRICTL_VERSION $CRICTL_VERSION does not match the newest pinned Kubernetes $k8s_newest (versions.env)"
+  k8s_dir=$(mod_dir "k8s.io/kubernetes@$k8s_newest")
+  local kubeadm_coredns
+  kubeadm_coredns=$(sed -n 's/^[[:space:]]*CoreDNSVersion = "\(.*\)"/\1/p' "$k8s_dir/cmd/kubeadm/app/constants/constants.go")
+  [ "$kubeadm_coredns" = "$COREDNS_VERSION" ] ||
+    die "kubeadm $k8s_newest pins CoreDNS '$kubeadm_coredns' but versions.env has COREDNS_VERSION=$COREDNS_VERSION"
+  [ "$COREDNS_IMAGE" = "registry.k8s.io/coredns/coredns:$COREDNS_VERSION" ] ||
+    die "COREDNS_IMAGE $COREDNS_IMAGE does not name COREDNS_VERSION $COREDNS_VERSION (versions.env)"
+  local ctd_dir sandbox pause_tag
+  ctd_dir=$(mod_dir "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
+  sandbox=$(sed -n 's/^[[:space:]]*DefaultSandboxImage = "\(.*\)"/\1/p' "$ctd_dir/internal/cri/config/config.go")
+  [ "$sandbox" = "$PAUSE_IMAGE" ] ||
+    die "containerd $CONTAINERD_VERSION's default sandbox image is '$sandbox' but versions.env has PAUSE_IMAGE=$PAUSE_IMAGE"
+  pause_tag=$(sed -n 's/^TAG ?= //p' "$k8s_dir/build/pause/Makefile")
+  [ "${PAUSE_IMAGE##*:}" = "$pause_tag" ] ||
+    die "Kubernetes $k8s_newest's build/pause is $pause_tag, PAUSE_IMAGE is $PAUSE_IMAGE: pin a containerd whose sandbox image matches"
+}
+
+images_build() {
+  local arch dpkg_arch deb bb_ver
+  arch=$(go env GOARCH)
+  dpkg_arch=$(dpkg --print-architecture)
+  [ "$dpkg_arch" = "$arch" ] || die "Debian architecture $dpkg_arch is not Go's $arch: map it in images_build"
+  command -v gcc >/dev/null || die "gcc is missing (scripts/install-deps.sh installs it)"
+  command -v python3 >/dev/null || die "python3 is missing"
+
+  # pause, as Kubernetes' build/pause/Makefile builds it (static, stripped), from the newest pinned minor
+  local pause_tag=${PAUSE_IMAGE##*:}
+  gcc -static -O2 -Wall -Werror -s -DVERSION="v$pause_tag-kubernetes-$k8s_newest" \
+    -o "$work/pause" "$k8s_dir/build/pause/linux/pause.c"
+  python3 "$here/docker-archive.py" "$tmp/pause.tar" --ref "$PAUSE_IMAGE" --arch "$arch" \
+    --entrypoint '["/pause"]' --user 65535:65535 --file "$work/pause:/pause:755"
+
+  # coredns, as upstream's image lays it out (the binary at /coredns, port 53)
+  python3 "$here/docker-archive.py" "$tmp/coredns.tar" --ref "$COREDNS_IMAGE" --arch "$arch" \
+    --entrypoint '["/coredns"]' --file "$cache/bin/coredns-$COREDNS_VERSION/coredns:/coredns:755"
+
+  # busybox from Debian's busybox-static, fetched (not installed: it conflicts with Debian's busybox)
+  (cd "$work" && { apt-get download -q busybox-static >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get download -q busybox-static >/dev/null; }; }) ||
+    die "apt-get download busybox-static failed"
+  deb=$(echo "$work"/busybox-static_*.deb)
+  bb_ver=$(dpkg-deb -f "$deb" Version)
+  case $bb_ver in
+    *:"$BUSYBOX_VERSION"-*|"$BUSYBOX_VERSION"-*) ;;
+    *) die "Debian's busybox-static is $bb_ver, not upstream $BUSYBOX_VERSION: update BUSYBOX_VERSION and TEST_IMAGE" ;;
+  esac
+  [ "$TEST_IMAGE" = "kubeunit.local/busybox:$BUSYBOX_VERSION" ] ||
+    die "TEST_IMAGE $TEST_IMAGE does not name BUSYBOX_VERSION $BUSYBOX_VERSION (versions.env)"
+  dpkg-deb -x "$deb" "$work/bb"
+  local links=() l
+  for l in sh nc nslookup httpd sleep cat echo ls wget hostname; do links+=(--symlink "/bin/$l:busybox"); done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$work/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$work/group"
+  python3 "$here/docker-archive.py" "$tmp/busybox.tar" --ref "$TEST_IMAGE" --arch "$arch" --cmd '["sh"]' \
+    --file "$work/bb/bin/busybox:/bin/busybox:755" "${links[@]}" \
+    --file "$work/passwd:/etc/passwd:644" --file "$work/group:/etc/group:644" \
+    --dir /root:700 --dir /tmp:1777 --dir /var/www:755
+
+  {
+    echo "pause.tar $PAUSE_IMAGE"
+    echo "coredns.tar $COREDNS_IMAGE"
+    echo "busybox.tar $TEST_IMAGE"
+  } >"$tmp/images.txt"
+  echo "# busybox-static $bb_ver ($arch)" >>"$tmp/images.txt"
+}
+
 build_etcd "$ETCD_VERSION"
 for v in $KUBERNETES_VERSIONS; do build_kubernetes "$v"; done
+check_pins
+cached containerd "$CONTAINERD_VERSION" "$cache/bin/containerd-$CONTAINERD_VERSION" containerd_build
+cached runc "$RUNC_VERSION" "$cache/bin/runc-$RUNC_VERSION" runc_build
+cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" cni_build
+cached crictl "$CRICTL_VERSION" "$cache/bin/crictl-$CRICTL_VERSION" crictl_build
+cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
+cached images "$k8s_newest" "$images_dir" images_build
