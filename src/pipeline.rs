@@ -68,6 +68,7 @@ pub fn gen(plan: &Plan, opts: &Options) -> Result<(Generated, WriteSummary), Err
         plan.state_dir.clone(),
         &generated.tree,
         generated.cert_digests.clone(),
+        generated.inputs.clone(),
         profile,
     );
     let summary = state::write(&plan.state_dir, &previous, &generated.tree, &manifest)?;
@@ -78,5 +79,10 @@ pub fn gen(plan: &Plan, opts: &Options) -> Result<(Generated, WriteSummary), Err
 /// from what `gen` would write now.
 pub fn check(plan: &Plan, opts: &Options) -> Result<Vec<Difference>, Error> {
     let (previous, generated) = render(plan, opts)?;
-    state::check(&plan.state_dir, &previous, &generated.tree)
+    state::check(
+        &plan.state_dir,
+        &previous,
+        &generated.tree,
+        &generated.inputs,
+    )
 }

@@ -11,6 +11,8 @@ pub struct Generated {
     pub cert_digests: BTreeMap<String, String>,
     /// What happened to each certificate (by path), in table order.
     pub certs: Vec<(String, Decision)>,
+    /// Files outside the state dir used as they are (image archives): path -> sha256.
+    pub inputs: BTreeMap<String, String>,
 }
 
 impl Generated {

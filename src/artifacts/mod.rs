@@ -11,9 +11,10 @@ mod units;
 use std::collections::BTreeMap;
 
 use crate::components::{Component, COMPONENTS};
-use crate::error::Error;
+use crate::error::{Error, FieldError};
 use crate::render::Renderer;
 use crate::spec::{paths, Plan};
+use crate::state::manifest::sha256_file;
 use crate::state::{Previous, Tree, MODE_PUBLIC};
 
 use generated::put;
@@ -36,12 +37,27 @@ pub fn generate_with(
         tree: Tree::new(),
         cert_digests: BTreeMap::new(),
         certs: Vec::new(),
+        inputs: BTreeMap::new(),
     };
     let certs = pki::certificates(plan, old, opts, &mut g)?;
     let secrets = pki::secrets(plan, old, opts, &mut g)?;
     kubeconfigs::kubeconfigs(plan, &renderer, &certs, &mut g)?;
     files::component_files(table, plan, &secrets, &renderer, &mut g)?;
     units::units(table, plan, &renderer, &mut g)?;
+    for image in &plan.profile.images {
+        let digest = sha256_file(image).map_err(|e| {
+            Error::field(
+                "profile",
+                FieldError::new(
+                    "images",
+                    image.display(),
+                    format!("cannot read the image archive: {e}"),
+                    "build it (scripts/build-test-binaries.sh builds the pinned ones) or fix the path",
+                ),
+            )
+        })?;
+        g.inputs.insert(image.display().to_string(), digest);
+    }
     let profile = plan.resolved_profile().to_yaml();
     put(
         &mut g.tree,

@@ -45,6 +45,7 @@ const FANCY: Component = Component {
     ports: &["cloudControllerManager"],
     version: |v| &v.kubernetes,
     flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],
+    pre_start: |_| vec![],
     files: &[File {
         path: "config/fancy.yaml",
         secret: false,
@@ -168,6 +169,7 @@ fn certificate_decisions_on_a_rerun() {
         p.state_dir.clone(),
         &g.tree,
         g.cert_digests.clone(),
+        g.inputs.clone(),
         serde_json::Value::Null,
     );
     crate::state::write(dir.path(), &empty, &g.tree, &manifest).unwrap();

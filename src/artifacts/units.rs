@@ -54,6 +54,15 @@ pub fn units(
             .iter()
             .map(|a| systemd_word(a))
             .collect();
+        let pre_start: Vec<String> = (c.pre_start)(plan)
+            .iter()
+            .map(|argv| {
+                argv.iter()
+                    .map(|a| systemd_word(a))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
         let data = json!({
             "version": version,
             "env": plan.name(),
@@ -63,6 +72,7 @@ pub fn units(
             "type": if c.notify { "notify" } else { "exec" },
             "notify": c.notify,
             "exec": exec,
+            "exec_start_pre": pre_start,
             "env_file": env_file,
             "delegate": c.delegate,
             "kill_mode": c.kill_mode,

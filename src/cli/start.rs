@@ -74,6 +74,15 @@ fn print_progress(p: &Progress, tty: bool) {
                 t.component, t.job_done, t.healthy
             );
         }
+        Progress::HookDone {
+            component,
+            hook,
+            count,
+            seconds,
+        } => {
+            let mark = if tty { "\u{2713}" } else { "ok" };
+            println!("  {mark} {component:<26} {hook} ({count}) done after {seconds:>5.2}s");
+        }
     }
 }
 
@@ -87,6 +96,14 @@ impl fmt::Display for Summary<'_> {
         let (plan, report) = (&self.env.plan, self.report);
         for n in &report.notes {
             writeln!(f, "  note: {n}")?;
+        }
+        if !report.imported.is_empty() {
+            writeln!(
+                f,
+                "  imported {} images into containerd: {}",
+                report.imported.len(),
+                report.imported.join(", ")
+            )?;
         }
         if !report.applied.is_empty() {
             writeln!(

@@ -39,6 +39,8 @@ pub struct Component {
     pub version: fn(&Versions) -> &str,
     /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
     pub flags: fn(&Plan) -> Vec<(String, String)>,
+    /// Commands systemd runs before it (ExecStartPre=), each an argv.
+    pub pre_start: fn(&Plan) -> Vec<Vec<String>>,
     /// Files it reads, written into the state dir by `gen`.
     pub files: &'static [File],
     /// What `start` does once it is healthy (and again on a `start` that finds it running).
@@ -61,11 +63,29 @@ pub struct Probe {
     pub loopback: bool,
 }
 
-/// A lifecycle step `start` runs for a component.
+/// A lifecycle step `start` runs for a component once it is healthy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hook {
-    /// Apply every manifest in `STATE/addons/` server-side (the API server is ready).
+    /// Apply every manifest in `STATE/addons/` server-side (the API server is ready). Runs while
+    /// the rest starts.
     ApplyAddons,
+    /// Import the image archives (profile `images`, `STATE/images/`) into containerd's `k8s.io`
+    /// namespace. Components that need this one start after it.
+    ImportImages,
+}
+
+impl Hook {
+    /// Whether components that wait for this one wait for the hook too.
+    pub fn gates_dependents(self) -> bool {
+        matches!(self, Hook::ImportImages)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hook::ApplyAddons => "apply addons",
+            Hook::ImportImages => "import images",
+        }
+    }
 }
 
 /// A config file of a component.

@@ -28,6 +28,7 @@ const KUBERNETES: Component = Component {
     ports: &[],
     version: |v| &v.kubernetes,
     flags: |_| vec![],
+    pre_start: |_| vec![],
     files: &[],
     after_healthy: None,
     validate: |_| vec![],
@@ -249,6 +250,7 @@ pub const COMPONENTS: &[Component] = &[
         delegate: true,
         kill_mode: Some("process"),
         version: |_| "",
+        after_healthy: Some(Hook::ImportImages),
         flags: |plan| vec![flag("config", plan.path(CONTAINERD_CONFIG_FILE))],
         files: &[
             template(CONTAINERD_CONFIG_FILE, |cx| {
@@ -259,10 +261,13 @@ pub const COMPONENTS: &[Component] = &[
                     json!({
                         "env": plan.name(),
                         "root": plan.data("containerd/root"),
-                        "state": format!("/run/kubeunit/{}/containerd", plan.name()),
-                        "socket": prof.containerd.socket,
+                        "state": plan.run_dir().join("containerd"),
+                        "socket": plan.containerd_socket,
                         "cni_bin_dir": prof.containerd.cni_bin_dir,
                         "cni_conf_dir": plan.path(CNI_CONFIG_DIR),
+                        "runtime": plan.runtime,
+                        "sandbox_image": prof.containerd.sandbox_image,
+                        "restrict_oom_score_adj": prof.containerd.restrict_oom_score_adj,
                     }),
                 ))
             }),
@@ -295,6 +300,7 @@ pub const COMPONENTS: &[Component] = &[
         probe: loopback_http("kubeletHealthz"),
         ports: &["kubelet", "kubeletHealthz"],
         flags: kubelet_flags,
+        pre_start: |plan| vec![pods_cgroup_v1(plan)],
         files: &[template(KUBELET_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let prof = &plan.profile;
@@ -309,7 +315,8 @@ pub const COMPONENTS: &[Component] = &[
                     "client_ca": plan.path(&paths::cert("ca")),
                     "dns_domain": prof.network.dns_domain,
                     "dns_ip": plan.dns_ip.to_string(),
-                    "runtime_endpoint": format!("unix://{}", prof.containerd.socket.display()),
+                    "runtime_endpoint": format!("unix://{}", plan.containerd_socket.display()),
+                    "cgroup_root": pods_cgroup_root(plan),
                     "feature_gates": feature_gates(plan, cx.component),
                 }),
             ))
@@ -347,6 +354,25 @@ pub const COMPONENTS: &[Component] = &[
         ..KUBERNETES
     },
 ];
+
+/// Where the kubelet puts pod cgroups: the environment's slice, so that stopping the slice stops every
+/// pod. Written as the kubelet's systemd driver wants it, as a cgroupfs-style name: `/kubeunit/dev` for
+/// `kubeunit.slice/kubeunit-dev.slice`.
+fn pods_cgroup_root(plan: &Plan) -> String {
+    format!("/kubeunit/{}", plan.name().replace('-', "/"))
+}
+
+/// The kubelet insists that its cgroup root exists in every controller. On cgroup v1 systemd makes
+/// the slice only in the controllers it manages (never cpuset): make the rest. On v2 it does nothing.
+fn pods_cgroup_v1(plan: &Plan) -> Vec<String> {
+    let slice = plan.slice_cgroup();
+    let script = format!(
+        "[ -e /sys/fs/cgroup/cgroup.controllers ] && exit 0; \
+         for c in /sys/fs/cgroup/*/; do [ -e \"${{c}}cgroup.procs\" ] && mkdir -p \"${{c}}{}\"; done; exit 0",
+        slice.trim_start_matches('/')
+    );
+    vec!["/bin/sh".into(), "-c".into(), script]
+}
 
 /// The audit policy: one rule at the profile's level, or the policy file the profile names.
 fn audit_policy(cx: &FileContext) -> Result<Content, FieldError> {

@@ -2,8 +2,8 @@
 
 use tokio::task::JoinHandle;
 
-use super::addons;
-use crate::components::Hook;
+use super::{addons, images};
+use crate::components::{Component, Hook};
 use crate::error::Error;
 use crate::spec::Plan;
 
@@ -12,24 +12,47 @@ use crate::spec::Plan;
 pub struct HookReport {
     /// API paths of the addon objects applied.
     pub applied: Vec<String>,
+    /// References of the images imported into containerd.
+    pub imported: Vec<String>,
 }
 
-/// Run `hook` off the async runtime (hooks make blocking API calls), while other components start.
-pub fn spawn(plan: &Plan, hook: Hook) -> JoinHandle<Result<HookReport, Error>> {
+impl HookReport {
+    pub fn add(&mut self, other: HookReport) {
+        self.applied.extend(other.applied);
+        self.imported.extend(other.imported);
+    }
+}
+
+/// Run `hook` of `component` off the async runtime (hooks make blocking calls).
+pub fn spawn(
+    plan: &Plan,
+    component: &'static Component,
+    hook: Hook,
+) -> JoinHandle<Result<HookReport, Error>> {
     let plan = plan.clone();
     tokio::task::spawn_blocking(move || match hook {
-        Hook::ApplyAddons => addons::apply(&plan).map(|applied| HookReport { applied }),
+        Hook::ApplyAddons => addons::apply(&plan).map(|applied| HookReport {
+            applied,
+            ..HookReport::default()
+        }),
+        Hook::ImportImages => images::import(&plan, component).map(|imported| HookReport {
+            imported,
+            ..HookReport::default()
+        }),
     })
+}
+
+/// The result of one spawned hook.
+pub async fn finish(task: JoinHandle<Result<HookReport, Error>>) -> Result<HookReport, Error> {
+    task.await
+        .map_err(|e| Error::Internal(format!("a start hook panicked: {e}")))?
 }
 
 /// Wait for spawned hooks; the first failure wins.
 pub async fn join(tasks: Vec<JoinHandle<Result<HookReport, Error>>>) -> Result<HookReport, Error> {
     let mut report = HookReport::default();
     for task in tasks {
-        let done = task
-            .await
-            .map_err(|e| Error::Internal(format!("a start hook panicked: {e}")))??;
-        report.applied.extend(done.applied);
+        report.add(finish(task).await?);
     }
     Ok(report)
 }

@@ -6,6 +6,7 @@
 pub mod addons;
 mod env;
 pub mod hooks;
+pub mod images;
 pub mod preflight;
 pub mod probe;
 pub mod restart;

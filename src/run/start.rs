@@ -5,15 +5,16 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
 use super::env::{journal_tail, Env};
-use super::hooks;
+use super::hooks::{self, HookReport};
 use super::preflight::{preflight, Running};
 use super::probe;
 use super::stop::stop;
-use crate::components::Component;
+use crate::components::{Component, Hook};
 use crate::error::Error;
 use crate::spec::Plan;
 use crate::systemd::{JobResult, Systemd};
@@ -27,6 +28,14 @@ pub enum Progress<'a> {
         seconds: f64,
     },
     Healthy(&'a Timing),
+    /// A hook that dependents wait for (image import) finished.
+    HookDone {
+        component: &'a str,
+        hook: &'a str,
+        /// How many things it did (images imported).
+        count: usize,
+        seconds: f64,
+    },
 }
 
 /// One component's way up, for progress lines and the bring-up benchmark.
@@ -51,6 +60,8 @@ pub struct StartReport {
     pub timings: Vec<Timing>,
     /// API paths of the addon objects applied.
     pub applied: Vec<String>,
+    /// References of the images imported into containerd.
+    pub imported: Vec<String>,
     pub total_seconds: f64,
     /// CLOCK_MONOTONIC (µs) when `start` began: lines kubeunit's timings up with systemd's
     /// `*TimestampMonotonic` properties (the bring-up benchmark does).
@@ -75,6 +86,7 @@ pub async fn start(
         notes: vec![],
         timings: vec![],
         applied: vec![],
+        imported: vec![],
         total_seconds: 0.0,
         monotonic_start_us,
     };
@@ -83,20 +95,27 @@ pub async fn start(
         start_slice(env, sd).await?;
     }
     // Hooks of what already runs go again (they are idempotent): a start after a partial one
-    // finishes what that one left.
-    let mut hook_tasks: Vec<_> = env
-        .units
-        .iter()
-        .filter(|(c, _)| running.contains(c.name))
-        .filter_map(|(c, _)| c.after_healthy)
-        .map(|hook| hooks::spawn(&env.plan, hook))
-        .collect();
+    // finishes what that one left. Those that gate dependents finish before anything starts.
+    let mut hooks_done = HookReport::default();
+    let mut hook_tasks = Vec::new();
+    for (c, _) in env.units.iter().filter(|(c, _)| running.contains(c.name)) {
+        match c.after_healthy {
+            Some(hook) if hook.gates_dependents() => {
+                hooks_done.add(hooks::finish(hooks::spawn(&env.plan, c, hook)).await?)
+            }
+            Some(hook) => hook_tasks.push(hooks::spawn(&env.plan, c, hook)),
+            None => {}
+        }
+    }
     if !report.already_running {
         let deadline = t0 + timeout;
         let started =
             start_components(env, sd, &running, t0, deadline, &progress, &mut hook_tasks).await;
         match started {
-            Ok(timings) => report.timings = timings,
+            Ok((timings, done)) => {
+                report.timings = timings;
+                hooks_done.add(done);
+            }
             Err(failure) => {
                 // Leave nothing behind: stop everything of this environment.
                 let _ = stop(env, sd).await;
@@ -104,7 +123,9 @@ pub async fn start(
             }
         }
     }
-    report.applied = hooks::join(hook_tasks).await?.applied;
+    hooks_done.add(hooks::join(hook_tasks).await?);
+    report.applied = hooks_done.applied;
+    report.imported = hooks_done.imported;
     report.total_seconds = t0.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -145,8 +166,14 @@ pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
     }
 }
 
-/// Start every component not running, each as soon as everything it needs is healthy; spawn each
-/// one's hook the moment it is healthy.
+/// What happened to one of the components being started.
+enum Event {
+    Healthy(&'static Component, Result<Timing, Error>),
+    HookDone(&'static Component, Hook, f64, Result<HookReport, Error>),
+}
+
+/// Start every component not running, each as soon as everything it needs is healthy (and its
+/// gating hook done); spawn each one's other hook the moment it is healthy.
 async fn start_components<'e>(
     env: &'e Env,
     sd: &Systemd,
@@ -154,45 +181,72 @@ async fn start_components<'e>(
     t0: Instant,
     deadline: Instant,
     progress: &ProgressCell<'_>,
-    hook_tasks: &mut Vec<tokio::task::JoinHandle<Result<hooks::HookReport, Error>>>,
-) -> Result<Vec<Timing>, Error> {
+    hook_tasks: &mut Vec<tokio::task::JoinHandle<Result<HookReport, Error>>>,
+) -> Result<(Vec<Timing>, HookReport), Error> {
     let plan = &env.plan;
-    let mut healthy: BTreeSet<&str> = running.clone();
+    let mut ready_for_dependents: BTreeSet<&str> = running.clone();
     let mut pending: Vec<&(&'static Component, UnitFile)> = env
         .units
         .iter()
         .filter(|(c, _)| !running.contains(c.name))
         .collect();
     let mut timings = Vec::new();
-    let mut starting = FuturesUnordered::new();
+    let mut gated = HookReport::default();
+    let mut events: FuturesUnordered<LocalBoxFuture<'_, Event>> = FuturesUnordered::new();
     loop {
-        let (ready, rest): (Vec<_>, Vec<_>) = pending
-            .into_iter()
-            .partition(|(c, _)| c.deps(plan).iter().all(|d| healthy.contains(d)));
+        let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(c, _)| {
+            c.deps(plan)
+                .iter()
+                .all(|d| ready_for_dependents.contains(d))
+        });
         pending = rest;
         for (c, unit) in ready {
-            starting.push(async move {
+            events.push(Box::pin(async move {
                 let result = start_one(plan, sd, c, unit, t0, deadline, progress).await;
-                (*c, result)
-            });
+                Event::Healthy(c, result)
+            }));
         }
-        let Some((c, result)) = starting.next().await else {
+        let Some(event) = events.next().await else {
             break;
         };
-        let timing = result?;
-        (progress.borrow_mut())(Progress::Healthy(&timing));
-        if let Some(hook) = c.after_healthy {
-            hook_tasks.push(hooks::spawn(plan, hook));
+        match event {
+            Event::Healthy(c, result) => {
+                let timing = result?;
+                (progress.borrow_mut())(Progress::Healthy(&timing));
+                timings.push(timing);
+                match c.after_healthy {
+                    Some(hook) if hook.gates_dependents() => {
+                        let task = hooks::spawn(plan, c, hook);
+                        events.push(Box::pin(async move {
+                            let result = hooks::finish(task).await;
+                            Event::HookDone(c, hook, t0.elapsed().as_secs_f64(), result)
+                        }));
+                        continue;
+                    }
+                    Some(hook) => hook_tasks.push(hooks::spawn(plan, c, hook)),
+                    None => {}
+                }
+                ready_for_dependents.insert(c.name);
+            }
+            Event::HookDone(c, hook, seconds, result) => {
+                let done = result?;
+                (progress.borrow_mut())(Progress::HookDone {
+                    component: c.name,
+                    hook: hook.as_str(),
+                    count: done.imported.len() + done.applied.len(),
+                    seconds,
+                });
+                gated.add(done);
+                ready_for_dependents.insert(c.name);
+            }
         }
-        healthy.insert(c.name);
-        timings.push(timing);
     }
     if !pending.is_empty() {
         return Err(Error::Internal(
             "component dependencies form a cycle".into(),
         ));
     }
-    Ok(timings)
+    Ok((timings, gated))
 }
 
 /// Start one component's transient unit, wait for its job, then for its health probe.

@@ -9,6 +9,8 @@ pub const MANIFEST: &str = "manifest.json";
 pub const DATA: &str = "data";
 pub const UNITS: &str = "units";
 pub const ADDONS: &str = "addons";
+/// Image archives a user drops in; `start` imports them with the profile's `images`.
+pub const IMAGES: &str = "images";
 pub const SA_KEY: &str = "pki/sa.key";
 pub const SA_PUB: &str = "pki/sa.pub";
 pub const ENCRYPTION_KEY: &str = "pki/encryption.key";

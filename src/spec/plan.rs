@@ -34,6 +34,10 @@ pub struct Plan {
     pub epoch: OffsetDateTime,
     pub ca_validity: Duration,
     pub cert_validity: Duration,
+    /// containerd's socket (each environment its own unless the profile names one).
+    pub containerd_socket: PathBuf,
+    /// The OCI runtime binary containerd runs (runc).
+    pub runtime: PathBuf,
 }
 
 impl Plan {
@@ -101,6 +105,16 @@ impl Plan {
         let dur = |s: &str| humantime::parse_duration(s).map_err(|_| bad("pki validity"));
         let ca_validity = dur(&profile.pki.ca_validity)?;
         let cert_validity = dur(&profile.pki.cert_validity)?;
+        let containerd_socket = match &profile.containerd.socket {
+            s if s.as_os_str().is_empty() => {
+                run_dir(&profile.name).join("containerd/containerd.sock")
+            }
+            s => s.clone(),
+        };
+        let runtime = match &profile.containerd.runtime {
+            r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
+            r => r.clone(),
+        };
         Ok(Plan {
             state_dir: state_dir.to_path_buf(),
             data_dir,
@@ -115,6 +129,8 @@ impl Plan {
             epoch,
             ca_validity,
             cert_validity,
+            containerd_socket,
+            runtime,
             profile,
         })
     }
@@ -126,7 +142,14 @@ impl Plan {
         p.network.dns_ip = self.dns_ip.to_string();
         p.node.name = self.node_name.clone();
         p.data_dir = Some(self.data_dir.clone());
+        p.containerd.socket = self.containerd_socket.clone();
+        p.containerd.runtime = self.runtime.clone();
         p
+    }
+
+    /// Runtime state of this environment that lives in /run (containerd's state, sockets).
+    pub fn run_dir(&self) -> PathBuf {
+        run_dir(self.name())
     }
 
     pub fn name(&self) -> &str {
@@ -136,6 +159,19 @@ impl Plan {
     /// `kubeunit-<name>.slice`: every unit of the environment lives in it.
     pub fn slice_name(&self) -> String {
         format!("kubeunit-{}.slice", self.profile.name)
+    }
+
+    /// The slice's cgroup path: systemd nests slices by the dashes of their names
+    /// (`kubeunit-a-b.slice` lives in `kubeunit.slice/kubeunit-a.slice`).
+    pub fn slice_cgroup(&self) -> String {
+        let name = format!("kubeunit-{}", self.profile.name);
+        let mut path = String::new();
+        for (i, _) in name.match_indices('-').chain([(name.len(), "")]) {
+            path.push('/');
+            path.push_str(&name[..i]);
+            path.push_str(".slice");
+        }
+        path
     }
 
     pub fn unit_name(&self, component: &str) -> String {
@@ -172,6 +208,11 @@ impl Plan {
     pub fn loopback(&self) -> IpAddr {
         loopback_of(&self.local)
     }
+}
+
+/// `/run/kubeunit/<name>`: an environment's runtime state (gone with a reboot, as /run is).
+fn run_dir(name: &str) -> PathBuf {
+    Path::new("/run/kubeunit").join(name)
 }
 
 pub fn host_port(ip: IpAddr, port: u16) -> String {
@@ -222,6 +263,10 @@ mod tests {
         assert_eq!(plan.data_dir, Path::new("/s/data"));
         assert_eq!(plan.epoch, OffsetDateTime::UNIX_EPOCH);
         assert_eq!(plan.profile, p, "the input profile is not rewritten");
+        assert_eq!(
+            plan.slice_cgroup(),
+            "/kubeunit.slice/kubeunit-control.slice/kubeunit-control-plane.slice"
+        );
         let resolved = plan.resolved_profile();
         assert_eq!(resolved.network.advertise_address, "192.0.2.5");
         assert_eq!(resolved.node.name, "control-plane");

@@ -43,6 +43,10 @@ pub struct Profile {
     pub encryption: Encryption,
     pub containerd: Containerd,
     pub addons: Addons,
+    /// Image archives (docker-archive or OCI tar) `start` imports into containerd before the kubelet
+    /// starts, so pods run without a registry. Absolute paths; `gen` records their digests.
+    #[serde(default)]
+    pub images: Vec<PathBuf>,
     /// Versions `start` insists on (checked with `BINARY --version`); empty: any.
     #[serde(default)]
     pub versions: Versions,
@@ -217,10 +221,22 @@ pub struct Encryption {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Containerd {
-    /// containerd's gRPC socket, used by the kubelet and by kubeunit's own containerd unit.
+    /// containerd's gRPC socket, used by the kubelet and by kubeunit's own containerd unit. Empty:
+    /// `/run/kubeunit/<name>/containerd/containerd.sock`, so environments never share one.
+    #[serde(default)]
     pub socket: PathBuf,
-    /// Directory of CNI plugin binaries.
+    /// Directory of CNI plugin binaries (bridge, host-local, loopback, portmap).
     pub cni_bin_dir: PathBuf,
+    /// The OCI runtime binary (runc). Empty: `runc` in binDir.
+    #[serde(default)]
+    pub runtime: PathBuf,
+    /// The pause image pods' sandboxes run; import it (`images`) so containerd never pulls it.
+    #[serde(default)]
+    pub sandbox_image: String,
+    /// Keep containers from lowering their OOM score below containerd's: needed where the host (or the
+    /// container kubeunit runs in) lacks CAP_SYS_RESOURCE, harmless elsewhere.
+    #[serde(default, rename = "restrictOOMScoreAdj")]
+    pub restrict_oom_score_adj: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

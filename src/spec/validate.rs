@@ -59,6 +59,16 @@ fn name(p: &Profile, errs: &mut Vec<FieldError>) {
 }
 
 fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
+    for image in &p.images {
+        if !image.is_absolute() {
+            errs.push(FieldError::new(
+                "images",
+                image.display(),
+                "an image archive must be given by its absolute path",
+                "write the absolute path of a docker-archive or OCI tar file",
+            ));
+        }
+    }
     if !p.bin_dir.is_absolute() {
         errs.push(FieldError::new(
             "binDir",
@@ -77,11 +87,13 @@ fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
             ));
         }
     }
-    for (field, path) in [
-        ("containerd.socket", &p.containerd.socket),
-        ("containerd.cniBinDir", &p.containerd.cni_bin_dir),
+    for (field, path, may_be_empty) in [
+        ("containerd.socket", &p.containerd.socket, true),
+        ("containerd.cniBinDir", &p.containerd.cni_bin_dir, false),
+        ("containerd.runtime", &p.containerd.runtime, true),
     ] {
-        if !path.is_absolute() {
+        let empty_ok = may_be_empty && path.as_os_str().is_empty();
+        if !empty_ok && !path.is_absolute() {
             errs.push(FieldError::new(
                 field,
                 path.display(),

@@ -1,5 +1,6 @@
 //! `gen --check`: the state dir against its manifest and against what `gen` would write now.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -49,7 +50,13 @@ pub struct Difference {
 }
 
 /// Compare the state dir with its manifest and with what `gen` would write now.
-pub fn check(dir: &Path, old: &Previous, tree: &Tree) -> Result<Vec<Difference>, Error> {
+/// `inputs`: the files outside the state dir it uses now (path -> sha256), against the recorded ones.
+pub fn check(
+    dir: &Path,
+    old: &Previous,
+    tree: &Tree,
+    inputs: &BTreeMap<String, String>,
+) -> Result<Vec<Difference>, Error> {
     let Some(manifest) = &old.manifest else {
         return Err(Error::state(
             dir,
@@ -88,6 +95,20 @@ pub fn check(dir: &Path, old: &Previous, tree: &Tree) -> Result<Vec<Difference>,
             });
         }
     }
+    for (path, digest) in inputs {
+        if manifest.inputs.get(path) != Some(digest) {
+            diffs.push(Difference {
+                path: path.clone(),
+                kind: DiffKind::Changed,
+            });
+        }
+    }
+    for path in manifest.inputs.keys().filter(|p| !inputs.contains_key(*p)) {
+        diffs.push(Difference {
+            path: path.clone(),
+            kind: DiffKind::Stale,
+        });
+    }
     for managed in MANAGED_DIRS {
         for entry in walkdir::WalkDir::new(dir.join(managed))
             .sort_by_file_name()
@@ -114,8 +135,6 @@ pub fn check(dir: &Path, old: &Previous, tree: &Tree) -> Result<Vec<Difference>,
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::state::{write, Artifact, Manifest, MODE_PUBLIC, MODE_SECRET};
 
@@ -149,11 +168,13 @@ mod tests {
             d.to_path_buf(),
             &written,
             BTreeMap::new(),
+            BTreeMap::new(),
             serde_json::Value::Null,
         );
         write(d, &Previous::load(d).unwrap(), &written, &manifest).unwrap();
         let old = Previous::load(d).unwrap();
-        assert!(check(d, &old, &written).unwrap().is_empty(), "fresh");
+        let none = BTreeMap::new();
+        assert!(check(d, &old, &written, &none).unwrap().is_empty(), "fresh");
 
         std::fs::remove_file(d.join("pki/ca.crt")).unwrap();
         std::fs::write(d.join("units/x.service"), "edited").unwrap();
@@ -172,7 +193,8 @@ mod tests {
                 mode: MODE_PUBLIC,
             },
         );
-        let diffs: Vec<(String, DiffKind)> = check(d, &old, &wanted)
+        let image: BTreeMap<String, String> = [("/img/a.tar".to_string(), "00".to_string())].into();
+        let diffs: Vec<(String, DiffKind)> = check(d, &old, &wanted, &image)
             .unwrap()
             .into_iter()
             .map(|d| (d.path, d.kind))
@@ -186,6 +208,7 @@ mod tests {
                 ("pki/ca.crt".into(), DiffKind::Missing),
                 ("pki/ca.key".into(), DiffKind::Mode),
                 ("units/x.service".into(), DiffKind::Tampered),
+                ("/img/a.tar".into(), DiffKind::Changed),
                 ("config/extra.yaml".into(), DiffKind::Unknown),
             ]
         );
@@ -195,7 +218,7 @@ mod tests {
     fn a_dir_without_manifest_is_not_checked() {
         let dir = tempfile::tempdir().unwrap();
         let old = Previous::load(dir.path()).unwrap();
-        let e = check(dir.path(), &old, &Tree::new()).unwrap_err();
+        let e = check(dir.path(), &old, &Tree::new(), &BTreeMap::new()).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("kubeunit gen"), "{e}");
     }

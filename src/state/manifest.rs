@@ -18,6 +18,9 @@ pub struct Manifest {
     pub files: BTreeMap<String, FileEntry>,
     /// Certificate name -> digest of the inputs it was issued from.
     pub certs: BTreeMap<String, String>,
+    /// Files outside the state dir the environment uses as they are (image archives) -> sha256.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
     pub profile: serde_json::Value,
 }
 
@@ -32,12 +35,21 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// sha256 of a file, read in pieces (image archives are large).
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(path)?;
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
 impl Manifest {
     pub fn new(
         name: &str,
         state_dir: PathBuf,
         tree: &Tree,
         certs: BTreeMap<String, String>,
+        inputs: BTreeMap<String, String>,
         profile: serde_json::Value,
     ) -> Manifest {
         Manifest {
@@ -57,6 +69,7 @@ impl Manifest {
                 })
                 .collect(),
             certs,
+            inputs,
             profile,
         }
     }
