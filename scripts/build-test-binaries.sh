@@ -107,6 +107,8 @@ build_etcd() {
 # --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
 
 die() { echo "build-test-binaries: $*" >&2; exit 1; }
+work=""
+trap 'rm -rf "$work"' EXIT   # the scratch dir of a build that failed (DIR.tmp is cleared on the next run)
 
 # cached NAME VERSION DIR BUILDER [ARGS...]: unless DIR/.complete exists, run BUILDER ARGS... with $tmp (an
 # empty DIR.tmp) and $work (a scratch dir) set, then rename DIR.tmp to DIR and stamp it.
