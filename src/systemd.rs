@@ -221,6 +221,19 @@ impl Systemd {
         }
     }
 
+    /// SIGKILL every process left in a unit's cgroup (a slice's: its whole subtree), stopped or not.
+    pub async fn kill_all(&self, name: &str) -> Result<(), SystemdError> {
+        match self
+            .manager
+            .kill_unit(name.to_string(), "all".into(), libc::SIGKILL)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_such_unit(&e) => Ok(()),
+            Err(e) => Err(call(format!("KillUnit {name}"))(e)),
+        }
+    }
+
     pub async fn reset_failed(&self, name: &str) -> Result<(), SystemdError> {
         match self.manager.reset_failed_unit(name.to_string()).await {
             Ok(()) => Ok(()),

@@ -105,7 +105,11 @@ fn paths(code: &str) -> Vec<String> {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
-            out.push(path.trim_end_matches("::").to_string());
+            // `super::{a, b}` and `super::*` are use trees: the `use` reader above has them.
+            if path.ends_with("::") {
+                continue;
+            }
+            out.push(path);
         }
     }
     out

@@ -58,6 +58,7 @@ const FANCY: Component = Component {
         },
     }],
     after_healthy: None,
+    after_stop: &[],
     validate: |_| vec![],
 };
 

@@ -20,6 +20,9 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         report.stopped.len(),
         report.seconds
     );
+    for p in &report.cleanup_problems {
+        eprintln!("warning: left behind: {p}");
+    }
     if !report.busy_ports.is_empty() {
         eprintln!(
             "warning: ports still in use after stop: {:?}",

@@ -45,6 +45,8 @@ pub struct Component {
     pub files: &'static [File],
     /// What `start` does once it is healthy (and again on a `start` that finds it running).
     pub after_healthy: Option<Hook>,
+    /// What `stop` removes once it no longer runs: what it leaves behind when it is killed.
+    pub after_stop: &'static [Cleanup],
     /// Checks of the profile particular to this component (run when it is enabled).
     pub validate: fn(&Profile) -> Vec<FieldError>,
 }
@@ -86,6 +88,24 @@ impl Hook {
             Hook::ImportImages => "import images",
         }
     }
+}
+
+/// Something a stopped component leaves on the host, and how `stop` removes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Cleanup {
+    /// Unmount whatever is still mounted below these directories (volumes, rootfs, netns, shm).
+    Unmount(fn(&Plan) -> Vec<std::path::PathBuf>),
+    /// Delete iptables rules carrying this comment, and the chains they jump to.
+    IptablesTagged(fn(&Plan) -> String),
+    /// Delete these iptables chains (and every rule that jumps to them) from every table.
+    IptablesChains(&'static [&'static str]),
+    /// Delete a network interface (the CNI bridge).
+    DeleteLink(fn(&Plan) -> String),
+    /// Remove the (empty) cgroup directories below this path in every cgroup v1 controller: those
+    /// systemd does not manage (cpuset) stay otherwise.
+    CgroupDirs(fn(&Plan) -> String),
+    /// Run the component's binary with these arguments (kube-proxy --cleanup).
+    RunBinary(&'static [&'static str]),
 }
 
 /// A config file of a component.

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::command::feature_gates;
-use super::component::{Component, Content, File, FileContext, Hook, Probe};
+use super::component::{Cleanup, Component, Content, File, FileContext, Hook, Probe};
 use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::paths;
@@ -31,6 +31,7 @@ const KUBERNETES: Component = Component {
     pre_start: |_| vec![],
     files: &[],
     after_healthy: None,
+    after_stop: &[],
     validate: |_| vec![],
 };
 
@@ -251,6 +252,18 @@ pub const COMPONENTS: &[Component] = &[
         kill_mode: Some("process"),
         version: |_| "",
         after_healthy: Some(Hook::ImportImages),
+        // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill; so do the
+        // CNI bridge and the CNI's masquerading rules of pods that never got a CNI DEL.
+        after_stop: &[
+            Cleanup::Unmount(|plan| {
+                vec![
+                    plan.data_dir.join("containerd"),
+                    plan.run_dir().join("containerd"),
+                ]
+            }),
+            Cleanup::IptablesTagged(|plan| format!("name: \"{}\"", cni_network(plan))),
+            Cleanup::DeleteLink(cni_bridge),
+        ],
         flags: |plan| vec![flag("config", plan.path(CONTAINERD_CONFIG_FILE))],
         files: &[
             template(CONTAINERD_CONFIG_FILE, |cx| {
@@ -281,7 +294,8 @@ pub const COMPONENTS: &[Component] = &[
                 Ok(Content::Template(
                     &CNI_BRIDGE,
                     json!({
-                        "env": plan.name(),
+                        "network": cni_network(plan),
+                        "bridge": cni_bridge(plan),
                         "pod_cidr": plan.pod_cidr.to_string(),
                         "default_route": default_route,
                     }),
@@ -301,6 +315,13 @@ pub const COMPONENTS: &[Component] = &[
         ports: &["kubelet", "kubeletHealthz"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
+        // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill.
+        // and its firewall chains, and the pods' cgroups systemd does not manage, stay too.
+        after_stop: &[
+            Cleanup::Unmount(|plan| vec![plan.data_dir.join("kubelet")]),
+            Cleanup::IptablesChains(&["KUBE-FIREWALL", "KUBE-KUBELET-CANARY"]),
+            Cleanup::CgroupDirs(|plan| plan.slice_cgroup()),
+        ],
         files: &[template(KUBELET_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let prof = &plan.profile;
@@ -329,6 +350,8 @@ pub const COMPONENTS: &[Component] = &[
         gates_in_config: true,
         probe: loopback_http("kubeProxyHealthz"),
         ports: &["kubeProxyHealthz", "kubeProxyMetrics"],
+        // Its KUBE-* chains stay until someone removes them.
+        after_stop: &[Cleanup::RunBinary(&["--cleanup"])],
         flags: |plan| {
             vec![
                 flag("config", plan.path(KUBE_PROXY_CONFIG_FILE)),
@@ -354,6 +377,23 @@ pub const COMPONENTS: &[Component] = &[
         ..KUBERNETES
     },
 ];
+
+/// The CNI network's name: the tag of every iptables rule the CNI plugins add for its pods.
+fn cni_network(plan: &Plan) -> String {
+    format!("kubeunit-{}", plan.name())
+}
+
+/// The CNI bridge: the environment's own (interface names have at most 15 bytes, so a long name
+/// becomes a hash of it).
+fn cni_bridge(plan: &Plan) -> String {
+    let short = format!("ku-{}", plan.name());
+    if short.len() <= 15 {
+        return short;
+    }
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(plan.name().as_bytes()));
+    format!("ku-{}", &digest[..12])
+}
 
 /// Where the kubelet puts pod cgroups: the environment's slice, so that stopping the slice stops every
 /// pod. Written as the kubelet's systemd driver wants it, as a cgroupfs-style name: `/kubeunit/dev` for

@@ -53,11 +53,12 @@ pub fn import(plan: &Plan, containerd: &Component) -> Result<Vec<String>, Error>
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        // ctr prints one line per image: "unpacking REF (sha256:...)...done".
+        // ctr prints a line "REF<TAB>saved" per image, among progress lines.
         let text = String::from_utf8_lossy(&out.stdout);
         imported.extend(text.lines().filter_map(|l| {
-            let rest = l.strip_prefix("unpacking ")?;
-            Some(rest.split_whitespace().next()?.to_string())
+            let mut words = l.split_whitespace();
+            let reference = words.next()?;
+            (words.next() == Some("saved")).then(|| reference.to_string())
         }));
     }
     Ok(imported)

@@ -4,6 +4,7 @@
 //! hook and journal tails.
 
 pub mod addons;
+pub mod cleanup;
 mod env;
 pub mod hooks;
 pub mod images;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::cleanup;
 use super::env::Env;
 use super::probe;
 use crate::error::Error;
@@ -14,6 +15,8 @@ use crate::systemd::Systemd;
 #[serde(rename_all = "camelCase")]
 pub struct StopReport {
     pub stopped: Vec<String>,
+    /// What the after-stop cleanup could not remove.
+    pub cleanup_problems: Vec<String>,
     pub busy_ports: Vec<u16>,
     pub seconds: f64,
 }
@@ -27,13 +30,30 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
             stopped.push(unit.name.clone());
         }
     }
-    sd.stop(&env.slice.name).await?;
+    // The components first, all at once: their stop jobs run side by side. Then what they leave
+    // (containerd's shims by KillMode=process; pods, whose PID 1 may ignore SIGTERM and would hold
+    // a slice stop for systemd's 90 s) is killed, and the slice stops with nothing left in it.
+    let stops = env.units.iter().map(|(_, unit)| sd.stop(&unit.name));
+    for result in futures_util::future::join_all(stops).await {
+        result?;
+    }
     for (_, unit) in env.units.iter().rev() {
-        // Units outside the slice (a user edited Slice=) are stopped one by one.
-        sd.stop(&unit.name).await?;
         sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
+        sd.kill_all(&unit.name).await?;
         sd.reset_failed(&unit.name).await?;
     }
+    sd.kill_all(&env.slice.name).await?;
+    sd.stop(&env.slice.name).await?;
+    let plan = env.plan.clone();
+    let components: Vec<_> = env.units.iter().rev().map(|(c, _)| *c).collect();
+    let problems = tokio::task::spawn_blocking(move || {
+        components
+            .into_iter()
+            .flat_map(|c| cleanup::after_stop(&plan, c))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("the cleanup after stop panicked: {e}")))?;
     sd.reset_failed(&env.slice.name).await?;
     // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
     // that a caller sees no unit left (and a following start can reuse the names).
@@ -72,6 +92,7 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
     }
     Ok(StopReport {
         stopped,
+        cleanup_problems: problems,
         busy_ports: busy,
         seconds: t0.elapsed().as_secs_f64(),
     })
