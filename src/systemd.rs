@@ -221,6 +221,19 @@ impl Systemd {
         }
     }
 
+    /// Names of the active (or activating) units matching a glob such as `kubeunit-*-kubelet.service`.
+    pub async fn active_units(&self, pattern: &str) -> Result<Vec<String>, SystemdError> {
+        let units = self
+            .manager
+            .list_units_by_patterns(
+                vec!["active".into(), "activating".into(), "reloading".into()],
+                vec![pattern.to_string()],
+            )
+            .await
+            .map_err(call(format!("ListUnitsByPatterns {pattern}")))?;
+        Ok(units.into_iter().map(|u| u.0).collect())
+    }
+
     /// SIGKILL every process left in a unit's cgroup (a slice's: its whole subtree), stopped or not.
     pub async fn kill_all(&self, name: &str) -> Result<(), SystemdError> {
         match self

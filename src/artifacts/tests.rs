@@ -42,6 +42,7 @@ const FANCY: Component = Component {
     delegate: false,
     kill_mode: None,
     probe: None,
+    host_exclusive: false,
     ports: &["cloudControllerManager"],
     version: |v| &v.kubernetes,
     flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],

@@ -32,6 +32,10 @@ pub struct Component {
     pub kill_mode: Option<&'static str>,
     /// How `start` and `status` tell it is healthy.
     pub probe: Option<Probe>,
+    /// It owns something of which a host (a network namespace) has one: the kube-proxy's chains,
+    /// the kubelet's firewall chains and cgroup checks. `start` refuses to run a second environment
+    /// with such a component on one systemd.
+    pub host_exclusive: bool,
     /// TCP ports it listens on, by their `ports.*` field (checked free before `start`, and free
     /// again after `stop`).
     pub ports: &'static [&'static str],
@@ -95,6 +99,8 @@ impl Hook {
 pub enum Cleanup {
     /// Unmount whatever is still mounted below these directories (volumes, rootfs, netns, shm).
     Unmount(fn(&Plan) -> Vec<std::path::PathBuf>),
+    /// Delete a runtime directory (after `Unmount`): state that means nothing once it stopped.
+    RemoveDir(fn(&Plan) -> std::path::PathBuf),
     /// Delete iptables rules carrying this comment, and the chains they jump to.
     IptablesTagged(fn(&Plan) -> String),
     /// Delete these iptables chains (and every rule that jumps to them) from every table.

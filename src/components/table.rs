@@ -25,6 +25,7 @@ const KUBERNETES: Component = Component {
     delegate: false,
     kill_mode: None,
     probe: None,
+    host_exclusive: false,
     ports: &[],
     version: |v| &v.kubernetes,
     flags: |_| vec![],
@@ -261,6 +262,8 @@ pub const COMPONENTS: &[Component] = &[
                     plan.run_dir().join("containerd"),
                 ]
             }),
+            // Its state: sockets and the files the pods' network namespaces were mounted on.
+            Cleanup::RemoveDir(|plan| plan.run_dir().join("containerd")),
             Cleanup::IptablesTagged(|plan| format!("name: \"{}\"", cni_network(plan))),
             Cleanup::DeleteLink(cni_bridge),
         ],
@@ -312,6 +315,7 @@ pub const COMPONENTS: &[Component] = &[
         gates_in_config: true,
         delegate: true,
         probe: loopback_http("kubeletHealthz"),
+        host_exclusive: true,
         ports: &["kubelet", "kubeletHealthz"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
@@ -349,6 +353,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-proxy",
         gates_in_config: true,
         probe: loopback_http("kubeProxyHealthz"),
+        host_exclusive: true,
         ports: &["kubeProxyHealthz", "kubeProxyMetrics"],
         // Its KUBE-* chains stay until someone removes them.
         after_stop: &[Cleanup::RunBinary(&["--cleanup"])],

@@ -15,6 +15,7 @@ pub fn after_stop(plan: &Plan, component: &Component) -> Vec<String> {
     for step in component.after_stop {
         let result = match step {
             Cleanup::Unmount(dirs) => unmount_below(&dirs(plan)),
+            Cleanup::RemoveDir(dir) => remove_dir(&dir(plan)),
             Cleanup::IptablesTagged(tag) => delete_tagged_rules(&tag(plan)),
             Cleanup::IptablesChains(chains) => delete_chains(chains),
             Cleanup::DeleteLink(name) => delete_link(&name(plan)),
@@ -84,6 +85,18 @@ fn unmount_below(dirs: &[PathBuf]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("cannot unmount {}", failed.join(", ")))
+    }
+}
+
+fn remove_dir(dir: &Path) -> Result<(), String> {
+    // Never follow a mount that is still there into another file system.
+    if !mounts_below(&[dir.to_path_buf()]).is_empty() {
+        return Err(format!("{} still has mounts; left in place", dir.display()));
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot delete {}: {e}", dir.display())),
     }
 }
 

@@ -24,6 +24,15 @@ pub struct Container {
 impl Container {
     /// Boot a container for one test. `name` must be unique among the tests of one test binary.
     pub fn boot(name: &str) -> Container {
+        Container::start(name, false)
+    }
+
+    /// A container that can run a node (scripts/container.sh boot --node), with the offline images.
+    pub fn boot_node(name: &str) -> Container {
+        Container::start(name, true)
+    }
+
+    fn start(name: &str, node: bool) -> Container {
         remove_stale_work_dirs();
         let pid = std::process::id();
         let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{pid}"));
@@ -35,8 +44,15 @@ impl Container {
         std::fs::create_dir_all(&bin_cache).unwrap();
         let machine = format!("ku-{name}-{pid}");
         let machine = machine[..machine.len().min(64)].to_string();
-        let out = Command::new(script("container.sh"))
-            .args(["boot", &machine])
+        let mut boot = Command::new(script("container.sh"));
+        boot.args(["boot", &machine]);
+        if node {
+            boot.arg("--node").arg(format!(
+                "--bind-ro={}",
+                super::built_dir("images-").display()
+            ));
+        }
+        let out = boot
             .arg(format!("--log={}", log.display()))
             .arg(format!("--bind-ro={}", exe_dir.display()))
             .arg(format!("--bind-ro={}", bin_cache.display()))
@@ -195,6 +211,37 @@ pub fn control_plane_args(version: &str) -> Vec<String> {
         format!("versions.etcd={}", super::pinned("ETCD_VERSION")[0]),
     ]
     .to_vec()
+}
+
+/// gen arguments for the dev profile (a node) on the pinned binaries of Kubernetes `version`, with
+/// the offline images.
+pub fn dev_args(version: &str) -> Vec<String> {
+    let mut args = control_plane_args(version);
+    args[1] = "dev".into();
+    let images: Vec<String> = std::fs::read_dir(super::built_dir("images-"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
+        .map(|p| p.display().to_string())
+        .collect();
+    let bin = |prefix: &str, file: &str| super::built_dir(prefix).join(file).display().to_string();
+    for set in [
+        format!(
+            "components.containerd.binary={}",
+            bin("containerd-", "containerd")
+        ),
+        format!("containerd.runtime={}", bin("runc-", "runc")),
+        format!(
+            "containerd.cniBinDir={}",
+            super::built_dir("cni-plugins-").display()
+        ),
+        format!("images=[{}]", images.join(",")),
+    ] {
+        args.push("--set".into());
+        args.push(set);
+    }
+    args
 }
 
 /// Properties that describe a unit's runtime state or origin, not its configuration.

@@ -150,3 +150,26 @@ pub fn etcd_bin_dir() -> PathBuf {
     );
     dir
 }
+
+/// A directory scripts/build-test-binaries.sh built (`--print` lists them), by its name's prefix
+/// (`containerd-`, `images-`, ...).
+pub fn built_dir(prefix: &str) -> PathBuf {
+    let out = Command::new(script("build-test-binaries.sh"))
+        .arg("--print")
+        .output()
+        .expect("scripts/build-test-binaries.sh --print");
+    let dir = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .unwrap_or_else(|| panic!("build-test-binaries.sh --print lists no {prefix}* dir"));
+    assert!(
+        dir.join(".complete").exists(),
+        "{} missing: run scripts/build-test-binaries.sh (the README's test command does)",
+        dir.display()
+    );
+    dir
+}
