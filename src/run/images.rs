@@ -30,22 +30,46 @@ fn ctr(plan: &Plan, containerd: &Component) -> PathBuf {
     binary.parent().unwrap_or(Path::new("/")).join("ctr")
 }
 
-/// Import every archive; returns the image references containerd reports for each.
+/// `ctr` with the environment's socket and the CRI's namespace.
+fn ctr_command(plan: &Plan, ctr: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(ctr);
+    cmd.arg("--address")
+        .arg(&plan.containerd_socket)
+        .args(["--namespace", "k8s.io"]);
+    cmd
+}
+
+fn cannot_run(ctr: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |e| Error::Preflight {
+        message: format!("cannot run {}: {e}", ctr.display()),
+        fix: "install ctr next to the containerd binary (containerd's build makes both)".into(),
+    }
+}
+
+/// Image references in the namespace (digest-only names left out).
+fn references(plan: &Plan, ctr: &Path) -> Result<Vec<String>, Error> {
+    let out = ctr_command(plan, ctr)
+        .args(["images", "ls", "-q"])
+        .output()
+        .map_err(cannot_run(ctr))?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("sha256:"))
+        .map(String::from)
+        .collect())
+}
+
+/// Import every archive; returns the references that were not in containerd before. (ctr's own
+/// progress output is for terminals; the image list is what counts.)
 pub fn import(plan: &Plan, containerd: &Component) -> Result<Vec<String>, Error> {
     let ctr = ctr(plan, containerd);
-    let mut imported = Vec::new();
+    let before = references(plan, &ctr)?;
     for archive in archives(plan) {
-        let out = std::process::Command::new(&ctr)
-            .arg("--address")
-            .arg(&plan.containerd_socket)
-            .args(["--namespace", "k8s.io", "images", "import"])
+        let out = ctr_command(plan, &ctr)
+            .args(["images", "import"])
             .arg(&archive)
             .output()
-            .map_err(|e| Error::Preflight {
-                message: format!("cannot run {}: {e}", ctr.display()),
-                fix: "install ctr next to the containerd binary (containerd's build makes both)"
-                    .into(),
-            })?;
+            .map_err(cannot_run(&ctr))?;
         if !out.status.success() {
             return Err(Error::Start(format!(
                 "importing {} into containerd failed: {}",
@@ -53,13 +77,8 @@ pub fn import(plan: &Plan, containerd: &Component) -> Result<Vec<String>, Error>
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        // ctr prints a line "REF<TAB>saved" per image, among progress lines.
-        let text = String::from_utf8_lossy(&out.stdout);
-        imported.extend(text.lines().filter_map(|l| {
-            let mut words = l.split_whitespace();
-            let reference = words.next()?;
-            (words.next() == Some("saved")).then(|| reference.to_string())
-        }));
     }
+    let mut imported = references(plan, &ctr)?;
+    imported.retain(|r| !before.contains(r));
     Ok(imported)
 }
