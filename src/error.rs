@@ -73,6 +73,9 @@ pub enum Error {
     Profile(FieldErrors),
     #[error("cannot read profile {source_name}: {reason}.\n  fix: pass a built-in name (dev, control-plane, ci) or a readable YAML file")]
     ProfileRead { source_name: String, reason: String },
+    /// A command-line argument or environment variable that is wrong.
+    #[error("{message}.\n  fix: {fix}")]
+    Usage { message: String, fix: String },
     #[error("--set '{set}': {message}.\n  fix: write --set KEY=VALUE with a dotted key, e.g. --set network.serviceCIDR=10.96.0.0/16")]
     Set { set: String, message: String },
     /// The state dir is not one kubeunit can use as it is (not ours, not writable, does not match).
@@ -95,6 +98,13 @@ pub enum Error {
         path: PathBuf,
         op: &'static str,
         source: std::io::Error,
+    },
+    /// Another kubeunit process holds the state dir's lock, and did not let go in time.
+    #[error("state dir {path} is in use by {holder} (waited {waited_secs}s for it).\n  fix: wait until that command has finished and run this one again, or wait longer with KUBEUNIT_LOCK_TIMEOUT=SECONDS")]
+    Busy {
+        path: PathBuf,
+        holder: String,
+        waited_secs: u64,
     },
     /// Something on this host stops an environment from starting (busy port, missing binary, ...).
     #[error("{message}.\n  fix: {fix}")]
@@ -119,9 +129,11 @@ impl Error {
             Error::Profile(_)
             | Error::ProfileRead { .. }
             | Error::Set { .. }
+            | Error::Usage { .. }
             | Error::State { .. } => 2,
             Error::Artifact { .. }
             | Error::Io { .. }
+            | Error::Busy { .. }
             | Error::Preflight { .. }
             | Error::Start(_)
             | Error::Addon(_)

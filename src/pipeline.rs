@@ -2,12 +2,13 @@
 //! `start`'s preflight all go through these functions; nothing else loads, validates or generates.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::artifacts::{self, Generated, Options};
 use crate::components::{self, COMPONENTS};
 use crate::error::{Error, FieldErrors};
 use crate::spec::{self, paths, HostFacts, Plan, Profile, Source};
-use crate::state::{self, Difference, Manifest, Previous, WriteSummary};
+use crate::state::{self, Access, Difference, Found, Manifest, Previous, WriteSummary};
 
 /// Load a profile (a built-in name or a file) with `--set` overrides, and validate all of it.
 pub fn profile(name_or_path: &str, sets: &[String]) -> Result<Profile, Error> {
@@ -15,9 +16,16 @@ pub fn profile(name_or_path: &str, sets: &[String]) -> Result<Profile, Error> {
     validated(&source, profile)
 }
 
-/// The resolved profile a state dir was generated from.
+/// The resolved profile a state dir was generated from (read without following links).
 pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
-    let (source, profile) = spec::load::resolved(&state_dir.join(paths::PROFILE))?;
+    let path = state_dir.join(paths::PROFILE);
+    let text = state::root::Root::open(state_dir)
+        .and_then(|r| r.read_string(paths::PROFILE))
+        .map_err(|e| Error::ProfileRead {
+            source_name: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    let (source, profile) = spec::load::resolved(&path, &text)?;
     validated(&source, profile)
 }
 
@@ -37,7 +45,7 @@ fn validated(source: &Source, profile: Profile) -> Result<Profile, Error> {
 
 /// The plan of a generated state dir (for `start` and the other run-time commands).
 pub fn plan_of(state_dir: &Path, host: &HostFacts) -> Result<Plan, Error> {
-    if !state_dir.join(paths::PROFILE).exists() {
+    if std::fs::symlink_metadata(state_dir.join(paths::PROFILE)).is_err() {
         return Err(Error::state(
             state_dir,
             format!("no {}: not a generated state dir", paths::PROFILE),
@@ -52,15 +60,29 @@ pub fn plan_of(state_dir: &Path, host: &HostFacts) -> Result<Plan, Error> {
 
 /// What the previous run left, and every artifact the plan wants now.
 pub fn render(plan: &Plan, opts: &Options) -> Result<(Previous, Generated), Error> {
-    let previous = Previous::load(&plan.state_dir)?;
+    let previous = Previous::load_with(&plan.state_dir, opts.force)?;
     let generated = artifacts::generate(plan, &previous, opts)?;
     Ok((previous, generated))
 }
 
-/// `kubeunit gen`: render the plan and write it into its state dir (keeping keys and CAs already there).
-pub fn gen(plan: &Plan, opts: &Options) -> Result<(Generated, WriteSummary), Error> {
-    state::prepare_dir(&plan.state_dir)?;
+/// `kubeunit gen`: render the plan and write it into its state dir (keeping keys and CAs already
+/// there). Nothing is touched before the directory is known to be new, empty or a state dir; the
+/// rest happens under the state dir's lock (waiting up to `wait`), after completing whatever an
+/// interrupted `gen` left.
+pub fn gen(
+    plan: &Plan,
+    opts: &Options,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<(Generated, WriteSummary), Error> {
+    let dir = &plan.state_dir;
+    state::dir::inspect(dir)?;
+    state::dir::create(dir)?;
+    let (root, _lock) = state::lock::acquire(dir, Access::Exclusive, true, wait, on_wait)?
+        .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
+    let recovered = state::recover(&root)?;
     let (previous, generated) = render(plan, opts)?;
+    same_environment(plan, &previous, opts)?;
     let profile = serde_json::to_value(plan.resolved_profile())
         .map_err(|e| Error::Internal(format!("profile as JSON: {e}")))?;
     let manifest = Manifest::new(
@@ -71,13 +93,46 @@ pub fn gen(plan: &Plan, opts: &Options) -> Result<(Generated, WriteSummary), Err
         generated.inputs.clone(),
         profile,
     );
-    let summary = state::write(&plan.state_dir, &previous, &generated.tree, &manifest)?;
+    let mut summary = state::write(&root, &previous, &generated.tree, &manifest)?;
+    summary.notes.extend(recovered);
     Ok((generated, summary))
 }
 
+/// A state dir belongs to one environment: another profile's `gen` would rename it (and remove the
+/// first one's units) unless forced.
+fn same_environment(plan: &Plan, previous: &Previous, opts: &Options) -> Result<(), Error> {
+    let Some(m) = &previous.manifest else {
+        return Ok(());
+    };
+    if m.name == plan.name() || opts.force {
+        return Ok(());
+    }
+    Err(Error::state(
+        &plan.state_dir,
+        format!(
+            "belongs to environment '{}'; generating '{}' into it would rename it and remove the units of '{}'",
+            m.name,
+            plan.name(),
+            m.name
+        ),
+        format!(
+            "give '{}' its own --state-dir, or pass --force to turn this state dir into '{}'",
+            plan.name(),
+            plan.name()
+        ),
+    ))
+}
+
 /// `kubeunit gen --check` and `start`'s preflight: how the state dir differs from its manifest and
-/// from what `gen` would write now.
+/// from what `gen` would write now. The caller holds the state dir's lock (shared or exclusive).
 pub fn check(plan: &Plan, opts: &Options) -> Result<Vec<Difference>, Error> {
+    if state::dir::inspect(&plan.state_dir)? != Found::Ours {
+        return Err(Error::state(
+            &plan.state_dir,
+            format!("no {}: not generated by kubeunit", paths::MANIFEST),
+            "run `kubeunit gen` first",
+        ));
+    }
     let (previous, generated) = render(plan, opts)?;
     state::check(
         &plan.state_dir,

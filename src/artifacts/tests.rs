@@ -174,7 +174,8 @@ fn certificate_decisions_on_a_rerun() {
         g.inputs.clone(),
         serde_json::Value::Null,
     );
-    crate::state::write(dir.path(), &empty, &g.tree, &manifest).unwrap();
+    let root = crate::state::Root::open(dir.path()).unwrap();
+    crate::state::write(&root, &empty, &g.tree, &manifest).unwrap();
     let old = Previous::load(dir.path()).unwrap();
     let again = generate(&p, &old, &opts()).unwrap();
     assert_eq!(again.count(Decision::Kept), g.certs.len());

@@ -2,12 +2,14 @@
 //! async runtime and JSON printing.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::ValueEnum;
 
 use crate::error::Error;
 use crate::run::Env;
-use crate::spec::HostFacts;
+use crate::spec::{paths, HostFacts};
+use crate::state::{self, Access, Found, Lock};
 use crate::systemd::{Bus, Systemd};
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -48,15 +50,54 @@ impl Target {
         }
     }
 
-    /// The environment's state dir, loaded for running.
+    /// The environment's state dir, loaded for running (read-only commands: status, logs).
     pub fn env(&self) -> Result<Env, Error> {
         let dir = crate::spec::host::absolute(&self.state_dir())?;
         Env::load(&dir, &HostFacts::gather())
     }
 
+    /// The environment's state dir, locked against other writers (gen, start, stop, restart,
+    /// destroy) for as long as the returned lock lives, then loaded.
+    pub fn env_locked(&self) -> Result<(Env, Lock), Error> {
+        let dir = crate::spec::host::absolute(&self.state_dir())?;
+        if state::dir::inspect(&dir)? != Found::Ours {
+            return Err(Error::state(
+                &dir,
+                format!("no {}: not a generated state dir", paths::MANIFEST),
+                format!("run `kubeunit gen --state-dir {}` first", dir.display()),
+            ));
+        }
+        let (_, lock) =
+            state::lock::acquire(&dir, Access::Exclusive, true, lock_wait()?, &mut say)?
+                .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
+        Ok((Env::load(&dir, &HostFacts::gather())?, lock))
+    }
+
     pub async fn systemd(&self) -> Result<Systemd, Error> {
         Ok(Systemd::connect(&self.bus()).await?)
     }
+}
+
+/// How long to wait for another command's lock on a state dir: `$KUBEUNIT_LOCK_TIMEOUT` seconds,
+/// default 30.
+pub fn lock_wait() -> Result<Duration, Error> {
+    match std::env::var("KUBEUNIT_LOCK_TIMEOUT") {
+        Err(_) => Ok(Duration::from_secs(30)),
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|_| Error::Usage {
+                message: format!("KUBEUNIT_LOCK_TIMEOUT={v:?} is not a number of seconds"),
+                fix: "set it to whole seconds, e.g. KUBEUNIT_LOCK_TIMEOUT=120, or unset it (30)"
+                    .into(),
+            }),
+    }
+}
+
+/// A line for the user on stderr (progress that is not the command's output).
+pub fn say(message: &str) {
+    eprintln!("kubeunit: {message}");
 }
 
 /// Default state dir: `$KUBEUNIT_STATE_DIR`, else `/var/lib/kubeunit/<name>` for root and

@@ -14,7 +14,7 @@ pub struct Args {
 }
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
-    let env = args.target.env()?;
+    let (env, _lock) = args.target.env_locked()?;
     let sd = args.target.systemd().await?;
     run::stop(&env, &sd).await?;
     let doomed = if args.all {

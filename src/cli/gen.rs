@@ -3,13 +3,13 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::common::{default_state_dir, print_json, Output};
+use super::common::{default_state_dir, lock_wait, print_json, say, Output};
 use crate::artifacts::{Generated, Options};
 use crate::error::Error;
 use crate::pipeline;
 use crate::pki::{Decision, Entropy};
 use crate::spec::{host, paths, HostFacts, Plan};
-use crate::state::{Difference, WriteSummary};
+use crate::state::{self, Access, Difference, WriteSummary};
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit gen --profile dev
@@ -61,6 +61,12 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         .clone()
         .unwrap_or_else(|| default_state_dir(&profile.name));
     let dir = host::absolute(&dir)?;
+    // Readers share the lock: a `gen` in progress is waited for, not read half-way.
+    let _lock = if args.check {
+        state::lock::acquire(&dir, Access::Shared, false, lock_wait()?, &mut say)?
+    } else {
+        None
+    };
     // `gen --check` without a profile checks the state dir against the profile it was generated from.
     if args.check && args.profile.is_none() && dir.join(paths::PROFILE).exists() {
         profile = pipeline::resolved_profile(&dir)?;
@@ -85,7 +91,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         }
         return Ok(if check.differences.is_empty() { 0 } else { 1 });
     }
-    let (generated, summary) = pipeline::gen(&plan, &opts)?;
+    let (generated, summary) = pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
     let report = GenReport {
         plan: &plan,
         generated: &generated,
@@ -98,6 +104,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
             "written": summary.written,
             "unchanged": summary.unchanged,
             "removed": summary.removed,
+            "notes": summary.notes,
             "certificates": generated
                 .certs
                 .iter()
@@ -127,6 +134,9 @@ impl fmt::Display for GenReport<'_> {
             s.unchanged,
             s.removed.len()
         )?;
+        for note in &s.notes {
+            writeln!(f, "note: {note}")?;
+        }
         writeln!(
             f,
             "certificates: {} created, {} reissued, {} kept",

@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
-    let env = args.target.env()?;
+    let (env, _lock) = args.target.env_locked()?;
     let sd = args.target.systemd().await?;
     let timeout = Duration::from_secs(args.timeout);
     let t = run::restart(&env, &sd, &args.component, timeout).await?;

@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
-    let env = args.target.env()?;
+    let (env, _lock) = args.target.env_locked()?;
     let sd = args.target.systemd().await?;
     let text = args.output == Output::Text;
     let tty = std::io::stdout().is_terminal();

@@ -11,7 +11,7 @@ pub struct Args {
 }
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
-    let env = args.target.env()?;
+    let (env, _lock) = args.target.env_locked()?;
     let sd = args.target.systemd().await?;
     let report = run::stop(&env, &sd).await?;
     println!(

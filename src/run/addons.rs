@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::spec::{paths, Plan};
+use crate::state::root::{Kind, Root};
 
 /// kind -> (plural resource, namespaced) for every kind the addon templates use.
 const KINDS: &[(&str, &str, bool)] = &[
@@ -31,19 +32,21 @@ const KINDS: &[(&str, &str, bool)] = &[
 
 /// Every document of every `addons/*.yaml`, in file order.
 pub fn documents(state_dir: &Path) -> Result<Vec<(String, Value)>, Error> {
+    let root = Root::open(state_dir).map_err(Error::io(state_dir, "open"))?;
     let dir = state_dir.join(paths::ADDONS);
-    let mut files: Vec<_> = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect(),
-        Err(_) => return Ok(vec![]),
-    };
-    files.sort();
+    // Sorted; links and subdirectories are not followed.
+    let names: Vec<String> = root
+        .list(paths::ADDONS)
+        .map_err(Error::io(&dir, "list"))?
+        .into_iter()
+        .filter(|(n, k)| *k == Kind::File && n.ends_with(".yaml"))
+        .map(|(n, _)| n)
+        .collect();
     let mut docs = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(Error::io(&file, "read"))?;
+    for name in names {
+        let rel = paths::addon(&name);
+        let file = state_dir.join(&rel);
+        let text = root.read_string(&rel).map_err(Error::io(&file, "read"))?;
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
             let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| Error::Artifact {
                 path: file.clone(),

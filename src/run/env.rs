@@ -6,6 +6,7 @@ use crate::components::{self, Component, COMPONENTS};
 use crate::error::Error;
 use crate::pipeline;
 use crate::spec::{paths, HostFacts, Plan};
+use crate::state::Root;
 use crate::unit::UnitFile;
 
 /// A state dir loaded for running: its resolved plan and its unit files.
@@ -18,7 +19,17 @@ pub struct Env {
 impl Env {
     pub fn load(state_dir: &Path, host: &HostFacts) -> Result<Env, Error> {
         let plan = pipeline::plan_of(state_dir, host)?;
-        let read = |unit_name: &str| UnitFile::read(&plan.state_dir.join(paths::unit(unit_name)));
+        let root = Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
+        let read = |unit_name: &str| {
+            let rel = paths::unit(unit_name);
+            let path = plan.state_dir.join(&rel);
+            let text = root.read_string(&rel).map_err(|e| Error::Artifact {
+                path: path.clone(),
+                message: format!("cannot read unit file: {e}"),
+                fix: "run `kubeunit gen` to regenerate the state dir".into(),
+            })?;
+            crate::unit::parse(&path, &text)
+        };
         let slice = read(&plan.slice_name())?;
         let units = components::enabled(COMPONENTS, &plan.profile)
             .map(|c| Ok((c, read(&plan.unit_name(c.name))?)))

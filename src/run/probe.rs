@@ -35,8 +35,9 @@ pub fn https_agent(
     timeout: Duration,
 ) -> Result<ureq::Agent, Error> {
     let read = |rel: String| -> Result<(std::path::PathBuf, Vec<u8>), Error> {
-        let path = plan.state_dir.join(rel);
-        let bytes = std::fs::read(&path).map_err(Error::io(&path, "read"))?;
+        let path = plan.state_dir.join(&rel);
+        let bytes =
+            crate::state::root::read_in(&plan.state_dir, &rel).map_err(Error::io(&path, "read"))?;
         Ok((path, bytes))
     };
     let unusable = |path: std::path::PathBuf, e: &dyn std::fmt::Display| Error::Artifact {

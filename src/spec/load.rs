@@ -33,16 +33,12 @@ pub fn layered(spec: &str, sets: &[String]) -> Result<(Source, Profile), Error> 
     finish(source, value, sets)
 }
 
-/// Parse an already resolved profile (a state dir's `profile.yaml`).
-pub fn resolved(path: &Path) -> Result<(Source, Profile), Error> {
+/// Parse an already resolved profile (a state dir's `profile.yaml`, read from `path`).
+pub fn resolved(path: &Path, text: &str) -> Result<(Source, Profile), Error> {
     let source = Source::File(path.to_path_buf());
-    let text = std::fs::read_to_string(path).map_err(|e| Error::ProfileRead {
-        source_name: source.to_string(),
-        reason: e.to_string(),
-    })?;
     // On top of `base`: a state dir written by an older kubeunit lacks fields added since.
     let (_, mut value) = load_layered("base", &mut Vec::new())?;
-    merge(&mut value, parse_yaml(&source, &text)?);
+    merge(&mut value, parse_yaml(&source, text)?);
     finish(source, value, &[])
 }
 

@@ -5,6 +5,10 @@
 pub const PROFILE: &str = "profile.yaml";
 /// What `gen` wrote: file hashes and modes, certificate digests.
 pub const MANIFEST: &str = "manifest.json";
+/// The lock `gen`, `start`, `stop`, `restart` and `destroy` hold (flock; empty, never in the manifest).
+pub const LOCK: &str = ".lock";
+/// What a `gen` in progress is writing (see `state::write`); gone once it has finished.
+pub const JOURNAL: &str = ".kubeunit-journal.json";
 /// Default data dir, when the profile names none.
 pub const DATA: &str = "data";
 pub const UNITS: &str = "units";

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::tree::Tree;
+use super::tree::{Tree, MODE_PUBLIC, MODE_SECRET};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -44,6 +44,37 @@ pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
 }
 
 impl Manifest {
+    /// Its file mode: private (0600) when the profile it records holds component environment
+    /// values (they may be secrets), else 0644.
+    pub fn mode(&self) -> u32 {
+        let has_env = self
+            .profile
+            .get("components")
+            .and_then(|c| c.as_object())
+            .is_some_and(|cs| {
+                cs.values().any(|c| {
+                    c.get("env")
+                        .and_then(|e| e.as_object())
+                        .is_some_and(|e| !e.is_empty())
+                })
+            });
+        if has_env {
+            MODE_SECRET
+        } else {
+            MODE_PUBLIC
+        }
+    }
+
+    /// Paths it lists that are not kubeunit's to write (outside the managed dirs and the profile,
+    /// or leaving the state dir): an edited manifest.
+    pub fn foreign_paths(&self) -> Vec<&str> {
+        self.files
+            .keys()
+            .map(String::as_str)
+            .filter(|p| !super::write::owned_path(p))
+            .collect()
+    }
+
     pub fn new(
         name: &str,
         state_dir: PathBuf,
