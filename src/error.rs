@@ -100,7 +100,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Another kubeunit process holds the state dir's lock, and did not let go in time.
-    #[error("state dir {path} is in use by {holder} (waited {waited_secs}s for it).\n  fix: wait until that command has finished and run this one again, or wait longer with KUBEUNIT_LOCK_TIMEOUT=SECONDS")]
+    #[error("state dir {path} is locked by {holder} (waited {waited_secs}s for it).\n  fix: wait until that command has finished and run this one again, or wait longer with KUBEUNIT_LOCK_TIMEOUT=SECONDS")]
     Busy {
         path: PathBuf,
         holder: String,

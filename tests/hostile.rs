@@ -258,7 +258,7 @@ fn a_held_lock_is_waited_for_then_named() {
         let t = text(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {t}");
         assert!(
-            t.contains("is in use by") && t.contains(&me) && t.contains("KUBEUNIT_LOCK_TIMEOUT"),
+            t.contains("is locked by") && t.contains(&me) && t.contains("KUBEUNIT_LOCK_TIMEOUT"),
             "{args:?}: {t}"
         );
         assert!(t.contains("waiting for"), "{args:?} says it waits: {t}");
