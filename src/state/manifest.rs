@@ -7,7 +7,14 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::root::parts;
 use super::tree::{Tree, MODE_PUBLIC, MODE_SECRET};
+use crate::spec::paths::{is_in, MANAGED_DIRS, PROFILE};
+
+/// A path a manifest or journal may name: inside the managed directories, or the profile.
+pub fn owned_path(rel: &str) -> bool {
+    parts(rel).is_ok() && (rel == PROFILE || is_in(rel, MANAGED_DIRS))
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -71,7 +78,7 @@ impl Manifest {
         self.files
             .keys()
             .map(String::as_str)
-            .filter(|p| !super::write::owned_path(p))
+            .filter(|p| !owned_path(p))
             .collect()
     }
 

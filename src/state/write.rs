@@ -13,12 +13,12 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::manifest::Manifest;
+use super::manifest::{owned_path, Manifest};
 use super::previous::Previous;
-use super::root::{parts, Kind, Root, TMP_SUFFIX};
+use super::root::{Kind, Root, TMP_SUFFIX};
 use super::tree::Tree;
 use crate::error::Error;
-use crate::spec::paths::{is_in, JOURNAL, MANAGED_DIRS, MANIFEST, PROFILE};
+use crate::spec::paths::{JOURNAL, MANAGED_DIRS, MANIFEST};
 
 /// Counts of what `write` did.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -40,11 +40,6 @@ struct Journal {
     manifest: Option<String>,
     /// Its mode.
     manifest_mode: u32,
-}
-
-/// A path a manifest or journal may name: inside the managed directories, or the profile.
-pub fn owned_path(rel: &str) -> bool {
-    parts(rel).is_ok() && (rel == PROFILE || is_in(rel, MANAGED_DIRS))
 }
 
 fn io_err(root: &Root, rel: &str, op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
