@@ -76,26 +76,34 @@ pub fn gen(
     on_wait: &mut dyn FnMut(&str),
 ) -> Result<(Generated, WriteSummary), Error> {
     let dir = &plan.state_dir;
-    state::dir::inspect(dir)?;
-    state::dir::create(dir)?;
-    let (root, _lock) = state::lock::acquire(dir, Access::Exclusive, true, wait, on_wait)?
-        .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
-    let recovered = state::recover(&root)?;
-    let (previous, generated) = render(plan, opts)?;
-    same_environment(plan, &previous, opts)?;
-    let profile = serde_json::to_value(plan.resolved_profile())
-        .map_err(|e| Error::Internal(format!("profile as JSON: {e}")))?;
-    let manifest = Manifest::new(
-        plan.name(),
-        plan.state_dir.clone(),
-        &generated.tree,
-        generated.cert_digests.clone(),
-        generated.inputs.clone(),
-        profile,
-    );
-    let mut summary = state::write(&root, &previous, &generated.tree, &manifest)?;
-    summary.notes.extend(recovered);
-    Ok((generated, summary))
+    let found = state::dir::inspect(dir)?;
+    let undo = state::dir::Undo::before_create(dir, found);
+    let mut wrote = false;
+    let result = state::dir::create(dir).and_then(|()| {
+        let (root, _lock) = state::lock::acquire(dir, Access::Exclusive, true, wait, on_wait)?
+            .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
+        let recovered = state::recover(&root)?;
+        let (previous, generated) = render(plan, opts)?;
+        same_environment(plan, &previous, opts)?;
+        let profile = serde_json::to_value(plan.resolved_profile())
+            .map_err(|e| Error::Internal(format!("profile as JSON: {e}")))?;
+        let manifest = Manifest::new(
+            plan.name(),
+            plan.state_dir.clone(),
+            &generated.tree,
+            generated.cert_digests.clone(),
+            generated.inputs.clone(),
+            profile,
+        );
+        wrote = true;
+        let mut summary = state::write(&root, &previous, &generated.tree, &manifest)?;
+        summary.notes.extend(recovered);
+        Ok((generated, summary))
+    });
+    if result.is_err() && !wrote {
+        undo.run();
+    }
+    result
 }
 
 /// A state dir belongs to one environment: another profile's `gen` would rename it (and remove the

@@ -341,3 +341,438 @@ fn a_gen_killed_at_any_step_is_repaired_by_the_next() {
         }
     }
 }
+
+// 4. Key material that data depends on is never dropped.
+
+#[test]
+fn encryption_and_service_account_keys_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let key = std::fs::read(dir.join("pki/encryption.key")).unwrap();
+    let sa = std::fs::read(dir.join("pki/sa.key")).unwrap();
+    let off = gen(&dir, &["--set", "encryption.enabled=false"]);
+    assert!(off.status.success(), "{}", text(&off));
+    assert!(text(&off).contains("pki/encryption.key: kept although encryption is off"));
+    assert_eq!(std::fs::read(dir.join("pki/encryption.key")).unwrap(), key);
+    assert!(!dir.join("config/encryption-config.yaml").exists());
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"pki/encryption.key\""));
+    assert!(check(&dir).status.success(), "{}", text(&check(&dir)));
+    // Back on: the same key encrypts again. Another algorithm keeps the service-account key.
+    assert!(gen(&dir, &["--set", "pki.algorithm=rsa-2048"])
+        .status
+        .success());
+    assert_eq!(std::fs::read(dir.join("pki/encryption.key")).unwrap(), key);
+    let config = std::fs::read_to_string(dir.join("config/encryption-config.yaml")).unwrap();
+    assert!(config.contains(String::from_utf8_lossy(&key).trim()));
+    assert_eq!(std::fs::read(dir.join("pki/sa.key")).unwrap(), sa);
+
+    // An unreadable key is refused, not replaced.
+    for (file, loses) in [
+        ("pki/encryption.key", "Secret"),
+        ("pki/sa.key", "service-account token"),
+    ] {
+        let saved = std::fs::read(dir.join(file)).unwrap();
+        std::fs::write(dir.join(file), "garbage\n").unwrap();
+        let before = contents(&dir);
+        refused(&gen(&dir, &[]), &[file, loses, "--force"]);
+        assert_eq!(contents(&dir), before, "{file}");
+        std::fs::write(dir.join(file), saved).unwrap();
+    }
+}
+
+// 8. No silent surprises.
+
+#[test]
+fn a_ca_pair_that_does_not_match_is_refused_not_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let key = std::fs::read(dir.join("pki/ca.key")).unwrap();
+    let p384 = tmp.path().join("p384.key");
+    let made = run(Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-384",
+            "-out",
+        ])
+        .arg(&p384));
+    assert!(made.status.success(), "{}", text(&made));
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            std::fs::read(dir.join("pki/etcd/ca.key")).unwrap(),
+            "does not belong to the key",
+        ),
+        (
+            std::fs::read(&p384).unwrap(),
+            "not a P-256 or RSA private key",
+        ),
+    ];
+    for (other, needle) in cases {
+        std::fs::write(dir.join("pki/ca.key"), other).unwrap();
+        let before = contents(&dir);
+        refused(
+            &gen(&dir, &[]),
+            &["pki/ca.crt and pki/ca.key", needle, "--force"],
+        );
+        assert_eq!(contents(&dir), before, "{needle}");
+    }
+    std::fs::remove_file(dir.join("pki/ca.key")).unwrap();
+    refused(&gen(&dir, &[]), &["the certificate has no key"]);
+    // A missing certificate is reissued with the CA's own key.
+    std::fs::write(dir.join("pki/ca.key"), &key).unwrap();
+    std::fs::remove_file(dir.join("pki/ca.crt")).unwrap();
+    let out = gen(&dir, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("pki/ca.crt was missing: reissued with the CA's key"));
+    assert_eq!(std::fs::read(dir.join("pki/ca.key")).unwrap(), key);
+    assert!(ca_pair_matches(&dir, "ca"));
+
+    // A CA the user brings with another algorithm is used, and said so.
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir_all(mine.join("pki")).unwrap();
+    let made = run(Command::new("openssl")
+        .current_dir(mine.join("pki"))
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+        ])
+        .args(["ca.crt", "-subj", "/CN=my-ca", "-days", "3650", "-addext"])
+        .arg("basicConstraints=critical,CA:TRUE"));
+    assert!(made.status.success(), "{}", text(&made));
+    let ca = std::fs::read(mine.join("pki/ca.crt")).unwrap();
+    let out = gen(&mine, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("its key is rsa-2048"), "{}", text(&out));
+    assert_eq!(std::fs::read(mine.join("pki/ca.crt")).unwrap(), ca);
+}
+
+#[test]
+fn a_state_dir_belongs_to_one_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let cp = ["--profile", "control-plane", "--set", ADVERTISE];
+    assert!(
+        run(kubeunit().arg("gen").args(cp).arg("--state-dir").arg(&dir))
+            .status
+            .success()
+    );
+    let before = contents(&dir);
+    refused(
+        &gen(&dir, &[]),
+        &["belongs to environment 'control-plane'", "'ci'", "--force"],
+    );
+    assert_eq!(contents(&dir), before);
+    let out = gen(&dir, &["--force"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(dir.join("units/kubeunit-ci-etcd.service").exists());
+    assert!(!dir
+        .join("units/kubeunit-control-plane-etcd.service")
+        .exists());
+}
+
+#[test]
+fn a_new_epoch_reissues_certificates_and_an_expired_one_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &["--set", "pki.epoch=2026-01-01T00:00:00Z"])
+        .status
+        .success());
+    let ca = std::fs::read(dir.join("pki/ca.crt")).unwrap();
+    let out = gen(&dir, &["--set", "pki.epoch=2026-02-01T00:00:00Z"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("pki/ca.crt: kept; it starts at"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(dir.join("pki/ca.crt")).unwrap(), ca);
+    let start = run(Command::new("openssl")
+        .args(["x509", "-noout", "-startdate", "-in"])
+        .arg(dir.join("pki/apiserver.crt")));
+    assert_eq!(
+        String::from_utf8_lossy(&start.stdout).trim(),
+        "notBefore=Feb  1 00:00:00 2026 GMT"
+    );
+    // Certificates that ended before today: generated, and said loudly.
+    let old = tmp.path().join("old");
+    let out = gen(&old, &["--set", "pki.epoch=2000-01-01T00:00:00Z"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("WARNING: the certificates expired at"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn network_addresses_that_cannot_work_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let before = contents(&dir);
+    for (set, needles) in [
+        (
+            "network.dnsIP=10.0.0.1",
+            &["network.dnsIP", "`kubernetes` Service"][..],
+        ),
+        ("network.dnsIP=10.0.0.255", &["network.dnsIP", "broadcast"]),
+        (
+            "network.advertiseAddress=127.0.0.1",
+            &["network.advertiseAddress", "loopback"],
+        ),
+        (
+            "network.advertiseAddress=0.0.0.0",
+            &["network.advertiseAddress", "unspecified"],
+        ),
+        (
+            "network.advertiseAddress=::1",
+            &["network.advertiseAddress", "loopback"],
+        ),
+        (
+            "network.advertiseAddress=224.0.0.1",
+            &["network.advertiseAddress", "multicast"],
+        ),
+        (
+            "network.bindAddress=ff02::1",
+            &["network.bindAddress", "multicast"],
+        ),
+    ] {
+        refused(&gen(&dir, &["--set", set]), needles);
+        assert_eq!(contents(&dir), before, "{set}");
+    }
+}
+
+// 6. No input panics.
+
+#[test]
+fn validity_and_epoch_out_of_range_are_input_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    for (set, needles) in [
+        (
+            "pki.certValidity=600000y",
+            &["pki.certValidity", "9999-12-31"][..],
+        ),
+        ("pki.caValidity=9000y", &["pki.caValidity", "9999-12-31"]),
+        ("pki.epoch=253402300799", &["pki.caValidity", "9999-12-31"]),
+        ("pki.epoch=-1", &["pki.epoch", "1970"]),
+        ("pki.epoch=99999999999999", &["pki.epoch", "not a time"]),
+    ] {
+        refused(&gen(&dir, &["--set", set]), needles);
+        assert!(!dir.exists(), "{set} created the state dir");
+    }
+    let out = run(kubeunit()
+        .env("SOURCE_DATE_EPOCH", "253402300799")
+        .args(["gen", "--profile", "ci", "--set", ADVERTISE, "--state-dir"])
+        .arg(&dir));
+    refused(&out, &["SOURCE_DATE_EPOCH"]);
+}
+
+// 7. Values reach YAML, kubeconfigs and units only as the values they are.
+
+#[test]
+fn names_that_would_break_out_of_their_files_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let before = contents(&dir);
+    let long = format!("node.name={}", "a".repeat(300));
+    for (set, field) in [
+        ("featureGates.Evil\nusers=true", "featureGates"),
+        (
+            "components.etcd.featureGates.A-B=true",
+            "components.etcd.featureGates",
+        ),
+        ("node.name=evil\nusers: []", "node.name"),
+        ("node.name=../x", "node.name"),
+        ("node.name=My Node", "node.name"),
+        (long.as_str(), "node.name"),
+        ("components.etcd.env.1BAD=x", "components.etcd.env"),
+        ("components.etcd.env.A-B=x", "components.etcd.env"),
+        (
+            "components.etcd.extraArgs.a b=x",
+            "components.etcd.extraArgs",
+        ),
+        (
+            "apiserver.admissionPlugins=[\"Evil\\nX\"]",
+            "apiserver.admissionPlugins",
+        ),
+        ("binDir=\"/usr/local/bin\\n[Install]\"", "binDir"),
+        ("binDir=/opt/it's", "binDir"),
+        (
+            "components.etcd.binary=\"etcd\\u0000\"",
+            "components.etcd.binary",
+        ),
+    ] {
+        refused(&gen(&dir, &["--set", set]), &[field, "fix:"]);
+        assert_eq!(contents(&dir), before, "{set}");
+    }
+    let out = gen(&tmp.path().join("new\nline"), &[]);
+    refused(&out, &["control characters"]);
+}
+
+#[test]
+fn awkward_values_reach_units_quoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A percent sign in the state dir's path, comment characters at the start of arguments, a
+    // dollar and a newline in values.
+    let dir = tmp.path().join("100%state");
+    let bin = executable_bin_dir(tmp.path());
+    let out = gen(
+        &dir,
+        &[
+            "--bin-dir",
+            bin.to_str().unwrap(),
+            "--set",
+            "components.etcd.binaryArgs=['#not-a-comment', ';nor-this', ';']",
+            "--set",
+            "components.etcd.extraArgs.log-outputs=\"a$b\\nc\"",
+            "--set",
+            "components.etcd.env.GODEBUG=x=1 $HOME",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let unit_path = dir.join("units/kubeunit-ci-etcd.service");
+    let verify = run(Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit_path));
+    assert!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "{}",
+        text(&verify)
+    );
+    let unit = kubeunit::unit::UnitFile::read(&unit_path).unwrap();
+    let (_, argv, _) = unit.exec_start().unwrap();
+    assert_eq!(&argv[1..4], ["#not-a-comment", ";nor-this", ";"]);
+    assert!(
+        argv.contains(&"--log-outputs=a$$b\nc".to_string()),
+        "{argv:?}"
+    );
+    let env_file = match unit.get("EnvironmentFiles") {
+        Some(kubeunit::unit::Value::EnvFiles(f)) => f[0].0.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(env_file, dir.join("env/etcd.env").to_string_lossy());
+}
+
+// 9. Secrets stay in private files; a policy file is a policy.
+
+#[test]
+fn env_values_make_the_profile_and_manifest_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    assert_eq!(mode(&dir.join("profile.yaml")), 0o644);
+    assert_eq!(mode(&dir.join("manifest.json")), 0o644);
+    assert!(gen(&dir, &["--set", "components.etcd.env.TOKEN=s3cret"])
+        .status
+        .success());
+    for f in ["profile.yaml", "manifest.json", "env/etcd.env"] {
+        assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
+    }
+    let out = run(kubeunit().args(["gen", "--check", "--state-dir"]).arg(&dir));
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn an_audit_policy_file_must_be_a_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let policy = tmp.path().join("policy.yaml");
+    for (body, needle) in [
+        ("just: text\n", "apiVersion is not audit.k8s.io/v1"),
+        (
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\n",
+            "no list of rules",
+        ),
+        (
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Loud\n",
+            "rule 1",
+        ),
+        ("{{{", "not YAML"),
+    ] {
+        std::fs::write(&policy, body).unwrap();
+        let set = format!("audit.policy={}", policy.display());
+        refused(&gen(&dir, &["--set", &set]), &["audit.policy", needle]);
+        assert!(!dir.exists());
+    }
+    let good = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
+    std::fs::write(&policy, good).unwrap();
+    let set = format!("audit.policy={}", policy.display());
+    assert!(gen(&dir, &["--set", &set]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("config/audit-policy.yaml")).unwrap(),
+        good
+    );
+}
+
+// 10. The unit-file reader agrees with systemd.
+
+/// What systemd-analyze verify makes of `ExecStart=VALUE`: the command path it would run (it
+/// reports it as not executable), or None when it refuses or warns about the line.
+fn systemd_reads(dir: &Path, value: &str) -> Option<Vec<u8>> {
+    let unit = dir.join("probe.service");
+    std::fs::write(&unit, format!("[Service]\nType=exec\nExecStart={value}\n")).unwrap();
+    let out = run(Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit));
+    let err = out.stderr;
+    let text = String::from_utf8_lossy(&err);
+    if text.contains("probe.service:3") || text.contains("bad unit file setting") {
+        return None;
+    }
+    let start = b"Command ";
+    let end = b" is not executable";
+    let i = err.windows(start.len()).position(|w| w == start)? + start.len();
+    let j = err.windows(end.len()).position(|w| w == end)?;
+    Some(err[i..j].to_vec())
+}
+
+#[test]
+fn the_unit_reader_agrees_with_systemd_analyze() {
+    let tmp = tempfile::tempdir().unwrap();
+    for value in [
+        "/nonexistent/a",
+        "/nonexistent/a\\x41\\101\\u00e9\\U0001F600",
+        "/nonexistent/a\\xc3\\xa9",
+        "\"/nonexistent/a b\"",
+        "/nonexistent/x'a b'c",
+        "/nonexistent/a\u{a0}b c",
+        "/nonexistent/a\\s\\'\\\"",
+        "/nonexistent/a%%b",
+        "/nonexistent/a ; ",
+        "; /nonexistent/a",
+        "/nonexistent/a \\; b",
+        "/nonexistent/a\\q",
+        "/nonexistent/a\\e",
+        "/nonexistent/a\\x00",
+        "/nonexistent/a\\u0000",
+        "/nonexistent/a\\400",
+        "/nonexistent/a\\18",
+        "/nonexistent/a\\;",
+        "/nonexistent/a\"b",
+        "/nonexistent/a ; /nonexistent/b",
+    ] {
+        let ours = kubeunit::unit::parse(
+            Path::new("/s/probe.service"),
+            &format!("[Service]\nType=exec\nExecStart={value}\n"),
+        )
+        .ok()
+        .and_then(|u| u.exec_start().map(|(p, _, _)| p.clone().into_bytes()));
+        assert_eq!(ours, systemd_reads(tmp.path(), value), "ExecStart={value}");
+    }
+    // systemd passes raw bytes that are not UTF-8; a transient unit cannot carry them: refused.
+    assert_eq!(
+        systemd_reads(tmp.path(), "/nonexistent/a\\xff"),
+        Some(b"/nonexistent/a\xff".to_vec())
+    );
+    assert!(kubeunit::unit::parse(
+        Path::new("/s/probe.service"),
+        "[Service]\nExecStart=/nonexistent/a\\xff\n"
+    )
+    .is_err());
+}

@@ -13,6 +13,8 @@ pub struct Generated {
     pub certs: Vec<(String, Decision)>,
     /// Files outside the state dir used as they are (image archives): path -> sha256.
     pub inputs: BTreeMap<String, String>,
+    /// Decisions the user should hear about (a CA kept against the profile, a key kept, ...).
+    pub notes: Vec<String>,
 }
 
 impl Generated {

@@ -15,7 +15,7 @@ use crate::error::{Error, FieldError};
 use crate::render::Renderer;
 use crate::spec::{paths, Plan};
 use crate::state::manifest::sha256_file;
-use crate::state::{Previous, Tree, MODE_PUBLIC};
+use crate::state::{Previous, Tree, MODE_PUBLIC, MODE_SECRET};
 
 use generated::put;
 pub use generated::{Generated, Options};
@@ -38,6 +38,7 @@ pub fn generate_with(
         cert_digests: BTreeMap::new(),
         certs: Vec::new(),
         inputs: BTreeMap::new(),
+        notes: Vec::new(),
     };
     let certs = pki::certificates(plan, old, opts, &mut g)?;
     let secrets = pki::secrets(plan, old, opts, &mut g)?;
@@ -58,12 +59,15 @@ pub fn generate_with(
         })?;
         g.inputs.insert(image.display().to_string(), digest);
     }
-    let profile = plan.resolved_profile().to_yaml();
+    let resolved = plan.resolved_profile();
+    // Component env values may be secrets: the profile that records them is private then (as is
+    // the manifest, `Manifest::mode`).
+    let has_env = resolved.components.values().any(|c| !c.env.is_empty());
     put(
         &mut g.tree,
         paths::PROFILE,
-        profile.into_bytes(),
-        MODE_PUBLIC,
+        resolved.to_yaml().into_bytes(),
+        if has_env { MODE_SECRET } else { MODE_PUBLIC },
     );
     Ok(g)
 }

@@ -22,9 +22,23 @@ fn pki_err(plan: &Plan, rel: &str) -> impl FnOnce(PkiError) -> Error {
     }
 }
 
-/// The key of every certificate, and whether it is the previous run's: kept when it is still usable
-/// (a CA's when it matches the CA certificate; a leaf's when it has the profile's algorithm), the
-/// rest generated on every core, since RSA key generation is most of `gen`'s time.
+/// A CA pair (or key) already in the state dir that kubeunit must not replace on its own: the fix
+/// names the pair and `--force`.
+fn refuse_ca(plan: &Plan, name: &str, why: &str) -> Error {
+    Error::state(
+        &plan.state_dir,
+        format!("pki/{name}.crt and pki/{name}.key: {why}; kubeunit does not replace a CA on its own"),
+        format!(
+            "put a matching pair there (ECDSA P-256 or RSA key in PEM), or pass --force to create a new {name} (every certificate it signed is reissued)"
+        ),
+    )
+}
+
+/// The key of every certificate, and whether it is the previous run's: a CA's when it matches the
+/// CA certificate (or the certificate is missing: it is reissued with the same key), a leaf's when
+/// it has the profile's algorithm; the rest generated on every core, since RSA key generation is
+/// most of `gen`'s time. A CA key that cannot be read, a CA certificate without its key, and a pair
+/// that does not match are refused, not replaced.
 fn reuse_or_generate_keys(
     plan: &Plan,
     old: &Previous,
@@ -32,22 +46,46 @@ fn reuse_or_generate_keys(
     specs: &[CertSpec],
 ) -> Result<Vec<(Key, bool)>, Error> {
     let alg = plan.profile.pki.algorithm;
-    let mut keys: Vec<Option<(Key, bool)>> = specs
-        .iter()
-        .map(|spec| {
-            if opts.force {
-                return None;
+    let mut keys: Vec<Option<(Key, bool)>> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if opts.force {
+            keys.push(None);
+            continue;
+        }
+        let key_rel = paths::key(&spec.name);
+        let crt_rel = paths::cert(&spec.name);
+        let key = old.read(&key_rel).map(|pem| Key::from_pem(&pem));
+        if spec.usage != Usage::Ca {
+            keys.push(
+                key.and_then(Result::ok)
+                    .filter(|k| k.algorithm_kind() == alg)
+                    .map(|k| (k, true)),
+            );
+            continue;
+        }
+        let cert = old.read(&crt_rel);
+        let key = match key {
+            None if old.exists(&key_rel) => {
+                return Err(refuse_ca(plan, &spec.name, "the key is not readable text"))
             }
-            let key = Key::from_pem(&old.read(&paths::key(&spec.name))?).ok()?;
-            let usable = if spec.usage == Usage::Ca {
-                old.read(&paths::cert(&spec.name))
-                    .is_some_and(|c| issue::cert_matches_key(&c, &key))
-            } else {
-                key.algorithm_kind() == alg
-            };
-            usable.then_some((key, true))
-        })
-        .collect();
+            None if cert.is_some() => {
+                return Err(refuse_ca(plan, &spec.name, "the certificate has no key"))
+            }
+            None => None,
+            Some(Err(e)) => return Err(refuse_ca(plan, &spec.name, &format!("the key: {e}"))),
+            Some(Ok(k)) => Some(k),
+        };
+        if let (Some(cert), Some(key)) = (&cert, &key) {
+            if !issue::cert_matches_key(cert, key) {
+                return Err(refuse_ca(
+                    plan,
+                    &spec.name,
+                    "the certificate does not belong to the key (or is no certificate)",
+                ));
+            }
+        }
+        keys.push(key.map(|k| (k, true)));
+    }
     let missing: Vec<usize> = (0..specs.len()).filter(|i| keys[*i].is_none()).collect();
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -93,6 +131,12 @@ pub fn certificates(
 ) -> Result<Issued, Error> {
     let specs = pki::specs(plan);
     let keys = reuse_or_generate_keys(plan, old, opts, &specs)?;
+    let explicit_epoch = plan
+        .profile
+        .pki
+        .epoch
+        .as_deref()
+        .is_some_and(|e| !e.is_empty());
     let mut cas: BTreeMap<String, Ca> = BTreeMap::new();
     let mut issued = Issued::new();
     for (spec, (key, reused)) in specs.iter().zip(keys) {
@@ -108,13 +152,38 @@ pub fn certificates(
             };
         let digest = issue::spec_digest(spec, plan, &key, issuer.map(|ca| ca.cert_pem.as_str()));
         let previous_digest = old.cert_digest(&spec.name);
+        // An explicit pki.epoch that differs from the certificate's start reissues a leaf.
+        let starts = old_cert.as_deref().and_then(issue::not_before);
+        let epoch_moved = explicit_epoch && starts.is_some_and(|t| t != plan.epoch);
         let prior = Prior {
             exists: old_cert.is_some(),
             key_reused: reused,
             same_inputs: previous_digest.as_deref() == Some(digest.as_str()),
             intact: old.intact(&crt),
+            epoch_moved,
         };
         let decision = issue::decide(spec.usage, &prior);
+        match (decision, spec.usage) {
+            (Decision::Kept, Usage::Ca) => {
+                if let Some(t) = starts.filter(|_| epoch_moved) {
+                    g.notes.push(format!(
+                        "{crt}: kept; it starts at {t}, not at pki.epoch (--force replaces the CA)"
+                    ));
+                }
+                if key.algorithm_kind() != plan.profile.pki.algorithm {
+                    g.notes.push(format!(
+                        "{crt}: kept; its key is {}, the profile's pki.algorithm {} (leaf keys follow the profile)",
+                        key.algorithm_kind().as_str(),
+                        plan.profile.pki.algorithm.as_str()
+                    ));
+                }
+            }
+            (Decision::Reissued, Usage::Ca) => {
+                g.notes
+                    .push(format!("{crt} was missing: reissued with the CA's key"));
+            }
+            _ => {}
+        }
         // A kept CA keeps the digest it was issued with.
         let digest = match (decision, spec.usage) {
             (Decision::Kept, Usage::Ca) => previous_digest.unwrap_or_default(),
@@ -148,8 +217,19 @@ pub fn certificates(
     Ok(issued)
 }
 
-/// The service-account signing key pair and the encryption key: kept across runs, since replacing
-/// them invalidates every issued token and makes every stored Secret unreadable.
+/// A key Secrets or tokens depend on that is there but unusable: refused, not replaced.
+fn refuse_key(plan: &Plan, rel: &str, why: &str, loses: &str) -> Error {
+    Error::state(
+        &plan.state_dir,
+        format!("{rel}: {why}; replacing it would make {loses}"),
+        format!("restore {rel}, or pass --force to create a new one"),
+    )
+}
+
+/// The service-account signing key pair and the encryption key: kept across runs (whatever the
+/// profile's algorithm, and the encryption key even while encryption is off), since replacing them
+/// invalidates every issued token and makes every stored Secret unreadable. Only --force replaces
+/// them; one that is there but unreadable is refused.
 pub fn secrets(
     plan: &Plan,
     old: &Previous,
@@ -157,29 +237,69 @@ pub fn secrets(
     g: &mut Generated,
 ) -> Result<Secrets, Error> {
     let alg = plan.profile.pki.algorithm;
-    let sa = match old.read(paths::SA_KEY).and_then(|p| Key::from_pem(&p).ok()) {
-        Some(k) if !opts.force && k.algorithm_kind() == alg => k,
-        _ => Key::generate(alg, &opts.entropy, "key:sa").map_err(pki_err(plan, paths::SA_KEY))?,
+    let existing_sa = if opts.force || !old.exists(paths::SA_KEY) {
+        None
+    } else {
+        let pem = old.read(paths::SA_KEY).unwrap_or_default();
+        Some(Key::from_pem(&pem).map_err(|e| {
+            refuse_key(
+                plan,
+                paths::SA_KEY,
+                &e.to_string(),
+                "every service-account token invalid",
+            )
+        })?)
+    };
+    let sa = match existing_sa {
+        Some(k) => k,
+        None => {
+            Key::generate(alg, &opts.entropy, "key:sa").map_err(pki_err(plan, paths::SA_KEY))?
+        }
     };
     let sa_pub = sa.public_pem().map_err(pki_err(plan, paths::SA_PUB))?;
     let sa_key = sa.private_pem().map_err(pki_err(plan, paths::SA_KEY))?;
     put(&mut g.tree, paths::SA_KEY, sa_key.into_bytes(), MODE_SECRET);
     put(&mut g.tree, paths::SA_PUB, sa_pub.into_bytes(), MODE_PUBLIC);
 
+    let existing = if opts.force || !old.exists(paths::ENCRYPTION_KEY) {
+        None
+    } else {
+        let text = old.read(paths::ENCRYPTION_KEY).unwrap_or_default();
+        let key = text.trim().to_string();
+        if !B64.decode(&key).is_ok_and(|b| b.len() == 32) {
+            return Err(refuse_key(
+                plan,
+                paths::ENCRYPTION_KEY,
+                "not the base64 of a 32-byte key",
+                "every Secret encrypted with it unreadable",
+            ));
+        }
+        Some(key)
+    };
     let mut secrets = Secrets::default();
-    if plan.profile.encryption.enabled {
-        let existing = old
-            .read(paths::ENCRYPTION_KEY)
-            .map(|k| k.trim().to_string())
-            .filter(|k| !opts.force && B64.decode(k).map(|b| b.len() == 32).unwrap_or(false));
-        let key = existing.unwrap_or_else(|| B64.encode(opts.entropy.bytes("encryption-key", 32)));
+    let key = match (plan.profile.encryption.enabled, existing) {
+        (true, existing) => {
+            let key =
+                existing.unwrap_or_else(|| B64.encode(opts.entropy.bytes("encryption-key", 32)));
+            secrets.encryption_key = Some(key.clone());
+            Some(key)
+        }
+        (false, Some(key)) => {
+            g.notes.push(format!(
+                "{}: kept although encryption is off (Secrets stored while it was on need it; --force removes it)",
+                paths::ENCRYPTION_KEY
+            ));
+            Some(key)
+        }
+        (false, None) => None,
+    };
+    if let Some(key) = key {
         put(
             &mut g.tree,
             paths::ENCRYPTION_KEY,
             format!("{key}\n").into_bytes(),
             MODE_SECRET,
         );
-        secrets.encryption_key = Some(key);
     }
     Ok(secrets)
 }

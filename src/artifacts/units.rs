@@ -7,7 +7,7 @@ use serde_json::json;
 use super::generated::{put, Generated};
 use crate::components::{self, command_line, Component};
 use crate::error::Error;
-use crate::render::quote::{env_file_line, systemd_word};
+use crate::render::quote::{env_file_line, systemd_path, systemd_word};
 use crate::render::{self, Renderer};
 use crate::spec::{paths, Plan};
 use crate::state::{MODE_PUBLIC, MODE_SECRET};
@@ -48,7 +48,7 @@ pub fn units(
             let rel = paths::env_file(c.name);
             let text: String = env.iter().map(|(k, v)| env_file_line(k, v)).collect();
             put(&mut g.tree, &rel, text.into_bytes(), MODE_SECRET);
-            Some(plan.path(&rel))
+            Some(systemd_path(&plan.path(&rel)))
         };
         let exec: Vec<String> = command_line(plan, c)
             .iter()

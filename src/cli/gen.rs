@@ -91,7 +91,8 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         }
         return Ok(if check.differences.is_empty() { 0 } else { 1 });
     }
-    let (generated, summary) = pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
+    let (generated, mut summary) = pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
+    summary.notes.extend(validity_warning(&plan));
     let report = GenReport {
         plan: &plan,
         generated: &generated,
@@ -104,7 +105,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
             "written": summary.written,
             "unchanged": summary.unchanged,
             "removed": summary.removed,
-            "notes": summary.notes,
+            "notes": generated.notes.iter().chain(&summary.notes).collect::<Vec<_>>(),
             "certificates": generated
                 .certs
                 .iter()
@@ -114,6 +115,40 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         Output::Text => print!("{report}"),
     }
     Ok(0)
+}
+
+/// Certificates that are not valid now (an old SOURCE_DATE_EPOCH or pki.epoch, or one in the
+/// future) make an environment that cannot start: said loudly, since reproducible output may want
+/// exactly that.
+fn validity_warning(plan: &Plan) -> Option<String> {
+    let now = time::OffsetDateTime::now_utc();
+    let end = time::Duration::try_from(plan.cert_validity)
+        .ok()
+        .and_then(|d| plan.epoch.checked_add(d))?;
+    let source = if plan
+        .profile
+        .pki
+        .epoch
+        .as_deref()
+        .is_some_and(|e| !e.is_empty())
+    {
+        "pki.epoch"
+    } else {
+        "SOURCE_DATE_EPOCH or today"
+    };
+    if end <= now {
+        Some(format!(
+            "WARNING: the certificates expired at {end} (start {} from {source}, pki.certValidity {}): components will refuse them; set a later epoch, or a longer validity",
+            plan.epoch, plan.profile.pki.cert_validity
+        ))
+    } else if plan.epoch > now {
+        Some(format!(
+            "WARNING: the certificates are not valid before {} ({source}): components will refuse them until then",
+            plan.epoch
+        ))
+    } else {
+        None
+    }
 }
 
 struct GenReport<'a> {
@@ -134,7 +169,7 @@ impl fmt::Display for GenReport<'_> {
             s.unchanged,
             s.removed.len()
         )?;
-        for note in &s.notes {
+        for note in g.notes.iter().chain(&s.notes) {
             writeln!(f, "note: {note}")?;
         }
         writeln!(

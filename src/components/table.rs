@@ -425,16 +425,50 @@ fn audit_policy(cx: &FileContext) -> Result<Content, FieldError> {
     if AUDIT_LEVELS.contains(&policy.as_str()) {
         return Ok(Content::Template(&AUDIT_POLICY, json!({ "level": policy })));
     }
-    std::fs::read_to_string(policy)
-        .map(Content::Verbatim)
-        .map_err(|e| {
-            FieldError::new(
-                "audit.policy",
-                policy,
-                format!("cannot read the policy file: {e}"),
-                "give a readable audit Policy file or a level such as Metadata",
-            )
-        })
+    let text = std::fs::read_to_string(policy).map_err(|e| {
+        FieldError::new(
+            "audit.policy",
+            policy,
+            format!("cannot read the policy file: {e}"),
+            "give a readable audit Policy file or a level such as Metadata",
+        )
+    })?;
+    audit_policy_problem(&text).map_or(Ok(Content::Verbatim(text)), |why| {
+        Err(FieldError::new(
+            "audit.policy",
+            policy,
+            format!("not a Kubernetes audit Policy: {why}"),
+            "write apiVersion: audit.k8s.io/v1, kind: Policy and a list of rules, each with a level (None, Metadata, Request, RequestResponse)",
+        ))
+    })
+}
+
+/// What keeps `text` from being an audit Policy kube-apiserver loads, if anything.
+pub fn audit_policy_problem(text: &str) -> Option<String> {
+    let doc: serde_yaml_ng::Value = match serde_yaml_ng::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("not YAML: {e}")),
+    };
+    let field = |name: &str| doc.get(name).and_then(|v| v.as_str());
+    if field("apiVersion") != Some("audit.k8s.io/v1") {
+        return Some("apiVersion is not audit.k8s.io/v1".into());
+    }
+    if field("kind") != Some("Policy") {
+        return Some("kind is not Policy".into());
+    }
+    let Some(rules) = doc.get("rules").and_then(|r| r.as_sequence()) else {
+        return Some("no list of rules".into());
+    };
+    if rules.is_empty() {
+        return Some("no rules".into());
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        let level = rule.get("level").and_then(|l| l.as_str()).unwrap_or("");
+        if !AUDIT_LEVELS.contains(&level) {
+            return Some(format!("rule {} has no valid level ({level:?})", i + 1));
+        }
+    }
+    None
 }
 
 fn flag(name: &str, value: impl Into<String>) -> (String, String) {

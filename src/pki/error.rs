@@ -10,6 +10,8 @@ pub enum PkiError {
     Parse,
     #[error("SAN {san}: {reason}")]
     San { san: String, reason: String },
+    #[error("validity out of range: {0}")]
+    Validity(String),
     #[error("{0}")]
     Certificate(#[from] rcgen::Error),
 }

@@ -38,6 +38,8 @@ pub struct Prior {
     pub same_inputs: bool,
     /// The file is on disk as the manifest recorded it.
     pub intact: bool,
+    /// The profile names a pki.epoch other than the certificate's start.
+    pub epoch_moved: bool,
 }
 
 /// The policy: CAs survive re-runs (only `--force` replaces them) and a CA the user put in place is
@@ -45,8 +47,10 @@ pub struct Prior {
 pub fn decide(usage: Usage, prior: &Prior) -> Decision {
     match (prior.exists, usage) {
         (true, Usage::Ca) if prior.key_reused => Decision::Kept,
+        // The CA certificate went missing: a new one for the same key.
+        (false, Usage::Ca) if prior.key_reused => Decision::Reissued,
         (true, Usage::Ca) | (false, _) => Decision::Created,
-        (true, _) if prior.same_inputs && prior.intact => Decision::Kept,
+        (true, _) if prior.same_inputs && prior.intact && !prior.epoch_moved => Decision::Kept,
         (true, _) => Decision::Reissued,
     }
 }
@@ -106,7 +110,11 @@ fn params_for(
         plan.cert_validity
     };
     p.not_before = plan.epoch;
-    p.not_after = plan.epoch + validity;
+    // Plan::new checked that the end fits; checked here too rather than trusted.
+    p.not_after = time::Duration::try_from(validity)
+        .ok()
+        .and_then(|d| plan.epoch.checked_add(d))
+        .ok_or_else(|| PkiError::Validity(format!("{} + {validity:?}", plan.epoch)))?;
     let mut serial = Sha256::new();
     serial.update(digest.as_bytes());
     let mut serial: Vec<u8> = serial.finalize()[..16].to_vec();
@@ -190,6 +198,13 @@ pub fn issue(
     Ok((cert.pem(), key))
 }
 
+/// The start of a certificate's validity.
+pub fn not_before(cert_pem: &str) -> Option<time::OffsetDateTime> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    time::OffsetDateTime::from_unix_timestamp(cert.validity().not_before.timestamp()).ok()
+}
+
 /// Whether a certificate PEM carries exactly this key (a user may bring their own CA pair).
 pub fn cert_matches_key(cert_pem: &str, key: &Key) -> bool {
     let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
@@ -212,6 +227,7 @@ mod tests {
             key_reused: true,
             same_inputs: true,
             intact: true,
+            epoch_moved: false,
         };
         let cases = [
             (Usage::Ca, all, Decision::Kept),
@@ -225,7 +241,7 @@ mod tests {
                 },
                 Decision::Kept,
             ),
-            // ... unless its key does not match: then it is made anew.
+            // ... unless its key is not reused (--force; a mismatch is refused before): made anew.
             (
                 Usage::Ca,
                 Prior {
@@ -247,6 +263,32 @@ mod tests {
                 Usage::ServerClient,
                 Prior {
                     intact: false,
+                    ..all
+                },
+                Decision::Reissued,
+            ),
+            // A new explicit epoch reissues a leaf, and leaves a CA as it is (reported by the caller).
+            (
+                Usage::Server,
+                Prior {
+                    epoch_moved: true,
+                    ..all
+                },
+                Decision::Reissued,
+            ),
+            (
+                Usage::Ca,
+                Prior {
+                    epoch_moved: true,
+                    ..all
+                },
+                Decision::Kept,
+            ),
+            // A missing CA certificate is reissued with the CA's key.
+            (
+                Usage::Ca,
+                Prior {
+                    exists: false,
                     ..all
                 },
                 Decision::Reissued,

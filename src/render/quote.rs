@@ -2,10 +2,11 @@
 
 /// Quote one word of an ExecStart= line so systemd reads it back unchanged: `%` and `$` doubled
 /// (specifier and variable expansion), and C-style double quotes around anything with white space,
-/// quotes, backslashes or a lone `;`.
+/// quotes, backslashes, a lone `;`, or a leading `#` or `;` (on a continuation line systemd would
+/// take the word for a comment and drop it).
 pub fn systemd_word(arg: &str) -> String {
     let needs_quotes = arg.is_empty()
-        || arg == ";"
+        || arg.starts_with(['#', ';'])
         || arg
             .chars()
             .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '\\'));
@@ -29,6 +30,13 @@ pub fn systemd_word(arg: &str) -> String {
         out.push('"');
     }
     out
+}
+
+/// A path as the value of a unit setting that takes it verbatim (`EnvironmentFile=`): `%` doubled
+/// for the specifier pass. Paths are validated to hold no control characters (they cannot be quoted
+/// there).
+pub fn systemd_path(path: &str) -> String {
+    path.replace('%', "%%")
 }
 
 /// An EnvironmentFile= line: `KEY="value"` with the escapes systemd's env-file parser undoes.

@@ -61,8 +61,24 @@ fn host_address(v6: bool) -> Option<IpAddr> {
     })
 }
 
-/// `p` made absolute against the working directory (state-dir paths end up in flags and units).
+/// A state-dir path made absolute against the working directory. Its path ends up in flags, unit
+/// files (where `EnvironmentFile=` cannot quote) and configs: it must be UTF-8 without control
+/// characters.
 pub fn absolute(p: &Path) -> Result<PathBuf, Error> {
+    let text = p.to_str().ok_or_else(|| {
+        Error::state(
+            p,
+            "not valid UTF-8",
+            "pick a state dir whose path is UTF-8 text",
+        )
+    })?;
+    if text.chars().any(char::is_control) {
+        return Err(Error::state(
+            format!("{text:?}"),
+            "holds control characters (a newline would end a line of the unit files)",
+            "pick a state dir path without control characters",
+        ));
+    }
     if p.is_absolute() {
         return Ok(p.to_path_buf());
     }

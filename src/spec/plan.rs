@@ -95,13 +95,23 @@ impl Plan {
         } else {
             profile.node.name.clone()
         };
-        let epoch = profile
+        let explicit = profile
             .pki
             .epoch
             .as_deref()
             .filter(|s| !s.is_empty())
-            .and_then(parse_epoch)
-            .unwrap_or(host.epoch);
+            .and_then(parse_epoch);
+        let epoch = explicit.unwrap_or(host.epoch);
+        if explicit.is_none() {
+            // SOURCE_DATE_EPOCH (or the clock) must leave room for the validity too.
+            let errs = validity_errors(&profile, epoch, "SOURCE_DATE_EPOCH");
+            if !errs.is_empty() {
+                return Err(Error::Profile(crate::error::FieldErrors {
+                    source_name: "profile".into(),
+                    errors: errs,
+                }));
+            }
+        }
         let dur = |s: &str| humantime::parse_duration(s).map_err(|_| bad("pki validity"));
         let ca_validity = dur(&profile.pki.ca_validity)?;
         let cert_validity = dur(&profile.pki.cert_validity)?;
@@ -213,6 +223,52 @@ impl Plan {
 /// `/run/kubeunit/<name>`: an environment's runtime state (gone with a reboot, as /run is).
 fn run_dir(name: &str) -> PathBuf {
     Path::new("/run/kubeunit").join(name)
+}
+
+/// The last instant an X.509 certificate can name (GeneralizedTime has four-digit years).
+pub const LAST_X509_TIME: OffsetDateTime =
+    match OffsetDateTime::from_unix_timestamp(253_402_300_799) {
+        Ok(t) => t,
+        Err(_) => panic!("9999-12-31T23:59:59Z is a valid time"),
+    };
+
+/// Why certificates starting at `epoch` cannot be issued with the profile's validities: an epoch
+/// before 1970, or a validity that ends after 9999-12-31. `epoch_field` names where the epoch came
+/// from (`pki.epoch`, `SOURCE_DATE_EPOCH`).
+pub fn validity_errors(p: &Profile, epoch: OffsetDateTime, epoch_field: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if epoch < OffsetDateTime::UNIX_EPOCH || epoch > LAST_X509_TIME {
+        errs.push(FieldError::new(
+            epoch_field,
+            epoch.unix_timestamp(),
+            "outside 1970-01-01 .. 9999-12-31",
+            "use a time such as 2026-01-01T00:00:00Z",
+        ));
+        return errs;
+    }
+    for (field, v) in [
+        ("pki.caValidity", &p.pki.ca_validity),
+        ("pki.certValidity", &p.pki.cert_validity),
+    ] {
+        let Ok(d) = humantime::parse_duration(v) else {
+            continue; // reported by the profile checks
+        };
+        let end = time::Duration::try_from(d)
+            .ok()
+            .and_then(|d| epoch.checked_add(d));
+        if end.is_none_or(|end| end > LAST_X509_TIME) {
+            errs.push(FieldError::new(
+                field,
+                v,
+                format!(
+                    "starting at {epoch_field} ({}) it ends after 9999-12-31, the last date a certificate can carry",
+                    epoch.date()
+                ),
+                "use a shorter validity, e.g. 3650d",
+            ));
+        }
+    }
+    errs
 }
 
 pub fn host_port(ip: IpAddr, port: u16) -> String {

@@ -20,6 +20,39 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
     ports(p, &mut errs);
     pki(p, &mut errs);
     component_settings(p, &mut errs);
+    gates("featureGates", &p.feature_gates, &mut errs);
+    if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
+        errs.push(FieldError::new(
+            "node.name",
+            quoted(&p.node.name),
+            "not an RFC 1123 subdomain (Kubernetes node names are)",
+            "use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, e.g. node-1",
+        ));
+    }
+    for (field, list) in [
+        ("apiserver.admissionPlugins", &p.apiserver.admission_plugins),
+        (
+            "apiserver.authorizationMode",
+            &p.apiserver.authorization_mode,
+        ),
+    ] {
+        for v in list.iter().filter(|v| !is_word(v)) {
+            errs.push(FieldError::new(
+                field,
+                quoted(v),
+                "not a plugin or mode name",
+                "use names such as NodeRestriction or RBAC (letters and digits)",
+            ));
+        }
+    }
+    if has_control(&p.addons.coredns_image) || p.addons.coredns_image.trim().is_empty() {
+        errs.push(FieldError::new(
+            "addons.corednsImage",
+            quoted(&p.addons.coredns_image),
+            "not an image reference",
+            "write e.g. registry.k8s.io/coredns/coredns:v1.12.1",
+        ));
+    }
     if !AUDIT_LEVELS.contains(&p.audit.policy.as_str()) && !Path::new(&p.audit.policy).is_absolute()
     {
         errs.push(FieldError::new(
@@ -58,6 +91,50 @@ fn name(p: &Profile, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// A value shown in an error: quoted and escaped, so that a newline or a control character in it
+/// is visible rather than acted on.
+fn quoted(v: &str) -> String {
+    format!("{v:?}")
+}
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(char::is_control)
+}
+
+/// `[A-Za-z0-9]+`: feature gate, admission plugin and authorization mode names.
+fn is_word(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+fn gates(field: &str, gates: &BTreeMap<String, bool>, errs: &mut Vec<FieldError>) {
+    for name in gates.keys().filter(|n| !is_word(n)) {
+        errs.push(FieldError::new(
+            field,
+            quoted(name),
+            "not a feature gate name",
+            "feature gates are letters and digits, e.g. InPlacePodVerticalScaling",
+        ));
+    }
+}
+
+/// An RFC 1123 subdomain: lowercase DNS labels (what Kubernetes wants of a node name).
+pub fn is_subdomain(s: &str) -> bool {
+    is_dns_name(s) && !s.bytes().any(|b| b.is_ascii_uppercase())
+}
+
+/// A path that reaches flags, unit files and configs: absolute, without control characters.
+fn path_field(field: &str, path: &std::path::Path, errs: &mut Vec<FieldError>) {
+    let text = path.to_string_lossy();
+    if !path.is_absolute() || has_control(&text) || path.to_str().is_none() {
+        errs.push(FieldError::new(
+            field,
+            quoted(&text),
+            "not an absolute UTF-8 path without control characters",
+            "give an absolute path, e.g. /usr/local/bin",
+        ));
+    }
+}
+
 fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
     for image in &p.images {
         if !image.is_absolute() {
@@ -69,7 +146,17 @@ fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
             ));
         }
     }
-    if !p.bin_dir.is_absolute() {
+    if p.bin_dir.is_absolute() {
+        path_field("binDir", &p.bin_dir, errs);
+        if p.bin_dir.to_string_lossy().contains(['"', '\'', '\\']) {
+            errs.push(FieldError::new(
+                "binDir",
+                quoted(&p.bin_dir.to_string_lossy()),
+                "quotes or backslashes in a command path (systemd refuses them)",
+                "use a directory without them",
+            ));
+        }
+    } else {
         errs.push(FieldError::new(
             "binDir",
             p.bin_dir.display(),
@@ -85,6 +172,8 @@ fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
                 "must be an absolute path",
                 "give an absolute directory or leave it empty",
             ));
+        } else if !d.as_os_str().is_empty() {
+            path_field("dataDir", d, errs);
         }
     }
     for (field, path, may_be_empty) in [
@@ -100,6 +189,8 @@ fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
                 "must be an absolute path",
                 "give an absolute path",
             ));
+        } else if !empty_ok {
+            path_field(field, path, errs);
         }
     }
 }
@@ -175,12 +266,29 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
             )),
             Ok(ip) => {
                 if let Some(service) = service {
-                    if !service.contains(&ip) || ip == service.network() {
+                    let first = super::plan::nth_address(&service, 1);
+                    let broadcast = service.network().is_ipv4() && ip == service.broadcast();
+                    let why = if !service.contains(&ip) || ip == service.network() {
+                        Some(format!(
+                            "not a usable address of network.serviceCIDR {service}"
+                        ))
+                    } else if ip == first {
+                        Some(format!(
+                            "the address of the `kubernetes` Service ({first}, the first of network.serviceCIDR)"
+                        ))
+                    } else if broadcast {
+                        Some(format!(
+                            "the broadcast address of network.serviceCIDR {service}"
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
                         errs.push(FieldError::new(
                             "network.dnsIP",
                             ip,
-                            format!("not a usable address of network.serviceCIDR {service}"),
-                            "pick an address inside the service CIDR (the default is its 10th address)",
+                            why,
+                            "pick another address inside the service CIDR (the default is its 10th address)",
                         ));
                     }
                 }
@@ -199,13 +307,31 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
         ("network.bindAddress", &n.bind_address, false),
         ("network.advertiseAddress", &n.advertise_address, true),
     ] {
-        if !(may_be_empty && v.is_empty()) && v.parse::<IpAddr>().is_err() {
-            errs.push(FieldError::new(
+        if may_be_empty && v.is_empty() {
+            continue;
+        }
+        match v.parse::<IpAddr>() {
+            Err(_) => errs.push(FieldError::new(
                 field,
-                v,
+                quoted(v),
                 "not an IP address",
                 "write an address such as 127.0.0.1",
-            ));
+            )),
+            Ok(ip) if ip.is_multicast() => errs.push(FieldError::new(
+                field,
+                ip,
+                "a multicast address",
+                "use a unicast address of this host",
+            )),
+            Ok(ip) if field == "network.advertiseAddress" && (ip.is_loopback() || ip.is_unspecified()) => {
+                errs.push(FieldError::new(
+                    field,
+                    ip,
+                    "loopback and unspecified addresses cannot be advertised (kube-apiserver rejects them as `kubernetes` Service endpoints)",
+                    "give this host's address, or leave it empty to use the first global one",
+                ))
+            }
+            Ok(_) => {}
         }
     }
     for san in &n.extra_sans {
@@ -257,14 +383,15 @@ fn pki(p: &Profile, errs: &mut Vec<FieldError>) {
             ));
         }
     }
-    if let Some(e) = &p.pki.epoch {
-        if !e.is_empty() && super::profile::parse_epoch(e).is_none() {
-            errs.push(FieldError::new(
+    if let Some(e) = p.pki.epoch.as_deref().filter(|e| !e.is_empty()) {
+        match super::profile::parse_epoch(e) {
+            None => errs.push(FieldError::new(
                 "pki.epoch",
-                e,
+                quoted(e),
                 "not a time",
                 "write RFC 3339 (2026-01-01T00:00:00Z) or Unix seconds",
-            ));
+            )),
+            Some(t) => errs.extend(super::plan::validity_errors(p, t, "pki.epoch")),
         }
     }
 }
@@ -272,23 +399,71 @@ fn pki(p: &Profile, errs: &mut Vec<FieldError>) {
 /// The parts of a component's settings whose form does not depend on the component.
 fn component_settings(p: &Profile, errs: &mut Vec<FieldError>) {
     for (name, c) in &p.components {
-        for flag in c.extra_args.keys() {
-            if flag.starts_with('-') || flag.is_empty() || flag.contains('=') {
+        let flag_ok = |f: &str| {
+            f.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                && f.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        for (flag, value) in &c.extra_args {
+            if !flag_ok(flag) {
                 errs.push(FieldError::new(
                     format!("components.{name}.extraArgs"),
-                    flag,
-                    "flag names are written without dashes or '='",
+                    quoted(flag),
+                    "flag names are written without dashes or '=' (letters, digits, '-', '_', '.')",
                     "write e.g. `v: \"4\"` for --v=4",
                 ));
             }
+            if value.as_deref().is_some_and(|v| v.contains('\0')) {
+                errs.push(FieldError::new(
+                    format!("components.{name}.extraArgs.{flag}"),
+                    quoted(value.as_deref().unwrap_or_default()),
+                    "a NUL byte cannot be part of a command line",
+                    "remove it",
+                ));
+            }
         }
-        for key in c.env.keys() {
-            if key.is_empty() || key.contains('=') || key.bytes().any(|b| b.is_ascii_whitespace()) {
+        for arg in c.binary_args.iter().filter(|a| a.contains('\0')) {
+            errs.push(FieldError::new(
+                format!("components.{name}.binaryArgs"),
+                quoted(arg),
+                "a NUL byte cannot be part of a command line",
+                "remove it",
+            ));
+        }
+        if has_control(&c.binary) || c.binary.contains(['"', '\'', '\\']) {
+            errs.push(FieldError::new(
+                format!("components.{name}.binary"),
+                quoted(&c.binary),
+                "control characters, quotes or backslashes in a binary name (systemd refuses them)",
+                "give a binary name or an absolute path",
+            ));
+        }
+        gates(
+            &format!("components.{name}.featureGates"),
+            &c.feature_gates,
+            errs,
+        );
+        let env_ok = |k: &str| {
+            k.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
+        for (key, value) in &c.env {
+            if !env_ok(key) {
                 errs.push(FieldError::new(
                     format!("components.{name}.env"),
-                    key,
-                    "not an environment variable name",
+                    quoted(key),
+                    "not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
                     "use NAME: value",
+                ));
+            }
+            if value.contains('\0') {
+                errs.push(FieldError::new(
+                    format!("components.{name}.env.{key}"),
+                    "(hidden)",
+                    "a NUL byte cannot be part of an environment value",
+                    "remove it",
                 ));
             }
         }

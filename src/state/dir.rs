@@ -2,7 +2,7 @@
 //! `gen --state-dir /` and a shared `/tmp` are refused with their modes and files as they were.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::root::{Kind, Root};
 use crate::error::Error;
@@ -179,6 +179,54 @@ pub fn create(dir: &Path) -> Result<(), Error> {
         .map_err(|e| Error::state(dir, format!("cannot create it: {e}"), fix))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| Error::state(dir, format!("cannot set its mode to 0700: {e}"), fix))
+}
+
+/// What `create` changes, to be put back when `gen` fails before it writes anything (bad input
+/// found while rendering): a new directory (and its new parents) removed, an adopted directory's
+/// mode and lock file restored.
+#[derive(Debug)]
+pub struct Undo {
+    dir: PathBuf,
+    found: Found,
+    /// The topmost directory `create` makes.
+    created: Option<PathBuf>,
+    mode: Option<u32>,
+}
+
+impl Undo {
+    /// Record the state before `create(dir)`.
+    pub fn before_create(dir: &Path, found: Found) -> Undo {
+        let created = dir
+            .ancestors()
+            .take_while(|a| std::fs::symlink_metadata(a).is_err())
+            .last()
+            .map(Path::to_path_buf);
+        let mode = std::fs::metadata(dir)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777);
+        Undo {
+            dir: dir.to_path_buf(),
+            found,
+            created,
+            mode,
+        }
+    }
+
+    /// Put things back (best effort: only empty directories are removed).
+    pub fn run(self) {
+        if self.found != Found::Ours {
+            let _ = std::fs::remove_file(self.dir.join(LOCK));
+        }
+        if let Some(top) = &self.created {
+            for d in self.dir.ancestors() {
+                if std::fs::remove_dir(d).is_err() || d == top {
+                    break;
+                }
+            }
+        } else if let Some(mode) = self.mode {
+            let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(mode));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 
 use super::words::{
-    parse_bool, parse_limit, parse_signal, parse_timespan, specifiers, split_words,
+    is_ws, parse_bool, parse_limit, parse_signal, parse_timespan, specifiers, split_commands,
+    split_words, WHITESPACE,
 };
 
 /// A property value, in the D-Bus type systemd expects for that property.
@@ -157,6 +158,22 @@ pub fn parse(path: &Path, text: &str) -> Result<UnitFile, Error> {
             fix: e.fix,
         })?;
     }
+    let oneshot = props
+        .iter()
+        .any(|(n, v)| n == "Type" && *v == Value::Str("oneshot".into()));
+    let execs = props.iter().find_map(|(n, v)| match (n.as_str(), v) {
+        ("ExecStart", Value::Exec(cmds)) => Some(cmds.len()),
+        _ => None,
+    });
+    if !oneshot && execs.is_some_and(|n| n > 1) {
+        return Err(Error::Artifact {
+            path: path.to_path_buf(),
+            message: "more than one ExecStart= command (systemd allows that only for Type=oneshot)"
+                .into(),
+            fix: "keep one command (a lone ';' separates commands: write \\; for a ';' argument)"
+                .into(),
+        });
+    }
     Ok(UnitFile {
         path: path.to_path_buf(),
         name,
@@ -164,26 +181,55 @@ pub fn parse(path: &Path, text: &str) -> Result<UnitFile, Error> {
     })
 }
 
-/// Lines as systemd reads them, with the number of the first: blanks and comments dropped, a
-/// trailing backslash joining the next line (comment lines in between are skipped).
+fn is_comment(line: &str) -> bool {
+    line.trim_start_matches(WHITESPACE).starts_with(['#', ';'])
+}
+
+/// Whether `line` ends in a backslash that no backslash before it escapes (systemd continues only
+/// then; `\\` at the end is an escaped backslash).
+fn ends_in_unescaped_backslash(line: &str) -> bool {
+    let mut escaped = false;
+    for c in line.chars() {
+        escaped = !escaped && c == '\\';
+    }
+    escaped
+}
+
+/// Lines as systemd's config parser reads them, with the number of the first: blank and comment
+/// lines dropped; a line ending in an unescaped backslash continues on the next (the backslash
+/// becomes a space; comment lines in between are skipped; a continuation still open at the end of
+/// the file is used as it is); each logical line stripped of systemd's white space.
 fn logical_lines(text: &str) -> Vec<(usize, String)> {
-    let is_comment = |l: &str| l.starts_with('#') || l.starts_with(';');
     let mut out = Vec::new();
-    let mut lines = text.lines().enumerate();
-    while let Some((idx, raw)) = lines.next() {
-        let mut line = raw.trim().to_string();
-        if line.is_empty() || is_comment(&line) {
-            continue;
-        }
-        while line.ends_with('\\') {
+    let mut open: Option<(usize, String)> = None;
+    for (idx, raw) in text.lines().enumerate() {
+        let (start, mut line) = match open.take() {
+            Some((start, acc)) if is_comment(raw) => {
+                open = Some((start, acc));
+                continue;
+            }
+            Some((start, mut acc)) => {
+                acc.push_str(raw);
+                (start, acc)
+            }
+            None => {
+                let stripped = raw.trim_matches(WHITESPACE);
+                if stripped.is_empty() || is_comment(stripped) {
+                    continue;
+                }
+                (idx + 1, raw.to_string())
+            }
+        };
+        if ends_in_unescaped_backslash(&line) {
             line.pop();
             line.push(' ');
-            match lines.find(|(_, next)| !is_comment(next.trim_start())) {
-                Some((_, next)) => line.push_str(next.trim()),
-                None => break,
-            }
+            open = Some((start, line));
+            continue;
         }
-        out.push((idx + 1, line));
+        out.push((start, line.trim_matches(WHITESPACE).to_string()));
+    }
+    if let Some((start, line)) = open {
+        out.push((start, line.trim_matches(WHITESPACE).to_string()));
     }
     out
 }
@@ -213,7 +259,7 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
             "fix the line",
         ));
     };
-    let (key, value) = (key.trim(), value.trim());
+    let (key, value) = (key.trim_matches(WHITESPACE), value.trim_matches(WHITESPACE));
     let Some(&(_, _, kind)) = KEYS.iter().find(|(s, k, _)| *s == section && *k == key) else {
         let known: Vec<&str> = KEYS
             .iter()
@@ -254,33 +300,54 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
             parse_signal(&value).ok_or_else(|| bad(&"not a signal"))?,
         )),
         Kind::List => plain(Value::Strings(
-            value.split_whitespace().map(String::from).collect(),
+            value
+                .split(is_ws)
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect(),
         )),
         Kind::QuotedList => plain(Value::Strings(split_words(&value).map_err(|e| bad(&e))?)),
-        Kind::Exec if value.is_empty() => plain(Value::Exec(vec![])),
         Kind::Exec => {
-            let mut words = split_words(&value).map_err(|e| bad(&e))?;
-            let Some(first) = words.first_mut() else {
-                return Err(bad(&"no command"));
-            };
-            let ignore = first.starts_with('-');
-            if ignore {
-                first.remove(0);
+            let mut cmds = Vec::new();
+            for mut words in split_commands(&value).map_err(|e| bad(&e))? {
+                let Some(first) = words.first_mut() else {
+                    continue;
+                };
+                let ignore = first.starts_with('-');
+                if ignore {
+                    first.remove(0);
+                }
+                let path = first.clone();
+                if path.starts_with(['@', ':', '+', '!']) {
+                    return Err(bad(&"command prefixes other than '-' are not supported"));
+                }
+                if !path.starts_with('/') {
+                    return Err(bad(&"the command must be an absolute path"));
+                }
+                // systemd's string_is_safe() on the executable name.
+                if path
+                    .chars()
+                    .any(|c| c.is_control() || matches!(c, '"' | '\'' | '\\'))
+                {
+                    return Err(bad(&"the command path holds quotes, backslashes or control characters, which systemd refuses"));
+                }
+                cmds.push((path, words, ignore));
             }
-            let path = first.clone();
-            if path.starts_with(['@', ':', '+', '!']) {
-                return Err(bad(&"command prefixes other than '-' are not supported"));
-            }
-            if !path.starts_with('/') {
-                return Err(bad(&"the command must be an absolute path"));
-            }
-            plain(Value::Exec(vec![(path, words, ignore)]))
+            // An empty assignment resets the list (`merge`).
+            plain(Value::Exec(cmds))
+        }
+        // An empty assignment resets the list (`merge`).
+        Kind::EnvFile if value.is_empty() => {
+            Ok(("EnvironmentFiles".to_string(), Value::EnvFiles(vec![])))
         }
         Kind::EnvFile => {
             let (p, optional) = match value.strip_prefix('-') {
                 Some(rest) => (rest.to_string(), true),
                 None => (value.clone(), false),
             };
+            if !p.starts_with('/') {
+                return Err(bad(&"not an absolute path"));
+            }
             Ok((
                 "EnvironmentFiles".to_string(),
                 Value::EnvFiles(vec![(p, optional)]),
@@ -307,7 +374,13 @@ fn merge(props: &mut Vec<(String, Value)>, name: String, val: Value) {
                 a.extend(b)
             }
         }
-        (Some((_, Value::EnvFiles(a))), Value::EnvFiles(b)) => a.extend(b),
+        (Some((_, Value::EnvFiles(a))), Value::EnvFiles(b)) => {
+            if b.is_empty() {
+                a.clear()
+            } else {
+                a.extend(b)
+            }
+        }
         (Some((_, slot)), v) => *slot = v,
         (None, v) => props.push((name, v)),
     }
@@ -397,6 +470,77 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("[Install]"));
+    }
+
+    fn exec(text: &str) -> Result<Vec<Vec<String>>, String> {
+        let unit = format!("[Service]\nType=exec\n{text}\n");
+        let u = parse(Path::new("/s/u.service"), &unit).map_err(|e| e.to_string())?;
+        Ok(match u.get("ExecStart") {
+            Some(Value::Exec(cmds)) => cmds.iter().map(|(_, argv, _)| argv.clone()).collect(),
+            _ => vec![],
+        })
+    }
+
+    #[test]
+    fn continuations_follow_systemd() {
+        // Only an unescaped final backslash continues; comment lines inside are skipped.
+        assert_eq!(
+            exec("ExecStart=/bin/x a \\\n# c \"\n  ; c\n  b").unwrap(),
+            vec![vec!["/bin/x", "a", "b"]]
+        );
+        // An escaped backslash at the end is an argument, and the next line a key of its own.
+        let e = exec("ExecStart=/bin/x a\\\\\nFoo=bar").unwrap_err();
+        assert!(e.contains("u.service:4") && e.contains("Foo"), "{e}");
+        // A blank line ends a continuation; one still open at the end of the file is used.
+        let e = exec("ExecStart=/bin/x \\\n\nFoo=b").unwrap_err();
+        assert!(e.contains("u.service:5"), "{e}");
+        assert_eq!(
+            exec("ExecStart=/bin/x a \\").unwrap(),
+            vec![vec!["/bin/x", "a"]]
+        );
+        // A word starting with '#' on a continuation line is a comment: quoted, it is a word.
+        assert_eq!(
+            exec("ExecStart=/bin/x \\\n    \"#a\" \\\n    #b\n").unwrap(),
+            vec![vec!["/bin/x", "#a"]]
+        );
+    }
+
+    #[test]
+    fn semicolons_and_escapes_follow_systemd() {
+        assert_eq!(
+            exec("ExecStart=/bin/x \\; \";\" a;").unwrap(),
+            vec![vec!["/bin/x", ";", ";", "a;"]]
+        );
+        let e = exec("ExecStart=/bin/x a ; /bin/y").unwrap_err();
+        assert!(e.contains("more than one ExecStart"), "{e}");
+        assert_eq!(
+            exec("ExecStart=/bin/x \\101\\u00e9\\U0001F600\\xc3\\xa9\\s").unwrap(),
+            vec![vec!["/bin/x", "A\u{e9}\u{1F600}\u{e9} "]]
+        );
+        for bad in [
+            "\\q", "\\e", "\\x00", "\\400", "\\18", "\\u0000", "\\uD800", "\\xff", "\\x4",
+        ] {
+            let e = exec(&format!("ExecStart=/bin/x a{bad}")).unwrap_err();
+            assert!(e.contains("u.service:3"), "{bad}: {e}");
+        }
+        // Only systemd's white space splits words.
+        assert_eq!(
+            exec("ExecStart=/bin/x a\u{a0}b\tc\u{2003}d").unwrap(),
+            vec![vec!["/bin/x", "a\u{a0}b", "c\u{2003}d"]]
+        );
+    }
+
+    #[test]
+    fn an_empty_environment_file_resets_the_list() {
+        let u = parse(
+            Path::new("/s/u.service"),
+            "[Service]\nEnvironmentFile=/a\nEnvironmentFile=\nEnvironmentFile=-/b\n",
+        )
+        .unwrap();
+        assert_eq!(
+            u.get("EnvironmentFiles"),
+            Some(&Value::EnvFiles(vec![("/b".into(), true)]))
+        );
     }
 
     #[test]
