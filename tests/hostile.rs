@@ -776,3 +776,24 @@ fn the_unit_reader_agrees_with_systemd_analyze() {
     )
     .is_err());
 }
+
+// Security defaults.
+
+#[test]
+fn profiling_is_off_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    for c in ["kube-apiserver", "kube-controller-manager"] {
+        let unit =
+            std::fs::read_to_string(dir.join(format!("units/kubeunit-ci-{c}.service"))).unwrap();
+        assert!(unit.contains("--profiling=false"), "{c}");
+    }
+    let scheduler = std::fs::read_to_string(dir.join("config/scheduler-config.yaml")).unwrap();
+    assert!(
+        scheduler.contains("\nenableProfiling: false\n"),
+        "{scheduler}"
+    );
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("pki/ca.key")), 0o600);
+}

@@ -513,6 +513,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("bind-address", plan.bind.to_string()),
         flag("secure-port", prof.ports.apiserver.to_string()),
         flag("allow-privileged", "true"),
+        flag("profiling", "false"),
         flag(
             "authorization-mode",
             prof.apiserver.authorization_mode.join(","),
@@ -603,6 +604,7 @@ fn controller_base(plan: &Plan, identity: &str, port: u16) -> Vec<(String, Strin
         ),
         // One instance per environment: skip leader election and its start-up delay.
         flag("leader-elect", "false"),
+        flag("profiling", "false"),
     ]
 }
 
@@ -639,7 +641,8 @@ fn scheduler_flags(plan: &Plan) -> Vec<(String, String)> {
     flags.extend(
         controller_base(plan, "scheduler", plan.profile.ports.scheduler)
             .into_iter()
-            .filter(|(n, _)| n != "kubeconfig" && n != "leader-elect"),
+            // --profiling is ignored next to --config: enableProfiling is in the config file.
+            .filter(|(n, _)| !matches!(n.as_str(), "kubeconfig" | "leader-elect" | "profiling")),
     );
     flags
 }
