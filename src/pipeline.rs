@@ -149,3 +149,73 @@ pub fn check(plan: &Plan, opts: &Options) -> Result<Vec<Difference>, Error> {
         &generated.inputs,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::pki::Entropy;
+
+    /// Fields a `--set` may aim at, a few of each kind, and some that do not exist.
+    const KEYS: &[&str] = &[
+        "name",
+        "binDir",
+        "dataDir",
+        "node.name",
+        "network.serviceCIDR",
+        "network.podCIDR",
+        "network.dnsIP",
+        "network.dnsDomain",
+        "network.advertiseAddress",
+        "network.bindAddress",
+        "network.extraSANs",
+        "ports.apiserver",
+        "pki.algorithm",
+        "pki.caValidity",
+        "pki.certValidity",
+        "pki.epoch",
+        "featureGates.X",
+        "components.etcd.env.E",
+        "components.etcd.extraArgs.f",
+        "components.etcd.binaryArgs",
+        "components.etcd.binary",
+        "components.kube-apiserver.featureGates.G",
+        "audit.policy",
+        "apiserver.admissionPlugins",
+        "logging.verbosity",
+        "encryption.enabled",
+        "addons.corednsImage",
+        "versions.kubernetes",
+        "nope.nothing",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Arbitrary `--set` values never panic: the pipeline renders, or refuses the input (exit 2).
+        #[test]
+        fn arbitrary_sets_render_or_are_bad_input(
+            sets in proptest::collection::vec((0..KEYS.len(), any::<String>()), 1..4)
+        ) {
+            let sets: Vec<String> = sets
+                .iter()
+                .map(|(k, v)| format!("{}={v}", KEYS[*k]))
+                .chain(["network.advertiseAddress=192.0.2.10".to_string()])
+                .collect();
+            let host = HostFacts {
+                address_v4: None,
+                address_v6: None,
+                epoch: time::OffsetDateTime::UNIX_EPOCH,
+            };
+            let result = profile("ci", &sets)
+                .and_then(|p| Plan::new(p, Path::new("/nonexistent/state"), &host))
+                .and_then(|plan| {
+                    let opts = Options { entropy: Entropy::Seed(1), force: false };
+                    render(&plan, &opts).map(|_| ())
+                });
+            if let Err(e) = result {
+                prop_assert_eq!(e.exit_code(), 2, "{:?}: {}", sets, e);
+            }
+        }
+    }
+}

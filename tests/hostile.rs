@@ -797,3 +797,31 @@ fn profiling_is_off_by_default() {
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(&dir.join("pki/ca.key")), 0o600);
 }
+
+// Properties.
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+    /// Arbitrary `--set` values on an existing state dir: gen renders (exit 0) or refuses the input
+    /// (exit 2) and leaves the state dir as it was; it never panics (exit 101).
+    #[test]
+    fn arbitrary_sets_render_or_leave_the_state_dir_alone(
+        key in proptest::sample::select(vec![
+            "node.name", "network.dnsIP", "network.extraSANs", "pki.certValidity", "pki.epoch",
+            "featureGates.X", "components.etcd.env.E", "components.etcd.binaryArgs",
+            "components.etcd.extraArgs.f", "binDir", "ports.apiserver", "name",
+        ]),
+        value in "\\PC{0,20}|[\\x00-\\x7f]{0,20}",
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        assert!(gen(&dir, &[]).status.success());
+        let before = contents(&dir);
+        let out = gen(&dir, &["--set", &format!("{key}={value}")]);
+        match out.status.code() {
+            Some(0) => {}
+            Some(2) => proptest::prop_assert!(contents(&dir) == before, "{}", text(&out)),
+            other => proptest::prop_assert!(false, "exit {:?}: {}", other, text(&out)),
+        }
+    }
+}

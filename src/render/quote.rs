@@ -22,7 +22,12 @@ pub fn systemd_word(arg: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            // Every byte of its UTF-8 form (U+0080..U+009F are two bytes, each escaped).
+            c if c.is_control() => {
+                for b in c.encode_utf8(&mut [0; 4]).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
             c => out.push(c),
         }
     }

@@ -543,6 +543,30 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any argv kubeunit renders (no NUL: validation refuses it) reads back unchanged through
+        /// the unit file and its continuation lines, `$` left doubled for systemd's exec-time pass.
+        #[test]
+        fn rendered_argv_round_trips(args in proptest::collection::vec("[^\\x00]{0,12}", 0..6)) {
+            let words: Vec<String> = args.iter().map(|a| systemd_word(a)).collect();
+            let text = format!(
+                "[Service]\nType=exec\nExecStart=/bin/x{}\n",
+                words.iter().map(|w| format!(" \\\n    {w}")).collect::<String>()
+            );
+            let u = parse(Path::new("/s/u.service"), &text).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(format!("{e}\n{text}"))
+            })?;
+            let mut want = vec!["/bin/x".to_string()];
+            want.extend(args.iter().map(|a| a.replace('$', "$$")));
+            proptest::prop_assert_eq!(&u.exec_start().unwrap().1, &want, "{}", text);
+            // And word by word, as the quoting function promises.
+            for a in &args {
+                let back = split_words(&specifiers(&systemd_word(a)).unwrap()).unwrap();
+                proptest::prop_assert_eq!(back, vec![a.replace('$', "$$")]);
+            }
+        }
+    }
+
     #[test]
     fn timespans() {
         assert_eq!(parse_timespan("90"), Some(90_000_000));
