@@ -109,7 +109,7 @@ impl Container {
         let mut argv = vec![env!("CARGO_BIN_EXE_kubeunit")];
         argv.extend_from_slice(args);
         let mut cmd = self.command(&argv);
-        cmd.env("SOURCE_DATE_EPOCH", "1767225600");
+        cmd.env("SOURCE_DATE_EPOCH", super::test_epoch());
         cmd.output().expect("container.sh exec kubeunit")
     }
 

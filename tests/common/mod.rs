@@ -15,8 +15,19 @@ pub fn kubeunit() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubeunit"));
     c.env_remove("KUBEUNIT_STATE_DIR")
         .env_remove("KUBEUNIT_BIN_DIR");
-    c.env("SOURCE_DATE_EPOCH", "1767225600"); // 2026-01-01T00:00:00Z
+    c.env("SOURCE_DATE_EPOCH", test_epoch());
     c
+}
+
+/// Validity start for tests: the start of the current UTC day, fixed for a test run (so repeated
+/// gens agree to the byte) and never so old that certificates have run out (a pinned date would
+/// break every test that verifies a certificate one validity period later).
+pub fn test_epoch() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    (now - now % 86_400).to_string()
 }
 
 pub fn run(cmd: &mut Command) -> Output {
