@@ -21,7 +21,8 @@ dev_leader() { "$container_sh" leader "$dev_container" 2>/dev/null || true; }
 boot_dev_container() {
   local binds=() d
   for d in "$@"; do binds+=("--bind=$d"); done
-  "$container_sh" boot "$dev_container" --log="$cache/dev-container.log" "${binds[@]}" >/dev/null
+  # --node: the dev container can run a node (capabilities, writable cgroups); harmless otherwise.
+  "$container_sh" boot "$dev_container" --node --log="$cache/dev-container.log" "${binds[@]}" >/dev/null
 }
 
 stop_dev_container() { "$container_sh" stop "$dev_container"; }
