@@ -235,6 +235,8 @@ impl Systemd {
     }
 
     /// SIGKILL every process left in a unit's cgroup (a slice's: its whole subtree), stopped or not.
+    /// Nothing left to signal is no error: systemd 252 answers an empty or vanishing cgroup with
+    /// IOError ("Failed to send signal SIGKILL to auxiliary processes").
     pub async fn kill_all(&self, name: &str) -> Result<(), SystemdError> {
         match self
             .manager
@@ -242,7 +244,7 @@ impl Systemd {
             .await
         {
             Ok(()) => Ok(()),
-            Err(e) if is_no_such_unit(&e) => Ok(()),
+            Err(e) if is_no_such_unit(&e) || is_nothing_to_kill(&e) => Ok(()),
             Err(e) => Err(call(format!("KillUnit {name}"))(e)),
         }
     }
@@ -323,6 +325,17 @@ where
     Err(SystemdError::Closed {
         job: job.as_str().to_string(),
     })
+}
+
+fn is_nothing_to_kill(e: &zbus::Error) -> bool {
+    match e {
+        // zbus turns the org.freedesktop.DBus.Error names into fdo::Error values.
+        zbus::Error::FDO(fdo) => matches!(**fdo, zbus::fdo::Error::IOError(_)),
+        zbus::Error::MethodError(name, _, _) => {
+            name.as_str() == "org.freedesktop.systemd1.NoSuchProcess"
+        }
+        _ => false,
+    }
 }
 
 fn is_no_such_unit(e: &zbus::Error) -> bool {

@@ -39,10 +39,18 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
     }
     for (_, unit) in env.units.iter().rev() {
         sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
-        sd.kill_all(&unit.name).await?;
         sd.reset_failed(&unit.name).await?;
     }
-    sd.kill_all(&env.slice.name).await?;
+    // One signal to the slice reaches every process left anywhere below it: only where a component
+    // leaves some by design (KillMode=process: containerd's shims and with them the pods), since a
+    // kill on an empty slice can keep systemd from collecting it in time.
+    if env
+        .units
+        .iter()
+        .any(|(c, _)| c.kill_mode == Some("process"))
+    {
+        sd.kill_all(&env.slice.name).await?;
+    }
     sd.stop(&env.slice.name).await?;
     let plan = env.plan.clone();
     let components: Vec<_> = env.units.iter().rev().map(|(c, _)| *c).collect();
