@@ -30,28 +30,28 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
             stopped.push(unit.name.clone());
         }
     }
-    // The components first, all at once: their stop jobs run side by side. Then what they leave
-    // (containerd's shims by KillMode=process; pods, whose PID 1 may ignore SIGTERM and would hold
-    // a slice stop for systemd's 90 s) is killed, and the slice stops with nothing left in it.
-    let stops = env.units.iter().map(|(_, unit)| sd.stop(&unit.name));
-    for result in futures_util::future::join_all(stops).await {
-        result?;
-    }
-    for (_, unit) in env.units.iter().rev() {
-        sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
-        sd.reset_failed(&unit.name).await?;
-    }
-    // One signal to the slice reaches every process left anywhere below it: only where a component
-    // leaves some by design (KillMode=process: containerd's shims and with them the pods), since a
-    // kill on an empty slice can keep systemd from collecting it in time.
-    if env
-        .units
-        .iter()
-        .any(|(c, _)| c.kill_mode == Some("process"))
-    {
-        sd.kill_all(&env.slice.name).await?;
+    // A node first: the kubelet (which would restart what dies) and kube-proxy stop, then the pods
+    // are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop for systemd's
+    // 90 s). Their cgroups are below the environment's slice, in the kubelet's kubepods slice.
+    let node: Vec<_> = env.units.iter().filter(|(c, _)| c.host_exclusive).collect();
+    if !node.is_empty() {
+        for (_, unit) in &node {
+            sd.stop(&unit.name).await?;
+        }
+        sd.kill_all(&format!("kubeunit-{}-kubepods.slice", env.plan.name()))
+            .await?;
     }
     sd.stop(&env.slice.name).await?;
+    for (c, unit) in env.units.iter().rev() {
+        // Units outside the slice (a user edited Slice=) are stopped one by one.
+        sd.stop(&unit.name).await?;
+        sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
+        if c.kill_mode == Some("process") {
+            // What it leaves running by design (containerd's shims) goes now.
+            sd.kill_all(&unit.name).await?;
+        }
+        sd.reset_failed(&unit.name).await?;
+    }
     let plan = env.plan.clone();
     let components: Vec<_> = env.units.iter().rev().map(|(c, _)| *c).collect();
     let problems = tokio::task::spawn_blocking(move || {
