@@ -340,8 +340,15 @@ fn two_environments_run_side_by_side_and_stop_independently() {
     let c = Container::boot("sidebyside");
     let a = gen_etcd_env(&c, "eta", &ports_a);
     let b = gen_etcd_env(&c, "etb", &ports_b);
-    assert!(ku(&c, "start", &a, &[]).status.success());
-    assert!(ku(&c, "start", &b, &[]).status.success());
+    for dir in [&a, &b] {
+        let out = ku(&c, "start", dir, &[]);
+        assert!(
+            out.status.success(),
+            "start {}: {}",
+            dir.display(),
+            text(&out)
+        );
+    }
     assert_eq!(status_json(&c, &a)[0]["healthy"], true);
     assert_eq!(status_json(&c, &b)[0]["healthy"], true);
     assert!(ku(&c, "stop", &a, &[]).status.success());
@@ -407,4 +414,50 @@ fn restart_and_destroy() {
     let out = ku(&c, "destroy", &state, &["--all"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!state.exists());
+}
+
+/// `destroy` deletes the runtime data the components own and nothing else, whatever dataDir a
+/// (tampered) profile.yaml names.
+#[test]
+fn destroy_deletes_only_what_the_components_own() {
+    let ports = Ports::allocate();
+    let c = Container::boot("destroyowned");
+    let state = gen_etcd_env(&c, "et8", &ports);
+    let profile = state.join("profile.yaml");
+    let original = std::fs::read_to_string(&profile).unwrap();
+    let data_line = original
+        .lines()
+        .find(|l| l.starts_with("dataDir:"))
+        .unwrap()
+        .to_string();
+
+    // A data dir holding the user's own file next to etcd's data.
+    let mine = c.work.join("mine");
+    std::fs::create_dir_all(mine.join("etcd/member")).unwrap();
+    std::fs::write(mine.join("keep.txt"), "mine").unwrap();
+    std::fs::write(
+        &profile,
+        original.replace(&data_line, &format!("dataDir: {}", mine.display())),
+    )
+    .unwrap();
+    let out = ku(&c, "destroy", &state, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!mine.join("etcd").exists(), "etcd's data is deleted");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("keep.txt")).unwrap(),
+        "mine"
+    );
+
+    // The root, or a top-level directory: refused, nothing deleted.
+    for data in ["/", "/srv"] {
+        std::fs::write(
+            &profile,
+            original.replace(&data_line, &format!("dataDir: {data}")),
+        )
+        .unwrap();
+        let out = ku(&c, "destroy", &state, &[]);
+        assert_eq!(out.status.code(), Some(2), "{data}: {}", text(&out));
+        assert!(text(&out).contains("not deleting it"), "{}", text(&out));
+    }
+    assert!(std::path::Path::new("/bin/sh").exists());
 }

@@ -59,6 +59,7 @@ const FANCY: Component = Component {
         },
     }],
     after_healthy: None,
+    data_dirs: &[],
     after_stop: &[],
     validate: |_| vec![],
 };

@@ -18,19 +18,52 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     let sd = args.target.systemd().await?;
     run::stop(&env, &sd).await?;
     let doomed = if args.all {
-        &env.plan.state_dir
+        delete(&env.plan.state_dir)?;
+        env.plan.state_dir.clone()
     } else {
-        &env.plan.data_dir
+        delete_runtime_data(&env)?;
+        env.plan.data_dir.clone()
     };
-    match std::fs::remove_dir_all(doomed) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io(doomed, "delete")(e)),
-    }
     println!(
         "environment '{}' stopped; deleted {}",
         env.plan.name(),
         doomed.display()
     );
     Ok(0)
+}
+
+fn delete(dir: &std::path::Path) -> Result<(), Error> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(dir, "delete")(e)),
+    }
+}
+
+/// The data dir's runtime data: the directories the environment's components own (the component
+/// table says which), and then the data dir itself if nothing else is in it. Nothing else is
+/// deleted, whatever `dataDir` a (tampered) profile.yaml names.
+fn delete_runtime_data(env: &crate::run::Env) -> Result<(), Error> {
+    let data = &env.plan.data_dir;
+    let state = &env.plan.state_dir;
+    if data.parent().is_none_or(|p| p.parent().is_none())
+        || state.starts_with(data) && data != state
+    {
+        return Err(Error::state(
+            state,
+            format!(
+                "its dataDir {} is the root, a top-level directory or holds the state dir: not deleting it",
+                data.display()
+            ),
+            "check dataDir in profile.yaml (regenerate with `kubeunit gen`), or delete the runtime data yourself",
+        ));
+    }
+    for (c, _) in &env.units {
+        for dir in c.data_dirs {
+            delete(&data.join(dir))?;
+        }
+    }
+    // Only when empty: a data dir may hold what the user put there.
+    let _ = std::fs::remove_dir(data);
+    Ok(())
 }

@@ -49,6 +49,8 @@ pub struct Component {
     pub files: &'static [File],
     /// What `start` does once it is healthy (and again on a `start` that finds it running).
     pub after_healthy: Option<Hook>,
+    /// Directories of the data dir it owns (runtime data: `destroy` deletes exactly these).
+    pub data_dirs: &'static [&'static str],
     /// What `stop` removes once it no longer runs: what it leaves behind when it is killed.
     pub after_stop: &'static [Cleanup],
     /// Checks of the profile particular to this component (run when it is enabled).

@@ -32,6 +32,7 @@ const KUBERNETES: Component = Component {
     pre_start: |_| vec![],
     files: &[],
     after_healthy: None,
+    data_dirs: &[],
     after_stop: &[],
     validate: |_| vec![],
 };
@@ -143,6 +144,7 @@ pub const COMPONENTS: &[Component] = &[
             loopback: false,
         }),
         ports: &["etcdClient", "etcdPeer"],
+        data_dirs: &["etcd"],
         version: |v| &v.etcd,
         flags: etcd_flags,
         ..KUBERNETES
@@ -154,6 +156,7 @@ pub const COMPONENTS: &[Component] = &[
         needs: &["etcd"],
         probe: https("apiserver", "/readyz"),
         ports: &["apiserver"],
+        data_dirs: &["audit"],
         flags: apiserver_flags,
         files: &[
             template(AUDIT_POLICY_FILE, audit_policy),
@@ -251,6 +254,7 @@ pub const COMPONENTS: &[Component] = &[
         kubernetes: false,
         delegate: true,
         kill_mode: Some("process"),
+        data_dirs: &["containerd"],
         version: |_| "",
         after_healthy: Some(Hook::ImportImages),
         // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill; so do the
@@ -317,6 +321,7 @@ pub const COMPONENTS: &[Component] = &[
         probe: loopback_http("kubeletHealthz"),
         host_exclusive: true,
         ports: &["kubelet", "kubeletHealthz"],
+        data_dirs: &["kubelet"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
         // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill.

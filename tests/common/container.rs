@@ -276,6 +276,8 @@ pub fn volatile(k: &str) -> bool {
                 | "ControlGroupId"
                 | "Job"
                 | "ExecStart"
+                | "ExecStartPre"
+                | "ExecStartPreEx"
                 | "ExecStartEx"
                 | "Following"
                 | "Triggers"
@@ -310,7 +312,12 @@ pub fn show_unit(c: &Container, unit: &str) -> BTreeMap<String, String> {
 
 /// ExecStart= as systemctl shows it carries run-time fields; keep path and argv.
 pub fn exec_argv(m: &BTreeMap<String, String>) -> String {
-    m.get("ExecStart")
+    exec_argv_of(m, "ExecStart")
+}
+
+/// An Exec*= property as systemctl shows it, without the run-time fields (times, PID, status).
+pub fn exec_argv_of(m: &BTreeMap<String, String>, key: &str) -> String {
+    m.get(key)
         .map(|v| v.split(" ; ").take(2).collect::<Vec<_>>().join(" ; "))
         .unwrap_or_default()
 }
@@ -333,12 +340,14 @@ pub fn unit_differences(a: &BTreeMap<String, String>, b: &BTreeMap<String, Strin
         .filter(|k| !volatile(k) && words(a.get(*k)) != words(b.get(*k)))
         .map(|k| format!("{k}: {:?} vs {:?}", a.get(k), b.get(k)))
         .collect();
-    if exec_argv(a) != exec_argv(b) {
-        diffs.push(format!(
-            "ExecStart: {:?} vs {:?}",
-            exec_argv(a),
-            exec_argv(b)
-        ));
+    for key in ["ExecStart", "ExecStartPre"] {
+        if exec_argv_of(a, key) != exec_argv_of(b, key) {
+            diffs.push(format!(
+                "{key}: {:?} vs {:?}",
+                exec_argv_of(a, key),
+                exec_argv_of(b, key)
+            ));
+        }
     }
     diffs
 }
