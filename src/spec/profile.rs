@@ -247,22 +247,6 @@ pub struct Addons {
     pub default_storage_class: bool,
 }
 
-/// Where a profile came from, for error messages.
-#[derive(Debug, Clone)]
-pub enum Source {
-    Builtin(String),
-    File(PathBuf),
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Builtin(n) => write!(f, "built-in profile '{n}'"),
-            Source::File(p) => write!(f, "{}", p.display()),
-        }
-    }
-}
-
 impl Profile {
     /// Settings of a component; a component the profile does not mention is disabled.
     pub fn component(&self, name: &str) -> ComponentSettings {
