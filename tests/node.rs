@@ -352,3 +352,32 @@ fn second_node_environment_is_refused() {
     );
     assert!(ku("stop", &first).status.success());
 }
+
+/// What a host lacks for a node is named, each with its fix, before anything starts: here a plain
+/// container (read-only cgroups and /proc/sys, no /dev/kmsg) and a wrong CNI dir.
+#[test]
+fn a_host_without_what_a_node_needs_is_named_before_anything_starts() {
+    let c = Container::boot("node-lacking");
+    let ports = Ports::allocate();
+    let mut args = dev_args(&pinned("KUBERNETES_VERSIONS")[0]);
+    // No images: they are not bound into a plain container, and gen would refuse them first.
+    for set in ["containerd.cniBinDir=/nonexistent/cni", "images=[]"] {
+        args.extend(["--set".into(), set.into()]);
+    }
+    let state = gen_in(&c, "dev", &ports, &args);
+    let out = c.kubeunit(&["start", "--state-dir", &state.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    for needle in [
+        "this host lacks",
+        "containerd: CNI plugins missing in /nonexistent/cni: bridge, host-local, loopback, portmap",
+        "kubelet: cgroup hierarchies are read-only",
+        "kubelet: /proc/sys is read-only",
+        "kubelet: /dev/kmsg is missing",
+        "fix:",
+        "remount,rw /sys/fs/cgroup",
+    ] {
+        assert!(t.contains(needle), "{needle:?} missing:\n{t}");
+    }
+    assert_eq!(c.list_units("kubeunit-dev*"), "", "nothing started");
+}

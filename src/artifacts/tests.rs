@@ -62,6 +62,7 @@ const FANCY: Component = Component {
     data_dirs: &[],
     after_stop: &[],
     validate: |_| vec![],
+    host_checks: &[],
 };
 
 #[test]

@@ -55,6 +55,8 @@ pub struct Component {
     pub after_stop: &'static [Cleanup],
     /// Checks of the profile particular to this component (run when it is enabled).
     pub validate: fn(&Profile) -> Vec<FieldError>,
+    /// What the host must offer it, checked by `start`'s preflight before anything starts.
+    pub host_checks: &'static [HostCheck],
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +97,9 @@ impl Hook {
         }
     }
 }
+
+/// A host requirement: `Err((what is wrong, the fix))` when the host lacks it.
+pub type HostCheck = fn(&Plan) -> Result<(), (String, String)>;
 
 /// Something a stopped component leaves on the host, and how `stop` removes it.
 #[derive(Debug, Clone, Copy)]

@@ -19,7 +19,7 @@ use crate::error::FieldError;
 use crate::spec::Profile;
 
 pub use command::{command_line, feature_gates};
-pub use component::{Cleanup, Component, Content, File, FileContext, Hook, Probe};
+pub use component::{Cleanup, Component, Content, File, FileContext, Hook, HostCheck, Probe};
 pub use table::COMPONENTS;
 
 pub fn find(name: &str) -> Option<&'static Component> {

@@ -35,6 +35,7 @@ const KUBERNETES: Component = Component {
     data_dirs: &[],
     after_stop: &[],
     validate: |_| vec![],
+    host_checks: &[],
 };
 
 /// An HTTPS health endpoint whose serving certificate the cluster CA signed.
@@ -257,6 +258,12 @@ pub const COMPONENTS: &[Component] = &[
         data_dirs: &["containerd"],
         version: |_| "",
         after_healthy: Some(Hook::ImportImages),
+        host_checks: &[
+            host::runtime,
+            host::cni_plugins,
+            host::overlayfs,
+            host::images,
+        ],
         // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill; so do the
         // CNI bridge and the CNI's masquerading rules of pods that never got a CNI DEL.
         after_stop: &[
@@ -324,6 +331,7 @@ pub const COMPONENTS: &[Component] = &[
         data_dirs: &["kubelet"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
+        host_checks: &[host::cgroups_writable, host::proc_sys_writable, host::kmsg],
         // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill.
         // and its firewall chains, and the pods' cgroups systemd does not manage, stay too.
         after_stop: &[
@@ -387,6 +395,129 @@ pub const COMPONENTS: &[Component] = &[
         ..KUBERNETES
     },
 ];
+
+/// What a node needs of its host, with the fix for each.
+mod host {
+    use std::path::Path;
+
+    use crate::spec::Plan;
+
+    type Check = Result<(), (String, String)>;
+
+    fn executable(path: &Path) -> bool {
+        std::fs::metadata(path).is_ok_and(|m| {
+            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+        })
+    }
+
+    /// `access(path, W_OK)`: a read-only mount says no even to root.
+    fn writable(path: &Path) -> bool {
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+            return false;
+        };
+        // SAFETY: access with a NUL-terminated path we own.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    }
+
+    pub fn runtime(plan: &Plan) -> Check {
+        if executable(&plan.runtime) {
+            return Ok(());
+        }
+        Err((
+            format!("the OCI runtime {} is not an executable file", plan.runtime.display()),
+            "install runc there (scripts/build-test-binaries.sh builds it, with seccomp), or set containerd.runtime".into(),
+        ))
+    }
+
+    pub fn cni_plugins(plan: &Plan) -> Check {
+        let dir = &plan.profile.containerd.cni_bin_dir;
+        let missing: Vec<&str> = ["bridge", "host-local", "loopback", "portmap"]
+            .into_iter()
+            .filter(|p| !executable(&dir.join(p)))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err((
+            format!("CNI plugins missing in {}: {}", dir.display(), missing.join(", ")),
+            "install the CNI plugins there (scripts/build-test-binaries.sh builds them), or set containerd.cniBinDir".into(),
+        ))
+    }
+
+    pub fn overlayfs(_: &Plan) -> Check {
+        let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+        if fs
+            .lines()
+            .any(|l| l.split_whitespace().last() == Some("overlay"))
+        {
+            return Ok(());
+        }
+        Err((
+            "the kernel offers no overlay filesystem (containerd's snapshotter needs it)".into(),
+            "load it: modprobe overlay".into(),
+        ))
+    }
+
+    pub fn images(plan: &Plan) -> Check {
+        let unreadable: Vec<String> = plan
+            .profile
+            .images
+            .iter()
+            .filter(|p| std::fs::File::open(p).is_err())
+            .map(|p| p.display().to_string())
+            .collect();
+        if unreadable.is_empty() {
+            return Ok(());
+        }
+        Err((
+            format!("image archives not readable: {}", unreadable.join(", ")),
+            "build them (scripts/build-test-binaries.sh) or fix the paths in images".into(),
+        ))
+    }
+
+    pub fn cgroups_writable(_: &Plan) -> Check {
+        let root = Path::new("/sys/fs/cgroup");
+        // cgroup v2: the one hierarchy; v1: every controller the kubelet uses.
+        let dirs: Vec<&str> = if root.join("cgroup.controllers").exists() {
+            vec![""]
+        } else {
+            vec!["cpu", "memory", "pids", "cpuset", "systemd"]
+        };
+        let read_only: Vec<String> = dirs
+            .iter()
+            .map(|d| root.join(d))
+            .filter(|d| d.exists() && !writable(d))
+            .map(|d| d.display().to_string())
+            .collect();
+        if read_only.is_empty() {
+            return Ok(());
+        }
+        Err((
+            format!("cgroup hierarchies are read-only here: {}", read_only.join(", ")),
+            "mount them read-write (in a container: mount -o remount,rw /sys/fs/cgroup and each controller; scripts/container.sh boot --node does)".into(),
+        ))
+    }
+
+    pub fn proc_sys_writable(_: &Plan) -> Check {
+        if writable(Path::new("/proc/sys/kernel/panic")) {
+            return Ok(());
+        }
+        Err((
+            "/proc/sys is read-only here (the kubelet sets kernel parameters)".into(),
+            "mount it read-write (in a container: mount -o remount,bind,rw /proc/sys)".into(),
+        ))
+    }
+
+    pub fn kmsg(_: &Plan) -> Check {
+        if Path::new("/dev/kmsg").exists() {
+            return Ok(());
+        }
+        Err((
+            "/dev/kmsg is missing (the kubelet reads kernel messages for OOM events)".into(),
+            "create it (in a container: ln -s /dev/console /dev/kmsg)".into(),
+        ))
+    }
+}
 
 /// The CNI network's name: the tag of every iptables rule the CNI plugins add for its pods.
 fn cni_network(plan: &Plan) -> String {

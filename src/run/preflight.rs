@@ -20,7 +20,7 @@ pub type Running<'a> = BTreeSet<&'a str>;
 /// A check: fails with the fix, or adds notes for the user.
 type Check = fn(&Env, &Running, &mut Vec<String>) -> Result<(), Error>;
 
-const CHECKS: &[Check] = &[state_dir_intact, binaries, versions, ports_free];
+const CHECKS: &[Check] = &[state_dir_intact, binaries, host, versions, ports_free];
 
 /// Run every check; the notes say what kubeunit will use that is not its own.
 pub fn preflight(env: &Env, running: &Running) -> Result<Vec<String>, Error> {
@@ -97,6 +97,39 @@ fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
         }
     }
     Ok(())
+}
+
+/// What the components need of the host (the component table's `host_checks`).
+fn host(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
+    let problems: Vec<(String, String)> = env
+        .units
+        .iter()
+        .filter(|(c, _)| !running.contains(c.name))
+        .flat_map(|(c, _)| {
+            c.host_checks
+                .iter()
+                .filter_map(|check| check(&env.plan).err())
+                .map(|(what, fix)| (format!("{}: {what}", c.name), fix))
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Preflight {
+        message: format!(
+            "this host lacks what the environment needs:\n  - {}",
+            problems
+                .iter()
+                .map(|(w, _)| w.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  - ")
+        ),
+        fix: problems
+            .iter()
+            .map(|(_, f)| f.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
 }
 
 fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
