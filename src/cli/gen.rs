@@ -38,7 +38,8 @@ pub struct Args {
     /// Derive every key from this seed: same profile + seed + epoch = byte-identical state dir.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Replace CAs, keys and certificates instead of keeping them.
+    /// Replace CAs, keys and certificates instead of keeping them. This replaces the Secrets
+    /// encryption key too: Secrets already stored in etcd become unreadable (destroy the data first).
     #[arg(long)]
     pub force: bool,
     /// Compare the state dir with its manifest and the profile; write nothing; exit 1 on any difference.

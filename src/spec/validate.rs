@@ -130,21 +130,15 @@ fn path_field(field: &str, path: &std::path::Path, errs: &mut Vec<FieldError>) {
             field,
             quoted(&text),
             "not an absolute UTF-8 path without control characters",
-            "give an absolute path, e.g. /usr/local/bin",
+            "give an absolute path, e.g. /usr/local/bin/x",
         ));
     }
 }
 
 fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
     for image in &p.images {
-        if !image.is_absolute() {
-            errs.push(FieldError::new(
-                "images",
-                image.display(),
-                "an image archive must be given by its absolute path",
-                "write the absolute path of a docker-archive or OCI tar file",
-            ));
-        }
+        // ctr gets it as an argument and the manifest records it: absolute, printable, UTF-8.
+        path_field("images", image, errs);
     }
     if p.bin_dir.is_absolute() {
         path_field("binDir", &p.bin_dir, errs);
@@ -552,6 +546,13 @@ mod tests {
             .unwrap();
         assert_eq!(host_bits.value, "10.0.0.1/24");
         assert!(host_bits.fix.contains("10.0.0.0/24"), "{host_bits:?}");
+    }
+
+    #[test]
+    fn image_paths_are_absolute_and_printable() {
+        let errs = errors(&["images=[relative.tar, \"/a\\nb.tar\", /ok.tar]"]);
+        let images: Vec<&FieldError> = errs.iter().filter(|e| e.field == "images").collect();
+        assert_eq!(images.len(), 2, "{errs:#?}");
     }
 
     #[test]
