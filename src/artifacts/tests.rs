@@ -4,17 +4,10 @@ use super::*;
 use crate::components::{self, Content, File, Hook};
 use crate::pki::{Decision, Entropy};
 use crate::render::Template;
-use crate::spec::{load, HostFacts};
+use crate::spec::HostFacts;
 
 fn plan(sets: &[&str]) -> Plan {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let (_, p) = load::layered("dev", &sets).unwrap();
-    let host = HostFacts {
-        address_v4: Some("192.0.2.5".parse().unwrap()),
-        address_v6: None,
-        epoch: time::OffsetDateTime::UNIX_EPOCH,
-    };
-    Plan::new(p, std::path::Path::new("/s"), &host).unwrap()
+    Plan::for_tests("dev", sets)
 }
 
 fn opts() -> Options {
@@ -158,11 +151,7 @@ fn certificate_decisions_on_a_rerun() {
     let p = Plan::new(
         plan(&[]).profile,
         dir.path(),
-        &HostFacts {
-            address_v4: Some("192.0.2.5".parse().unwrap()),
-            address_v6: None,
-            epoch: time::OffsetDateTime::UNIX_EPOCH,
-        },
+        &HostFacts::fixed(Some("192.0.2.5")),
     )
     .unwrap();
     let empty = Previous::load(dir.path()).unwrap();
@@ -185,29 +174,12 @@ fn certificate_decisions_on_a_rerun() {
     // A new SAN reissues the apiserver certificate only.
     let mut profile = p.profile.clone();
     profile.network.extra_sans.push("new.example".into());
-    let p2 = Plan::new(
-        profile,
-        dir.path(),
-        &HostFacts {
-            address_v4: None,
-            address_v6: None,
-            epoch: time::OffsetDateTime::UNIX_EPOCH,
-        },
-    );
+    let p2 = Plan::new(profile, dir.path(), &HostFacts::fixed(None));
     // No host address: the advertise address must be explicit now.
     assert!(p2.is_err());
     let mut profile = p.resolved_profile();
     profile.network.extra_sans.push("new.example".into());
-    let p2 = Plan::new(
-        profile,
-        dir.path(),
-        &HostFacts {
-            address_v4: None,
-            address_v6: None,
-            epoch: time::OffsetDateTime::UNIX_EPOCH,
-        },
-    )
-    .unwrap();
+    let p2 = Plan::new(profile, dir.path(), &HostFacts::fixed(None)).unwrap();
     let third = generate(&p2, &old, &opts()).unwrap();
     let reissued: Vec<&str> = third
         .certs

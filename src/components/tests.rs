@@ -1,6 +1,6 @@
 use super::*;
 use crate::pki::{When, CERTS};
-use crate::spec::{load, HostFacts, Plan};
+use crate::spec::{load, Plan};
 
 #[test]
 fn table_references_resolve() {
@@ -79,14 +79,7 @@ fn component_checks_report_every_problem() {
 // Command lines.
 
 fn plan(sets: &[&str]) -> Plan {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let (_, p) = load::layered("dev", &sets).unwrap();
-    let host = HostFacts {
-        address_v4: Some("192.0.2.5".parse().unwrap()),
-        address_v6: None,
-        epoch: time::OffsetDateTime::UNIX_EPOCH,
-    };
-    Plan::new(p, std::path::Path::new("/s"), &host).unwrap()
+    Plan::for_tests("dev", sets)
 }
 
 fn argv(plan: &Plan, name: &str) -> Vec<String> {

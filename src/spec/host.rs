@@ -36,6 +36,16 @@ impl HostFacts {
         }
     }
 
+    /// Fixed facts for tests: one documentation address (192.0.2.5), the Unix epoch, or none.
+    #[cfg(test)]
+    pub fn fixed(address_v4: Option<&str>) -> HostFacts {
+        HostFacts {
+            address_v4: address_v4.and_then(|a| a.parse().ok()),
+            address_v6: None,
+            epoch: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
     pub fn address(&self, v6: bool) -> Option<IpAddr> {
         if v6 {
             self.address_v6

@@ -214,6 +214,15 @@ impl Plan {
         self.local_url(self.profile.ports.etcd_client)
     }
 
+    /// A built-in profile with `--set` values, planned for `/s` on fixed host facts (unit tests).
+    #[cfg(test)]
+    pub fn for_tests(profile: &str, sets: &[&str]) -> Plan {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let (_, p) = super::load::layered(profile, &sets).unwrap_or_else(|e| panic!("{e}"));
+        Plan::new(p, Path::new("/s"), &HostFacts::fixed(Some("192.0.2.5")))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// The loopback address of the local address's family.
     pub fn loopback(&self) -> IpAddr {
         loopback_of(&self.local)
@@ -299,11 +308,7 @@ mod tests {
     use crate::spec::load;
 
     fn facts() -> HostFacts {
-        HostFacts {
-            address_v4: Some("192.0.2.5".parse().unwrap()),
-            address_v6: None,
-            epoch: OffsetDateTime::UNIX_EPOCH,
-        }
+        HostFacts::fixed(Some("192.0.2.5"))
     }
 
     #[test]
