@@ -107,82 +107,85 @@ fn delete_link(name: &str) -> Result<(), String> {
     run(Path::new("ip"), &["link", "delete", name])
 }
 
+/// One table as `iptables-save` shows it: the chains it declares and each rule's words (chain first).
+/// `None` where there is no iptables (then nothing can have been added).
+fn table_dump(table: &str) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    let out = Command::new("iptables-save")
+        .args(["-t", table])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let chains = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(':')?.split(' ').next().map(String::from))
+        .collect();
+    let rules = text
+        .lines()
+        .filter_map(|l| split_words(l.strip_prefix("-A ")?).ok())
+        .filter(|w| !w.is_empty())
+        .collect();
+    Some((chains, rules))
+}
+
+/// The chain a rule jumps to.
+fn jump_target(words: &[String]) -> Option<&String> {
+    words.iter().skip_while(|w| *w != "-j").nth(1)
+}
+
+fn delete_rule(table: &str, words: &[String]) -> Result<(), String> {
+    let mut args = vec!["-t", table, "-D"];
+    args.extend(words.iter().map(String::as_str));
+    run(Path::new("iptables"), &args)
+}
+
+fn delete_chain(table: &str, chain: &str) -> Result<(), String> {
+    run(Path::new("iptables"), &["-t", table, "-F", chain])?;
+    run(Path::new("iptables"), &["-t", table, "-X", chain])
+}
+
 /// Rules whose comment carries `tag` (the CNI plugins tag every rule with the network's name), in
-/// the nat and filter tables, and then the chains they jumped to.
+/// the nat and filter tables, and then the CNI chains they jumped to.
 fn delete_tagged_rules(tag: &str) -> Result<(), String> {
     for table in ["nat", "filter"] {
-        let Ok(out) = Command::new("iptables-save").args(["-t", table]).output() else {
-            return Ok(()); // no iptables here: nothing can have been added
+        let Some((_, rules)) = table_dump(table) else {
+            return Ok(());
         };
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut chains = Vec::new();
-        for line in text.lines() {
-            let Some(rule) = line.strip_prefix("-A ") else {
-                continue;
-            };
-            let Ok(words) = split_words(rule) else {
-                continue;
-            };
-            if !words.iter().any(|w| w.contains(tag)) {
-                continue;
-            }
-            if let Some(target) = words.iter().skip_while(|w| *w != "-j").nth(1) {
-                if target.starts_with("CNI-") && !chains.contains(target) {
-                    chains.push(target.clone());
+        let mut chains: Vec<&String> = Vec::new();
+        for words in rules.iter().filter(|w| w.iter().any(|x| x.contains(tag))) {
+            if let Some(target) = jump_target(words).filter(|t| t.starts_with("CNI-")) {
+                if !chains.contains(&target) {
+                    chains.push(target);
                 }
             }
-            let mut args = vec!["-t".to_string(), table.into(), "-D".into()];
-            args.extend(words);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run(Path::new("iptables"), &args)?;
+            delete_rule(table, words)?;
         }
         for chain in chains {
-            run(Path::new("iptables"), &["-t", table, "-F", &chain])?;
-            run(Path::new("iptables"), &["-t", table, "-X", &chain])?;
+            delete_chain(table, chain)?;
         }
     }
     Ok(())
 }
 
-/// Delete `chains` from every table where they exist: first the rules jumping to them, then the
-/// chains.
+/// Delete `chains` from every table where they exist: first the rules jumping to them from
+/// elsewhere, then the chains.
 fn delete_chains(chains: &[&str]) -> Result<(), String> {
     for table in ["filter", "nat", "mangle"] {
-        let Ok(out) = Command::new("iptables-save").args(["-t", table]).output() else {
+        let Some((declared, rules)) = table_dump(table) else {
             return Ok(());
         };
-        let text = String::from_utf8_lossy(&out.stdout);
         let present: Vec<&str> = chains
             .iter()
             .copied()
-            .filter(|c| {
-                text.lines()
-                    .any(|l| l.strip_prefix(':').and_then(|r| r.split(' ').next()) == Some(c))
-            })
+            .filter(|c| declared.iter().any(|d| d == c))
             .collect();
-        for line in text.lines() {
-            let Some(rule) = line.strip_prefix("-A ") else {
-                continue;
-            };
-            let Ok(words) = split_words(rule) else {
-                continue;
-            };
-            let in_chain = present.contains(&words[0].as_str());
-            let jumps = words
-                .iter()
-                .skip_while(|w| *w != "-j")
-                .nth(1)
-                .is_some_and(|t| present.contains(&t.as_str()));
-            if jumps && !in_chain {
-                let mut args = vec!["-t".to_string(), table.into(), "-D".into()];
-                args.extend(words);
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                run(Path::new("iptables"), &args)?;
+        let is_present = |c: &String| present.contains(&c.as_str());
+        for words in &rules {
+            if !is_present(&words[0]) && jump_target(words).is_some_and(is_present) {
+                delete_rule(table, words)?;
             }
         }
         for chain in present {
-            run(Path::new("iptables"), &["-t", table, "-F", chain])?;
-            run(Path::new("iptables"), &["-t", table, "-X", chain])?;
+            delete_chain(table, chain)?;
         }
     }
     Ok(())
