@@ -163,6 +163,8 @@ fn subjects_sans_and_key_usages_are_as_specified() {
             "network.advertiseAddress=192.0.2.10",
             "--set",
             "network.extraSANs=[api.example.test,198.51.100.7]",
+            "--set",
+            "node.link=198.18.7.0/30",
         ],
     );
     for ca in ["ca", "front-proxy-ca", "etcd/ca"] {
@@ -185,6 +187,8 @@ fn subjects_sans_and_key_usages_are_as_specified() {
             "::1",
             "10.0.0.1",
             "192.0.2.10",
+            // The host's end of the node link: the node reaches the API server there.
+            "198.18.7.1",
             "api.example.test",
             "198.51.100.7",
         ])
@@ -219,7 +223,11 @@ fn subjects_sans_and_key_usages_are_as_specified() {
     let kubelet = cert(&dir, "kubelet");
     assert_eq!(kubelet.cn, "system:node:dev");
     assert!(kubelet.server_auth && !kubelet.client_auth);
-    assert!(kubelet.sans.contains("192.0.2.10") && kubelet.sans.contains("dev"));
+    // The node's address: its end of the node link (the InternalIP the API server dials).
+    assert_eq!(
+        kubelet.sans,
+        set(["localhost", "dev", "127.0.0.1", "::1", "198.18.7.2"])
+    );
     for name in ["etcd/server", "etcd/peer"] {
         let c = cert(&dir, name);
         assert!(
@@ -311,6 +319,8 @@ fn kubectl_reads_every_kubeconfig() {
             "network.advertiseAddress=192.0.2.10",
             "--set",
             "ports.apiserver=7443",
+            "--set",
+            "node.link=198.18.7.0/30",
         ],
     );
     for (file, user) in [
@@ -334,10 +344,13 @@ fn kubectl_reads_every_kubeconfig() {
             text(&out)
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(
-            v["clusters"][0]["cluster"]["server"],
+        // The node's components reach the API server across the node link.
+        let server = if matches!(file, "kubelet" | "kube-proxy") {
+            "https://198.18.7.1:7443"
+        } else {
             "https://127.0.0.1:7443"
-        );
+        };
+        assert_eq!(v["clusters"][0]["cluster"]["server"], server, "{file}");
         assert_eq!(v["users"][0]["name"], user);
         assert!(
             v["users"][0]["user"]["client-key-data"]
@@ -383,7 +396,7 @@ fn systemd_analyze_verify_accepts_every_unit() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(units.len(), 8, "slice + 7 dev components: {units:?}");
+    assert_eq!(units.len(), 9, "slice + 8 dev components: {units:?}");
     let out = run(Command::new("systemd-analyze").arg("verify").args(&units));
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -406,6 +419,21 @@ fn systemd_analyze_verify_accepts_every_unit() {
     // Environment goes to a 0600 file, never into the unit.
     let proxy = std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-proxy.service")).unwrap();
     assert!(!proxy.contains("GODEBUG") && proxy.contains("EnvironmentFile="));
+    // The node's components join the node's network namespace, which a oneshot unit makes and
+    // removes (after a failed start too).
+    assert!(
+        proxy.contains("NetworkNamespacePath=/run/netns/kubeunit-dev"),
+        "{proxy}"
+    );
+    let network =
+        std::fs::read_to_string(dir.join("units/kubeunit-dev-node-network.service")).unwrap();
+    assert!(
+        network.contains("Type=oneshot\nRemainAfterExit=yes")
+            && network.contains("/config/node-network.sh \\\n    up\n")
+            && network.contains("ExecStopPost=/bin/sh ")
+            && network.contains("/config/node-network.sh down"),
+        "{network}"
+    );
     let env_file = dir.join("env/kube-proxy.env");
     assert_eq!(
         std::fs::metadata(&env_file).unwrap().permissions().mode() & 0o777,

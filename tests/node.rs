@@ -13,24 +13,15 @@ use common::container::{dev_args, gen_in, Container};
 use common::ports::Ports;
 use common::*;
 
-/// One node per host network: the node tests of this binary and of any other test process take
-/// turns.
-fn node_lock() -> std::fs::File {
-    std::fs::create_dir_all("/tmp/kubeunit-it").unwrap();
-    let f = std::fs::File::create("/tmp/kubeunit-it/node.lock").unwrap();
-    // SAFETY: flock on a descriptor we own; released when the file is dropped.
-    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    assert_eq!(rc, 0);
-    f
-}
-
-struct Node {
-    c: Container,
+struct Node<'c> {
+    c: &'c Container,
+    /// The environment's name.
+    name: String,
     state: PathBuf,
     kubectl: PathBuf,
 }
 
-impl Node {
+impl Node<'_> {
     fn ku(&self, args: &[&str]) -> Output {
         let mut argv = args.to_vec();
         let dir = self.state.to_string_lossy().into_owned();
@@ -60,18 +51,19 @@ impl Node {
         ])
     }
 
-    /// What this environment's node could leave on the host: processes, mounts, links, iptables
-    /// rules, cgroups. One line each.
+    /// What this environment's node could leave on the host: processes, mounts, links, network
+    /// namespaces, iptables rules, cgroups. One line each.
     fn leftovers(&self) -> Vec<String> {
         let data = self.state.join("data");
         let script = format!(
-            "echo procs: $(pgrep -x 'containerd-shim|pause|httpd|coredns|sleep' | wc -l); \
-             echo mounts: $(grep -E ' ({data}|/run/kubeunit/dev)/' /proc/self/mountinfo | wc -l); \
-             echo links: $(ip -br link | grep -E '^(veth|ku-dev)' | wc -l); \
-             echo netns: $(find /run/kubeunit/dev -type f -path '*netns*' 2>/dev/null | wc -l); \
-             echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E 'kubeunit-dev|KUBE-' | wc -l); \
-             echo cgroups: $(find /sys/fs/cgroup -path '*kubeunit-dev*' -type d 2>/dev/null | wc -l)",
-            data = data.display()
+            "echo procs: $(grep -l 'kubeunit-{name}' /proc/[0-9]*/cgroup 2>/dev/null | wc -l); \
+             echo mounts: $(grep -E ' ({data}|/run/kubeunit/{name}|/run/netns/kubeunit-{name})' /proc/self/mountinfo | wc -l); \
+             echo links: $(ip -br link | grep -E '^(ku-{name}|cni0)' | wc -l); \
+             echo netns: $( (ip netns list | grep kubeunit-{name}; find /run/kubeunit/{name} -type f -path '*netns*') 2>/dev/null | wc -l); \
+             echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E 'kubeunit-{name}|KUBE-|CNI-' | wc -l); \
+             echo cgroups: $(find /sys/fs/cgroup -path '*kubeunit-{name}*' -type d 2>/dev/null | wc -l)",
+            data = data.display(),
+            name = self.name,
         );
         let out = self.c.sh(&script);
         String::from_utf8_lossy(&out.stdout)
@@ -98,7 +90,12 @@ fn node_end_to_end(version: &str) {
         .join("bin")
         .join(format!("kubernetes-{version}"))
         .join("kubectl");
-    let n = Node { c, state, kubectl };
+    let n = Node {
+        c: &c,
+        name: "dev".into(),
+        state,
+        kubectl,
+    };
 
     // Start: per-component progress, the image import among it.
     let out = n.ku(&["start", "--timeout", "180"]);
@@ -179,10 +176,13 @@ fn node_end_to_end(version: &str) {
         "exec-ok"
     );
 
-    // The Service through kube-proxy, from the node and from a pod; DNS from a pod.
+    // The Service through kube-proxy, from the node (its network namespace) and from a pod; DNS
+    // from a pod.
     let ip = n.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
     let get = "printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n'";
     let from_node = n.c.run(&[
+        "nsenter",
+        "--net=/run/netns/kubeunit-dev",
         "bash",
         "-c",
         &format!("exec 3<>/dev/tcp/{ip}/80; {get} >&3; cat <&3"),
@@ -203,6 +203,15 @@ fn node_end_to_end(version: &str) {
     assert!(
         from_pod.contains("hello"),
         "pod -> Service by name: {from_pod}"
+    );
+    // kube-proxy's and the CNI's chains are the node namespace's own: the host has none of them.
+    let host_rules =
+        n.c.sh("(iptables-save -t nat; iptables-save -t filter) | grep -E 'KUBE-|CNI-' | wc -l");
+    assert_eq!(
+        String::from_utf8_lossy(&host_rules.stdout).trim(),
+        "0",
+        "{}",
+        text(&host_rules)
     );
     let lookup = n.kubectl_ok(&[
         "exec",
@@ -309,6 +318,16 @@ spec:
             "left behind after stop: {after:?} (before: {present:?})"
         );
     }
+    // No pod, shim or container process anywhere (not only in the environment's cgroups).
+    let procs = n
+        .c
+        .sh("pgrep -x 'containerd-shim|containerd-shim-runc-v2|pause|httpd|coredns|sleep' | wc -l");
+    assert_eq!(
+        String::from_utf8_lossy(&procs.stdout).trim(),
+        "0",
+        "{}",
+        text(&procs)
+    );
     let out = n.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
     assert!(!Path::new(&n.state.join("data")).exists());
@@ -324,33 +343,119 @@ fn dev_node_previous_minor() {
     node_end_to_end(&pinned("KUBERNETES_VERSIONS")[1]);
 }
 
-/// A second environment with a node on one host is refused before anything of it starts.
+/// Two environments with a node each run side by side on one host, started at the same time: each
+/// node in its own network namespace with its own link, chains and bridge, both Ready and running
+/// pods; stopping one leaves the other working, and stopping both leaves nothing.
 #[test]
-fn second_node_environment_is_refused() {
+fn two_node_environments_run_side_by_side() {
     let _turn = node_lock();
     let c = Container::boot_node("node-two");
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
-    let (p1, p2) = (Ports::allocate(), Ports::allocate());
-    let first = gen_in(&c, "first", &p1, &dev_args(&version));
-    let mut args = dev_args(&version);
-    args.extend(["--set".into(), "name=second".into()]);
-    let second = gen_in(&c, "second", &p2, &args);
-    let ku = |cmd: &str, dir: &Path| c.kubeunit(&[cmd, "--state-dir", &dir.to_string_lossy()]);
-    let out = ku("start", &first);
-    assert!(out.status.success(), "{}", text(&out));
-    let out = ku("start", &second);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let t = text(&out);
+    let kubectl = cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"))
+        .join("kubectl");
+    // Each environment its own block of ports, held while the test runs.
+    let ports = [Ports::allocate(), Ports::allocate()];
+    let nodes: Vec<Node> = ["first", "second"]
+        .into_iter()
+        .zip(&ports)
+        .map(|(name, ports)| {
+            let mut args = dev_args(&version);
+            args.extend(["--set".into(), format!("name={name}")]);
+            Node {
+                c: &c,
+                name: name.into(),
+                state: gen_in(&c, name, ports, &args),
+                kubectl: kubectl.clone(),
+            }
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for n in &nodes {
+            s.spawn(|| {
+                let out = n.ku(&["start", "--timeout", "180"]);
+                assert!(out.status.success(), "start {}:\n{}", n.name, text(&out));
+            });
+        }
+    });
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let mut addresses = Vec::new();
+    for n in &nodes {
+        wait_for("node Ready", Duration::from_secs(120), || {
+            n.kubectl(&[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[0].status.conditions[?(@.type=='Ready')].status}",
+            ])
+            .stdout
+                == b"True"
+        });
+        // The default ServiceAccount comes a moment after the API server: retry until it is there.
+        wait_for("a pod created", Duration::from_secs(60), || {
+            n.kubectl(&[
+                "run",
+                "hello",
+                &format!("--image={image}"),
+                "--restart=Never",
+                "--",
+                "sh",
+                "-c",
+                &format!("echo hello from {}; exec sleep 3600", n.name),
+            ])
+            .status
+            .success()
+        });
+        addresses.push(n.kubectl_ok(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[0].status.addresses[?(@.type=='InternalIP')].address}",
+        ]));
+    }
+    assert_ne!(addresses[0], addresses[1], "each node has its own address");
+    for n in &nodes {
+        n.kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            "pod/hello",
+            "--timeout=120s",
+        ]);
+        // Logs come from this environment's kubelet, across its own link.
+        let logs = n.kubectl_ok(&["logs", "hello"]);
+        assert_eq!(logs.trim(), format!("hello from {}", n.name));
+        let netns = n.c.run(&["ip", "netns", "list"]);
+        assert!(
+            String::from_utf8_lossy(&netns.stdout).contains(&format!("kubeunit-{}", n.name)),
+            "{}",
+            text(&netns)
+        );
+    }
+
+    // Stopping the first leaves the second running.
+    let out = nodes[0].ku(&["stop"]);
+    assert!(out.status.success(), "stop first: {}", text(&out));
+    let after = nodes[0].leftovers();
     assert!(
-        t.contains("kubeunit-dev-kubelet.service runs") && t.contains("fix:"),
-        "{t}"
+        after.iter().all(|l| l.ends_with(": 0")),
+        "first left behind: {after:?}"
     );
+    let second = &nodes[1];
     assert_eq!(
-        c.list_units("kubeunit-second*"),
-        "",
-        "nothing of it started"
+        second
+            .kubectl_ok(&["exec", "hello", "--", "echo", "still-here"])
+            .trim(),
+        "still-here"
     );
-    assert!(ku("stop", &first).status.success());
+    let out = second.ku(&["stop"]);
+    assert!(out.status.success(), "stop second: {}", text(&out));
+    for n in &nodes {
+        let after = n.leftovers();
+        for line in &after {
+            assert!(line.ends_with(": 0"), "{} left behind: {after:?}", n.name);
+        }
+    }
 }
 
 /// What a host lacks for a node is named, each with its fix, before anything starts: here a plain
@@ -360,9 +465,23 @@ fn a_host_without_what_a_node_needs_is_named_before_anything_starts() {
     let c = Container::boot("node-lacking");
     let ports = Ports::allocate();
     let mut args = dev_args(&pinned("KUBERNETES_VERSIONS")[0]);
+    // A node link on a network this host already has (its first global address's /30).
+    let addr = c.sh("ip -4 -o addr show scope global | awk '{print $4}' | head -1");
+    let addr = String::from_utf8_lossy(&addr.stdout).trim().to_string();
+    let ip: std::net::Ipv4Addr = addr
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("a global address");
+    let link = format!("{}/30", std::net::Ipv4Addr::from(u32::from(ip) & !3));
     // No images: they are not bound into a plain container, and gen would refuse them first.
-    for set in ["containerd.cniBinDir=/nonexistent/cni", "images=[]"] {
-        args.extend(["--set".into(), set.into()]);
+    for set in [
+        "containerd.cniBinDir=/nonexistent/cni".to_string(),
+        "images=[]".into(),
+        format!("node.link={link}"),
+    ] {
+        args.extend(["--set".into(), set]);
     }
     let state = gen_in(&c, "dev", &ports, &args);
     let out = c.kubeunit(&["start", "--state-dir", &state.to_string_lossy()]);
@@ -374,6 +493,8 @@ fn a_host_without_what_a_node_needs_is_named_before_anything_starts() {
         "kubelet: cgroup hierarchies are read-only",
         "kubelet: /proc/sys is read-only",
         "kubelet: /dev/kmsg is missing",
+        &format!("node-network: the node link {link} is in use on this host: {ip} on "),
+        "--set node.link=",
         "fix:",
         "remount,rw /sys/fs/cgroup",
     ] {

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::generated::{put, Generated};
 use super::pki::Issued;
+use crate::components;
 use crate::error::Error;
 use crate::pki;
 use crate::render::{self, Renderer};
@@ -30,10 +31,20 @@ pub fn kubeconfigs(
         let (cert, key) = certs
             .get(&spec.name)
             .ok_or_else(|| Error::Internal(format!("{} was not issued", spec.name)))?;
+        // A component in the node's network namespace reaches the API server across the node link.
+        let in_node = spec
+            .component
+            .and_then(components::find)
+            .is_some_and(|c| c.netns);
+        let server = if in_node {
+            plan.node_apiserver_url()
+        } else {
+            plan.apiserver_url()
+        };
         let data = json!({
             "env": plan.name(),
             "cluster": cluster,
-            "server": plan.apiserver_url(),
+            "server": server,
             "user": spec.cn,
             "context": format!("{}@{}", spec.cn, cluster),
             "ca_data": B64.encode(ca),

@@ -54,22 +54,31 @@ pub fn units(
             .iter()
             .map(|a| systemd_word(a))
             .collect();
-        let pre_start: Vec<String> = (c.pre_start)(plan)
-            .iter()
-            .map(|argv| {
-                argv.iter()
-                    .map(|a| systemd_word(a))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect();
+        let command = |argv: &Vec<String>| {
+            argv.iter()
+                .map(|a| systemd_word(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let pre_start: Vec<String> = (c.pre_start)(plan).iter().map(command).collect();
+        let stop_post: Vec<String> = (c.stop_post)(plan).iter().map(command).collect();
+        let netns = c
+            .netns
+            .then(|| systemd_path(&plan.link.netns_path().to_string_lossy()));
         let data = json!({
             "version": version,
             "env": plan.name(),
             "component": c.name,
             "wants": wants,
             "after": after,
-            "type": if c.notify { "notify" } else { "exec" },
+            "type": match (c.oneshot, c.notify) {
+                (true, _) => "oneshot",
+                (_, true) => "notify",
+                _ => "exec",
+            },
+            "oneshot": c.oneshot,
+            "exec_stop_post": stop_post,
+            "netns": netns,
             "notify": c.notify,
             "exec": exec,
             "exec_start_pre": pre_start,

@@ -39,6 +39,7 @@ pub fn command_line(plan: &Plan, c: &Component) -> Vec<String> {
     }
     let mut argv = vec![c.binary_path(plan).to_string_lossy().into_owned()];
     argv.extend(settings.binary_args.iter().cloned());
+    argv.extend((c.args)(plan));
     argv.extend(flags.into_iter().map(|(n, v)| format!("--{n}={v}")));
     argv
 }

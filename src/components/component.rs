@@ -32,10 +32,11 @@ pub struct Component {
     pub kill_mode: Option<&'static str>,
     /// How `start` and `status` tell it is healthy.
     pub probe: Option<Probe>,
-    /// It owns something of which a host (a network namespace) has one: the kube-proxy's chains,
-    /// the kubelet's firewall chains and cgroup checks. `start` refuses to run a second environment
-    /// with such a component on one systemd.
-    pub host_exclusive: bool,
+    /// Runs once and stays active (Type=oneshot, RemainAfterExit=yes): it sets something up.
+    pub oneshot: bool,
+    /// Runs in the node's network namespace (NetworkNamespacePath=): its ports are the node's, its
+    /// iptables chains and links are gone with the namespace, and it is probed at the node's address.
+    pub netns: bool,
     /// TCP ports it listens on, by their `ports.*` field (checked free before `start`, and free
     /// again after `stop`).
     pub ports: &'static [&'static str],
@@ -43,8 +44,12 @@ pub struct Component {
     pub version: fn(&Versions) -> &str,
     /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
     pub flags: fn(&Plan) -> Vec<(String, String)>,
+    /// Arguments after the binary, before the flags.
+    pub args: fn(&Plan) -> Vec<String>,
     /// Commands systemd runs before it (ExecStartPre=), each an argv.
     pub pre_start: fn(&Plan) -> Vec<Vec<String>>,
+    /// Commands systemd runs once it stopped, or failed to start (ExecStopPost=), each an argv.
+    pub stop_post: fn(&Plan) -> Vec<Vec<String>>,
     /// Files it reads, written into the state dir by `gen`.
     pub files: &'static [File],
     /// What `start` does once it is healthy (and again on a `start` that finds it running).
@@ -69,7 +74,8 @@ pub struct Probe {
     pub ca: Option<&'static str>,
     /// Client certificate (pki name) to present.
     pub client: Option<&'static str>,
-    /// Host to connect to: the plan's local address, or loopback (for listeners kubeunit always binds there).
+    /// Host to connect to: the plan's local address, or loopback (for listeners kubeunit always binds
+    /// there). A component in the node's network namespace is probed at the node's address.
     pub loopback: bool,
 }
 
@@ -108,17 +114,9 @@ pub enum Cleanup {
     Unmount(fn(&Plan) -> Vec<std::path::PathBuf>),
     /// Delete a runtime directory (after `Unmount`): state that means nothing once it stopped.
     RemoveDir(fn(&Plan) -> std::path::PathBuf),
-    /// Delete iptables rules carrying this comment, and the chains they jump to.
-    IptablesTagged(fn(&Plan) -> String),
-    /// Delete these iptables chains (and every rule that jumps to them) from every table.
-    IptablesChains(&'static [&'static str]),
-    /// Delete a network interface (the CNI bridge).
-    DeleteLink(fn(&Plan) -> String),
     /// Remove the (empty) cgroup directories below this path in every cgroup v1 controller: those
     /// systemd does not manage (cpuset) stay otherwise.
     CgroupDirs(fn(&Plan) -> String),
-    /// Run the component's binary with these arguments (kube-proxy --cleanup).
-    RunBinary(&'static [&'static str]),
 }
 
 /// A config file of a component.

@@ -25,11 +25,14 @@ const KUBERNETES: Component = Component {
     delegate: false,
     kill_mode: None,
     probe: None,
-    host_exclusive: false,
+    oneshot: false,
+    netns: false,
     ports: &[],
     version: |v| &v.kubernetes,
     flags: |_| vec![],
+    args: |_| vec![],
     pre_start: |_| vec![],
+    stop_post: |_| vec![],
     files: &[],
     after_healthy: None,
     data_dirs: &[],
@@ -50,8 +53,9 @@ const fn https(port: &'static str, path: &'static str) -> Option<Probe> {
     })
 }
 
-/// A plain-HTTP health endpoint kubeunit always binds on loopback.
-const fn loopback_http(port: &'static str) -> Option<Probe> {
+/// A plain-HTTP health endpoint kubeunit binds on loopback (in the node's namespace: on the node's
+/// address, where this host reaches it).
+const fn plain_http(port: &'static str) -> Option<Probe> {
     Some(Probe {
         https: false,
         port,
@@ -85,6 +89,7 @@ const CONTAINERD_CONFIG_FILE: &str = "config/containerd.toml";
 const CNI_CONFIG_DIR: &str = "config/cni";
 const KUBELET_CONFIG_FILE: &str = "config/kubelet-config.yaml";
 const KUBE_PROXY_CONFIG_FILE: &str = "config/kube-proxy-config.yaml";
+const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
 
 // Each component's templates (files under configs/ and addons/).
 const AUDIT_POLICY: Template = Template {
@@ -122,6 +127,10 @@ const CNI_BRIDGE: Template = Template {
 const KUBELET_CONFIG: Template = Template {
     name: "configs/kubelet-config.yaml.hbs",
     text: include_str!("../../configs/kubelet-config.yaml.hbs"),
+};
+const NODE_NETWORK: Template = Template {
+    name: "configs/node-network.sh.hbs",
+    text: include_str!("../../configs/node-network.sh.hbs"),
 };
 const KUBE_PROXY_CONFIG: Template = Template {
     name: "configs/kube-proxy-config.yaml.hbs",
@@ -247,11 +256,47 @@ pub const COMPONENTS: &[Component] = &[
         },
         ..KUBERNETES
     },
+    // The node's own network namespace, linked to the host by a veth pair: what the node's
+    // components join.
+    Component {
+        name: "node-network",
+        binary: "/bin/sh",
+        needs: &[],
+        kubernetes: false,
+        oneshot: true,
+        version: |_| "",
+        args: |plan| vec![plan.path(NODE_NETWORK_SCRIPT), "up".into()],
+        stop_post: |plan| {
+            vec![vec![
+                "/bin/sh".into(),
+                plan.path(NODE_NETWORK_SCRIPT),
+                "down".into(),
+            ]]
+        },
+        host_checks: &[host::iproute2, host::link_free],
+        files: &[template(NODE_NETWORK_SCRIPT, |cx| {
+            let link = &cx.plan.link;
+            Ok(Content::Template(
+                &NODE_NETWORK,
+                json!({
+                    "env": cx.plan.name(),
+                    "netns": link.netns,
+                    "interface": link.interface,
+                    "host": link.host.to_string(),
+                    "node": link.node.to_string(),
+                    "prefix": link.net.prefix_len(),
+                    "tag": format!("kubeunit-{} node link", cx.plan.name()),
+                }),
+            ))
+        })],
+        ..KUBERNETES
+    },
     Component {
         name: "containerd",
         binary: "containerd",
         notify: true,
-        needs: &[],
+        needs: &["node-network"],
+        netns: true,
         kubernetes: false,
         delegate: true,
         kill_mode: Some("process"),
@@ -264,8 +309,8 @@ pub const COMPONENTS: &[Component] = &[
             host::overlayfs,
             host::images,
         ],
-        // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill; so do the
-        // CNI bridge and the CNI's masquerading rules of pods that never got a CNI DEL.
+        // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill (the CNI
+        // bridge and rules are the node namespace's, gone with it).
         after_stop: &[
             Cleanup::Unmount(|plan| {
                 vec![
@@ -275,8 +320,6 @@ pub const COMPONENTS: &[Component] = &[
             }),
             // Its state: sockets and the files the pods' network namespaces were mounted on.
             Cleanup::RemoveDir(|plan| plan.run_dir().join("containerd")),
-            Cleanup::IptablesTagged(|plan| format!("name: \"{}\"", cni_network(plan))),
-            Cleanup::DeleteLink(cni_bridge),
         ],
         flags: |plan| vec![flag("config", plan.path(CONTAINERD_CONFIG_FILE))],
         files: &[
@@ -308,8 +351,9 @@ pub const COMPONENTS: &[Component] = &[
                 Ok(Content::Template(
                     &CNI_BRIDGE,
                     json!({
-                        "network": cni_network(plan),
-                        "bridge": cni_bridge(plan),
+                        "network": format!("kubeunit-{}", plan.name()),
+                        // The node's namespace has this one bridge.
+                        "bridge": "cni0",
                         "pod_cidr": plan.pod_cidr.to_string(),
                         "default_route": default_route,
                     }),
@@ -322,31 +366,43 @@ pub const COMPONENTS: &[Component] = &[
         name: "kubelet",
         binary: "kubelet",
         notify: true,
+        needs: &["kube-apiserver", "node-network"],
+        netns: true,
         after_if_enabled: &["containerd"],
         gates_in_config: true,
         delegate: true,
-        probe: loopback_http("kubeletHealthz"),
-        host_exclusive: true,
+        probe: plain_http("kubeletHealthz"),
         ports: &["kubelet", "kubeletHealthz"],
-        data_dirs: &["kubelet"],
+        data_dirs: &["kubelet", "pod-logs"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
         host_checks: &[host::cgroups_writable, host::proc_sys_writable, host::kmsg],
-        // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill.
-        // and its firewall chains, and the pods' cgroups systemd does not manage, stay too.
+        // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill, and the pods'
+        // cgroups systemd does not manage stay too.
         after_stop: &[
             Cleanup::Unmount(|plan| vec![plan.data_dir.join("kubelet")]),
-            Cleanup::IptablesChains(&["KUBE-FIREWALL", "KUBE-KUBELET-CANARY"]),
             Cleanup::CgroupDirs(|plan| plan.slice_cgroup()),
         ],
         files: &[template(KUBELET_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let prof = &plan.profile;
+            // The kubelet's own check: pod log paths must be ASCII.
+            let pod_logs = plan.data("pod-logs");
+            if !pod_logs.is_ascii() {
+                return Err(FieldError::new(
+                    "dataDir",
+                    plan.data_dir.display(),
+                    "holds non-ASCII characters, which the kubelet refuses in its pod log directory",
+                    "use an ASCII path for the state dir or dataDir",
+                ));
+            }
             Ok(Content::Template(
                 &KUBELET_CONFIG,
                 json!({
-                    "address": plan.advertise.to_string(),
+                    "address": plan.link.node.to_string(),
+                    "pod_logs_dir": pod_logs,
                     "port": prof.ports.kubelet,
+                    "healthz_address": plan.link.node.to_string(),
                     "healthz_port": prof.ports.kubelet_healthz,
                     "tls_cert": plan.path(&paths::cert("kubelet")),
                     "tls_key": plan.path(&paths::key("kubelet")),
@@ -365,11 +421,11 @@ pub const COMPONENTS: &[Component] = &[
         name: "kube-proxy",
         binary: "kube-proxy",
         gates_in_config: true,
-        probe: loopback_http("kubeProxyHealthz"),
-        host_exclusive: true,
+        needs: &["kube-apiserver", "node-network"],
+        netns: true,
+        probe: plain_http("kubeProxyHealthz"),
         ports: &["kubeProxyHealthz", "kubeProxyMetrics"],
-        // Its KUBE-* chains stay until someone removes them.
-        after_stop: &[Cleanup::RunBinary(&["--cleanup"])],
+        host_checks: &[host::br_netfilter],
         flags: |plan| {
             vec![
                 flag("config", plan.path(KUBE_PROXY_CONFIG_FILE)),
@@ -379,15 +435,15 @@ pub const COMPONENTS: &[Component] = &[
         files: &[template(KUBE_PROXY_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let ports = &plan.profile.ports;
-            let loopback = |port| host_port(std::net::Ipv4Addr::LOCALHOST.into(), port);
+            let node = |port| host_port(plan.link.node.into(), port);
             Ok(Content::Template(
                 &KUBE_PROXY_CONFIG,
                 json!({
                     "kubeconfig": plan.path(&paths::kubeconfig("kube-proxy")),
                     "node_name": plan.node_name,
                     "pod_cidr": plan.pod_cidr.to_string(),
-                    "healthz": loopback(ports.kube_proxy_healthz),
-                    "metrics": loopback(ports.kube_proxy_metrics),
+                    "healthz": node(ports.kube_proxy_healthz),
+                    "metrics": node(ports.kube_proxy_metrics),
                     "feature_gates": feature_gates(plan, cx.component),
                 }),
             ))
@@ -475,6 +531,66 @@ mod host {
         ))
     }
 
+    /// `ip` (iproute2) in one of the directories systemd's default PATH has.
+    pub fn iproute2(_: &Plan) -> Check {
+        let dirs = [
+            "/usr/local/sbin",
+            "/usr/local/bin",
+            "/usr/sbin",
+            "/usr/bin",
+            "/sbin",
+            "/bin",
+        ];
+        if dirs.iter().any(|d| executable(&Path::new(d).join("ip"))) {
+            return Ok(());
+        }
+        Err((
+            "no `ip` command (the node's network namespace and link are made with it)".into(),
+            "install iproute2 (apt-get install iproute2)".into(),
+        ))
+    }
+
+    /// No address of this host lies in the node link's network, except on the link itself (left by
+    /// an earlier run: `up` removes it).
+    pub fn link_free(plan: &Plan) -> Check {
+        let link = &plan.link;
+        let taken: Vec<String> = if_addrs::get_if_addrs()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|i| i.name != link.interface)
+            .filter(|i| match i.ip() {
+                std::net::IpAddr::V4(a) => link.net.contains(&a),
+                std::net::IpAddr::V6(_) => false,
+            })
+            .map(|i| format!("{} on {}", i.ip(), i.name))
+            .collect();
+        if taken.is_empty() {
+            return Ok(());
+        }
+        Err((
+            format!(
+                "the node link {} is in use on this host: {}",
+                link.net,
+                taken.join(", ")
+            ),
+            format!(
+                "give this environment another link: kubeunit gen --state-dir {} --set node.link=198.18.X.Y/30 (a free /30)",
+                plan.state_dir.display()
+            ),
+        ))
+    }
+
+    /// br_netfilter: bridged pod traffic passes iptables (a Service between pods on one bridge).
+    pub fn br_netfilter(_: &Plan) -> Check {
+        if Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists() {
+            return Ok(());
+        }
+        Err((
+            "the br_netfilter module is not loaded (kube-proxy's Service rules miss traffic between pods on one bridge)".into(),
+            "load it: modprobe br_netfilter".into(),
+        ))
+    }
+
     pub fn cgroups_writable(_: &Plan) -> Check {
         let root = Path::new("/sys/fs/cgroup");
         // cgroup v2: the one hierarchy; v1: every controller the kubelet uses.
@@ -517,23 +633,6 @@ mod host {
             "create it (in a container: ln -s /dev/console /dev/kmsg)".into(),
         ))
     }
-}
-
-/// The CNI network's name: the tag of every iptables rule the CNI plugins add for its pods.
-fn cni_network(plan: &Plan) -> String {
-    format!("kubeunit-{}", plan.name())
-}
-
-/// The CNI bridge: the environment's own (interface names have at most 15 bytes, so a long name
-/// becomes a hash of it).
-fn cni_bridge(plan: &Plan) -> String {
-    let short = format!("ku-{}", plan.name());
-    if short.len() <= 15 {
-        return short;
-    }
-    use sha2::Digest;
-    let digest = hex::encode(sha2::Sha256::digest(plan.name().as_bytes()));
-    format!("ku-{}", &digest[..12])
 }
 
 /// Where the kubelet puts pod cgroups: the environment's slice, so that stopping the slice stops every
@@ -799,6 +898,6 @@ fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("kubeconfig", plan.path(&paths::kubeconfig("kubelet"))),
         flag("root-dir", plan.data("kubelet")),
         flag("hostname-override", &plan.node_name),
-        flag("node-ip", plan.advertise.to_string()),
+        flag("node-ip", plan.link.node.to_string()),
     ]
 }

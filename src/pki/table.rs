@@ -28,8 +28,11 @@ pub enum Sans {
     None,
     /// localhost, the node name, loopback and the plan's bind, advertise and local addresses.
     Local,
-    /// The `kubernetes` Service names and first IP, then `Local`, then the profile's extraSANs.
+    /// The `kubernetes` Service names and first IP, then `Local`, the host's end of the node link
+    /// (where the node reaches it), then the profile's extraSANs.
     ApiServer,
+    /// localhost, the node name, loopback and the node's address (its end of the node link).
+    Node,
 }
 
 /// When a certificate is part of the environment.
@@ -187,7 +190,7 @@ pub const CERTS: &[Cert] = &[
         cn: Cn::NodeUser,
         orgs: &["system:nodes"],
         usage: Usage::Server,
-        sans: Sans::Local,
+        sans: Sans::Node,
         when: When::Component("kubelet"),
         ..CLIENT
     },
@@ -260,6 +263,8 @@ pub struct CertSpec {
     pub usage: Usage,
     pub sans: Vec<String>,
     pub kubeconfig: Option<&'static str>,
+    /// The component it exists for (`When::Component`).
+    pub component: Option<&'static str>,
 }
 
 /// The certificates of this plan, CAs first.
@@ -289,6 +294,7 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
         plan.first_service_ip.to_string(),
     ];
     apiserver.extend(local.iter().cloned());
+    apiserver.push(plan.link.host.to_string());
     apiserver.extend(plan.profile.network.extra_sans.iter().cloned());
 
     table
@@ -302,6 +308,13 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
                 Sans::None => vec![],
                 Sans::Local => local.clone(),
                 Sans::ApiServer => apiserver.clone(),
+                Sans::Node => vec![
+                    "localhost".to_string(),
+                    node.clone(),
+                    "127.0.0.1".into(),
+                    "::1".into(),
+                    plan.link.node.to_string(),
+                ],
             };
             let mut uniq: Vec<String> = Vec::new();
             for s in sans {
@@ -321,6 +334,10 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
                 usage: c.usage,
                 sans: uniq,
                 kubeconfig: c.kubeconfig,
+                component: match c.when {
+                    When::Always => None,
+                    When::Component(name) => Some(name),
+                },
             }
         })
         .collect()

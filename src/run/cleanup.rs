@@ -1,13 +1,12 @@
 //! What `stop` removes after the units are gone: the component table's `after_stop` steps. Each step
 //! is best effort and reports what it could not do; none of them touches anything that is not this
-//! environment's (paths below its own dirs, rules tagged with its own network, its own bridge).
+//! environment's (paths below its own dirs, its own cgroups). The node's links, bridge and iptables
+//! rules need none: they live in the node's network namespace, which its unit deletes.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::components::{Cleanup, Component};
 use crate::spec::Plan;
-use crate::unit::split_words;
 
 /// Run one component's cleanup steps; returns what failed (for the stop report).
 pub fn after_stop(plan: &Plan, component: &Component) -> Vec<String> {
@@ -16,11 +15,7 @@ pub fn after_stop(plan: &Plan, component: &Component) -> Vec<String> {
         let result = match step {
             Cleanup::Unmount(dirs) => unmount_below(&dirs(plan)),
             Cleanup::RemoveDir(dir) => remove_dir(&dir(plan)),
-            Cleanup::IptablesTagged(tag) => delete_tagged_rules(&tag(plan)),
-            Cleanup::IptablesChains(chains) => delete_chains(chains),
-            Cleanup::DeleteLink(name) => delete_link(&name(plan)),
             Cleanup::CgroupDirs(path) => remove_cgroup_dirs(&path(plan)),
-            Cleanup::RunBinary(args) => run(&component.binary_path(plan), args),
         };
         if let Err(e) = result {
             problems.push(format!("{}: {e}", component.name));
@@ -100,97 +95,6 @@ fn remove_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
-fn delete_link(name: &str) -> Result<(), String> {
-    if !Path::new("/sys/class/net").join(name).exists() {
-        return Ok(());
-    }
-    run(Path::new("ip"), &["link", "delete", name])
-}
-
-/// One table as `iptables-save` shows it: the chains it declares and each rule's words (chain first).
-/// `None` where there is no iptables (then nothing can have been added).
-fn table_dump(table: &str) -> Option<(Vec<String>, Vec<Vec<String>>)> {
-    let out = Command::new("iptables-save")
-        .args(["-t", table])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let chains = text
-        .lines()
-        .filter_map(|l| l.strip_prefix(':')?.split(' ').next().map(String::from))
-        .collect();
-    let rules = text
-        .lines()
-        .filter_map(|l| split_words(l.strip_prefix("-A ")?).ok())
-        .filter(|w| !w.is_empty())
-        .collect();
-    Some((chains, rules))
-}
-
-/// The chain a rule jumps to.
-fn jump_target(words: &[String]) -> Option<&String> {
-    words.iter().skip_while(|w| *w != "-j").nth(1)
-}
-
-fn delete_rule(table: &str, words: &[String]) -> Result<(), String> {
-    let mut args = vec!["-t", table, "-D"];
-    args.extend(words.iter().map(String::as_str));
-    run(Path::new("iptables"), &args)
-}
-
-fn delete_chain(table: &str, chain: &str) -> Result<(), String> {
-    run(Path::new("iptables"), &["-t", table, "-F", chain])?;
-    run(Path::new("iptables"), &["-t", table, "-X", chain])
-}
-
-/// Rules whose comment carries `tag` (the CNI plugins tag every rule with the network's name), in
-/// the nat and filter tables, and then the CNI chains they jumped to.
-fn delete_tagged_rules(tag: &str) -> Result<(), String> {
-    for table in ["nat", "filter"] {
-        let Some((_, rules)) = table_dump(table) else {
-            return Ok(());
-        };
-        let mut chains: Vec<&String> = Vec::new();
-        for words in rules.iter().filter(|w| w.iter().any(|x| x.contains(tag))) {
-            if let Some(target) = jump_target(words).filter(|t| t.starts_with("CNI-")) {
-                if !chains.contains(&target) {
-                    chains.push(target);
-                }
-            }
-            delete_rule(table, words)?;
-        }
-        for chain in chains {
-            delete_chain(table, chain)?;
-        }
-    }
-    Ok(())
-}
-
-/// Delete `chains` from every table where they exist: first the rules jumping to them from
-/// elsewhere, then the chains.
-fn delete_chains(chains: &[&str]) -> Result<(), String> {
-    for table in ["filter", "nat", "mangle"] {
-        let Some((declared, rules)) = table_dump(table) else {
-            return Ok(());
-        };
-        let present: Vec<&str> = chains
-            .iter()
-            .copied()
-            .filter(|c| declared.iter().any(|d| d == c))
-            .collect();
-        let is_present = |c: &String| present.contains(&c.as_str());
-        for words in &rules {
-            if !is_present(&words[0]) && jump_target(words).is_some_and(is_present) {
-                delete_rule(table, words)?;
-            }
-        }
-        for chain in present {
-            delete_chain(table, chain)?;
-        }
-    }
-    Ok(())
-}
-
 /// Empty cgroup directories below `path` in each v1 controller, deepest first (nothing on v2, where
 /// systemd owns the one hierarchy).
 fn remove_cgroup_dirs(path: &str) -> Result<(), String> {
@@ -216,22 +120,6 @@ fn remove_cgroup_dirs(path: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-fn run(program: &Path, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{} {}: {}",
-        program.display(),
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    ))
 }
 
 #[cfg(test)]

@@ -54,10 +54,12 @@ impl Env {
             })
     }
 
-    /// Every port the environment's components listen on.
+    /// Every port the environment's components listen on in this host's network namespace (those
+    /// in the node's namespace have it to themselves).
     pub fn ports(&self) -> Vec<u16> {
         self.units
             .iter()
+            .filter(|(c, _)| !c.netns)
             .flat_map(|(c, _)| c.ports(&self.plan.profile.ports))
             .map(|(_, p)| p)
             .collect()

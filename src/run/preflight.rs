@@ -134,11 +134,11 @@ fn host(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> 
 
 fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
     let plan = &env.plan;
-    // (port, its ports.* field, component)
+    // (port, its ports.* field, component); the node's namespace is new and its own.
     let wanted: Vec<(u16, &str, &str)> = env
         .units
         .iter()
-        .filter(|(c, _)| !running.contains(c.name))
+        .filter(|(c, _)| !running.contains(c.name) && !c.netns)
         .flat_map(|(c, _)| {
             c.ports(&plan.profile.ports)
                 .into_iter()

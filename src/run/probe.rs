@@ -12,8 +12,10 @@ use crate::spec::plan::host_port;
 use crate::spec::{paths, Plan};
 
 /// The URL a component's probe reads.
-pub fn probe_url(plan: &Plan, probe: &Probe) -> String {
-    let host: IpAddr = if probe.loopback {
+pub fn probe_url(plan: &Plan, component: &Component, probe: &Probe) -> String {
+    let host: IpAddr = if component.netns {
+        plan.link.node.into()
+    } else if probe.loopback {
         std::net::Ipv4Addr::LOCALHOST.into()
     } else {
         plan.local
@@ -89,7 +91,7 @@ pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<()
     let Some(probe) = component.probe else {
         return Ok(());
     };
-    let url = probe_url(plan, &probe);
+    let url = probe_url(plan, component, &probe);
     let agent =
         https_agent(plan, probe.ca, probe.client, timeout).map_err(Unhealthy::Certificates)?;
     match agent.get(&url).call() {

@@ -91,7 +91,6 @@ pub async fn start(
         monotonic_start_us,
     };
     if !report.already_running {
-        one_node_per_host(env, sd, &running).await?;
         report.notes = preflight(env, &running)?;
         start_slice(env, sd).await?;
     }
@@ -129,36 +128,6 @@ pub async fn start(
     report.imported = hooks_done.imported;
     report.total_seconds = t0.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// A host runs one environment with a node: kube-proxy's and the kubelet's iptables chains, the
-/// pod routes and the kubelet's cgroup checks are per network namespace, not per environment.
-async fn one_node_per_host(env: &Env, sd: &Systemd, running: &Running<'_>) -> Result<(), Error> {
-    for (c, unit) in &env.units {
-        if !c.host_exclusive || running.contains(c.name) {
-            continue;
-        }
-        let pattern = format!("kubeunit-*-{}.service", c.name);
-        let others: Vec<String> = sd
-            .active_units(&pattern)
-            .await?
-            .into_iter()
-            .filter(|u| *u != unit.name)
-            .collect();
-        if let Some(other) = others.first() {
-            return Err(Error::Preflight {
-                message: format!(
-                    "{other} runs: another environment's {} is up on this host, and two would fight over the host's iptables chains and pod routes",
-                    c.name
-                ),
-                fix: format!(
-                    "stop that environment first (kubeunit stop --env NAME), or run this one without a node (--profile control-plane, or --set components.{}.enabled=false)",
-                    c.name
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Components whose units run already; failed or left-over inactive units are reset so their

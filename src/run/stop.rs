@@ -30,10 +30,11 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
             stopped.push(unit.name.clone());
         }
     }
-    // A node first: the kubelet (which would restart what dies) and kube-proxy stop, then the pods
-    // are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop for systemd's
-    // 90 s). Their cgroups are below the environment's slice, in the kubelet's kubepods slice.
-    let node: Vec<_> = env.units.iter().filter(|(c, _)| c.host_exclusive).collect();
+    // A node first: the kubelet (which would restart what dies), containerd and kube-proxy stop,
+    // then the pods are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop
+    // for systemd's 90 s). Their cgroups are below the environment's slice, in the kubelet's
+    // kubepods slice.
+    let node: Vec<_> = env.units.iter().filter(|(c, _)| c.netns).collect();
     if !node.is_empty() {
         for (_, unit) in &node {
             sd.stop(&unit.name).await?;

@@ -38,6 +38,63 @@ pub struct Plan {
     pub containerd_socket: PathBuf,
     /// The OCI runtime binary containerd runs (runc).
     pub runtime: PathBuf,
+    /// The veth pair between this host and the node's network namespace.
+    pub link: NodeLink,
+}
+
+/// The node's network namespace and its link to this host (`node.link`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeLink {
+    pub net: ipnet::Ipv4Net,
+    /// The host's end: the address the node reaches the API server at.
+    pub host: std::net::Ipv4Addr,
+    /// The node's end: its InternalIP, where its kubelet and kube-proxy listen.
+    pub node: std::net::Ipv4Addr,
+    /// The host's end of the veth pair (the node's end is `eth0` in the namespace).
+    pub interface: String,
+    /// `ip netns` name: /run/netns/<netns>.
+    pub netns: String,
+}
+
+impl NodeLink {
+    fn new(profile: &Profile) -> Result<NodeLink, Error> {
+        use sha2::Digest;
+        let name = &profile.name;
+        let digest = sha2::Sha256::digest(name.as_bytes());
+        let net = if profile.node.link == "auto" {
+            // One of the 32768 /30s of 198.18.0.0/15 (RFC 2544: never routed, rarely used).
+            let block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
+            let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
+            ipnet::Ipv4Net::new((base + block * 4).into(), 30)
+                .map_err(|e| Error::Internal(format!("node link: {e}")))?
+        } else {
+            profile
+                .node
+                .link
+                .parse()
+                .map_err(|_| Error::Internal("unvalidated profile field node.link".into()))?
+        };
+        let first = u32::from(net.network());
+        // Interface names have at most 15 bytes: a long environment name becomes a hash of it.
+        let short = format!("ku-{name}");
+        let interface = if short.len() <= 15 {
+            short
+        } else {
+            format!("ku-{}", &hex::encode(digest)[..12])
+        };
+        Ok(NodeLink {
+            net,
+            host: (first + 1).into(),
+            node: (first + 2).into(),
+            interface,
+            netns: format!("kubeunit-{name}"),
+        })
+    }
+
+    /// Where `ip netns` mounts the namespace (units join it with NetworkNamespacePath=).
+    pub fn netns_path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.netns)
+    }
 }
 
 impl Plan {
@@ -125,7 +182,9 @@ impl Plan {
             r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
             r => r.clone(),
         };
+        let link = NodeLink::new(&profile)?;
         Ok(Plan {
+            link,
             state_dir: state_dir.to_path_buf(),
             data_dir,
             node_name,
@@ -151,6 +210,7 @@ impl Plan {
         p.network.advertise_address = self.advertise.to_string();
         p.network.dns_ip = self.dns_ip.to_string();
         p.node.name = self.node_name.clone();
+        p.node.link = self.link.net.to_string();
         p.data_dir = Some(self.data_dir.clone());
         p.containerd.socket = self.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
@@ -208,6 +268,14 @@ impl Plan {
 
     pub fn apiserver_url(&self) -> String {
         self.local_url(self.profile.ports.apiserver)
+    }
+
+    /// The API server as the node's components (in the node's network namespace) reach it.
+    pub fn node_apiserver_url(&self) -> String {
+        format!(
+            "https://{}",
+            host_port(self.link.host.into(), self.profile.ports.apiserver)
+        )
     }
 
     pub fn etcd_url(&self) -> String {
@@ -342,6 +410,40 @@ mod tests {
         let e = Plan::new(p, Path::new("/s"), &other).unwrap_err();
         assert!(e.to_string().contains("network.advertiseAddress"), "{e}");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn the_node_link_is_picked_by_name_or_given() {
+        let dev = Plan::for_tests("dev", &[]).link;
+        assert_eq!(
+            dev,
+            Plan::for_tests("dev", &[]).link,
+            "a function of the name"
+        );
+        let base: ipnet::Ipv4Net = "198.18.0.0/15".parse().unwrap();
+        assert!(base.contains(&dev.net) && dev.net.prefix_len() == 30);
+        assert_eq!(u32::from(dev.host), u32::from(dev.net.network()) + 1);
+        assert_eq!(u32::from(dev.node), u32::from(dev.net.network()) + 2);
+        assert_eq!(
+            (dev.interface.as_str(), dev.netns.as_str()),
+            ("ku-dev", "kubeunit-dev")
+        );
+        assert_eq!(dev.netns_path(), Path::new("/run/netns/kubeunit-dev"));
+        let other = Plan::for_tests("dev", &["name=other"]).link;
+        assert_ne!(dev.net, other.net, "another name, another link");
+        // Interface names have at most 15 bytes.
+        let long = Plan::for_tests("dev", &["name=a-rather-long-environment-name"]).link;
+        assert_eq!(long.interface.len(), 15);
+        assert!(long.interface.starts_with("ku-"));
+        let given = Plan::for_tests("dev", &["node.link=10.200.0.8/30"]);
+        assert_eq!(given.link.host.to_string(), "10.200.0.9");
+        assert_eq!(given.link.node.to_string(), "10.200.0.10");
+        assert_eq!(given.resolved_profile().node.link, "10.200.0.8/30");
+        assert_eq!(
+            Plan::for_tests("dev", &[]).resolved_profile().node.link,
+            dev.net.to_string(),
+            "profile.yaml records the picked link"
+        );
     }
 
     #[test]

@@ -69,6 +69,15 @@ pub struct Node {
     /// Node name (kubelet, kube-proxy, certificates). Empty: the environment name.
     #[serde(default)]
     pub name: String,
+    /// The /30 that links the node's own network namespace to this host: the host's end gets its
+    /// first address, the node its second. `auto`: one of 198.18.0.0/15 picked by the environment's
+    /// name.
+    #[serde(default = "auto")]
+    pub link: String,
+}
+
+fn auto() -> String {
+    "auto".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -250,6 +250,37 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
             ));
         }
     }
+    if p.node.link != "auto" {
+        let bad = |why: String, fix: &str| FieldError::new("node.link", &p.node.link, why, fix);
+        if let Some(link) = cidr("node.link", &p.node.link, "198.18.0.0/30", errs) {
+            if link.network().is_ipv6() {
+                errs.push(bad(
+                    "not an IPv4 network".into(),
+                    "write an IPv4 /30 such as 198.18.0.0/30, or auto",
+                ));
+            } else if matches!(link.network(), IpAddr::V4(a) if a.is_loopback() || a.is_link_local() || a.is_multicast() || a.is_unspecified() || a.is_broadcast())
+            {
+                errs.push(bad(
+                    "a loopback, link-local, multicast or reserved range (the kubelet refuses such a node address)".into(),
+                    "use a private or benchmarking range such as 198.18.0.0/30, or auto",
+                ));
+            } else if link.prefix_len() > 30 {
+                errs.push(bad(
+                    "too small: the host and the node need an address each".into(),
+                    "use a /30 such as 198.18.0.0/30, or auto",
+                ));
+            }
+            for (field, other) in [("network.podCIDR", pod), ("network.serviceCIDR", service)] {
+                if other.is_some_and(|o| o.contains(&link.network()) || link.contains(&o.network()))
+                {
+                    errs.push(bad(
+                        format!("overlaps {field}"),
+                        "pick a range of its own, e.g. 198.18.0.0/30, or auto",
+                    ));
+                }
+            }
+        }
+    }
     if !n.dns_ip.is_empty() {
         match n.dns_ip.parse::<IpAddr>() {
             Err(_) => errs.push(FieldError::new(
@@ -578,5 +609,26 @@ mod tests {
             "network.dnsIP=fd00:10::a",
         ]);
         assert_eq!(errs, vec![]);
+    }
+
+    #[test]
+    fn node_links() {
+        assert_eq!(errors(&["node.link=198.18.4.0/30"]), vec![]);
+        assert_eq!(errors(&["node.link=10.200.0.0/29"]), vec![]);
+        for (value, why) in [
+            ("198.18.4.1/30", "has host bits set"),
+            ("198.18.4.0/31", "too small"),
+            ("fd00::/126", "not an IPv4 network"),
+            ("127.0.0.0/30", "loopback"),
+            ("169.254.3.0/30", "link-local"),
+            ("10.88.1.0/30", "overlaps network.podCIDR"),
+            ("10.0.0.0/30", "overlaps network.serviceCIDR"),
+            ("nonsense", "not a CIDR"),
+        ] {
+            let errs = errors(&[&format!("node.link={value}")]);
+            assert_eq!(errs.len(), 1, "{value}: {errs:?}");
+            assert_eq!(errs[0].field, "node.link");
+            assert!(errs[0].message.contains(why), "{value}: {errs:?}");
+        }
     }
 }

@@ -85,6 +85,7 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("Service", "StandardOutput", Kind::Str),
     ("Service", "StandardError", Kind::Str),
     ("Service", "ReadWritePaths", Kind::List),
+    ("Service", "NetworkNamespacePath", Kind::Str),
     ("Service", "MemoryMax", Kind::Bytes),
     ("Service", "TasksMax", Kind::Limit),
 ];

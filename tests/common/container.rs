@@ -246,7 +246,8 @@ pub fn dev_args(version: &str) -> Vec<String> {
 
 /// Properties that describe a unit's runtime state or origin, not its configuration.
 pub fn volatile(k: &str) -> bool {
-    k.contains("Timestamp")
+    is_command(k)
+        || k.contains("Timestamp")
         || k.ends_with("PID")
         || (k.starts_with("Memory") && k != "MemoryMax" && k != "MemoryAccounting")
         || k.starts_with("CPUUsage")
@@ -275,10 +276,6 @@ pub fn volatile(k: &str) -> bool {
                 | "ControlGroup"
                 | "ControlGroupId"
                 | "Job"
-                | "ExecStart"
-                | "ExecStartPre"
-                | "ExecStartPreEx"
-                | "ExecStartEx"
                 | "Following"
                 | "Triggers"
                 | "ConditionResult"
@@ -322,8 +319,13 @@ pub fn exec_argv_of(m: &BTreeMap<String, String>, key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// ExecStart=, ExecStopPost= and the like (with their `Ex` forms): commands, shown with run-time fields.
+fn is_command(k: &str) -> bool {
+    k.starts_with("Exec") && !k.starts_with("ExecMain")
+}
+
 /// Configuration properties whose values differ between two `systemctl show` maps (dependency lists
-/// compared as sets, ExecStart by path and argv).
+/// compared as sets, commands by path and argv).
 pub fn unit_differences(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
     let words = |v: Option<&String>| {
         let mut w: Vec<String> = v
@@ -340,7 +342,8 @@ pub fn unit_differences(a: &BTreeMap<String, String>, b: &BTreeMap<String, Strin
         .filter(|k| !volatile(k) && words(a.get(*k)) != words(b.get(*k)))
         .map(|k| format!("{k}: {:?} vs {:?}", a.get(k), b.get(k)))
         .collect();
-    for key in ["ExecStart", "ExecStartPre"] {
+    let commands: BTreeSet<&String> = a.keys().chain(b.keys()).filter(|k| is_command(k)).collect();
+    for key in commands {
         if exec_argv_of(a, key) != exec_argv_of(b, key) {
             diffs.push(format!(
                 "{key}: {:?} vs {:?}",

@@ -184,3 +184,15 @@ pub fn built_dir(prefix: &str) -> PathBuf {
     );
     dir
 }
+
+/// One node test at a time on this host (and the bring-up benchmark): the test containers share the
+/// host's network, where a node's link (`ku-<name>`, its /30) is named after its environment, and two
+/// nodes at once would also overload a small machine. Held until the file is dropped.
+pub fn node_lock() -> std::fs::File {
+    std::fs::create_dir_all("/tmp/kubeunit-it").unwrap();
+    let f = std::fs::File::create("/tmp/kubeunit-it/node.lock").unwrap();
+    // SAFETY: flock on a descriptor we own; released when the file is dropped.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
+    assert_eq!(rc, 0);
+    f
+}
