@@ -61,7 +61,9 @@ impl Node<'_> {
              echo links: $(ip -br link | grep -E '^(ku-{name}|cni0)' | wc -l); \
              echo netns: $( (ip netns list | grep kubeunit-{name}; find /run/kubeunit/{name} -type f -path '*netns*') 2>/dev/null | wc -l); \
              echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E 'kubeunit-{name}|KUBE-|CNI-' | wc -l); \
-             echo cgroups: $(find /sys/fs/cgroup -path '*kubeunit-{name}*' -type d 2>/dev/null | wc -l)",
+             echo cgroups: $(find /sys/fs/cgroup -path '*kubeunit-{name}*' -type d 2>/dev/null | wc -l); \
+             echo host dirs: $(ls -d /var/run/nri /opt/containerd /var/log/pods 2>/dev/null | wc -l); \
+             echo log links: $(find /var/log/containers -lname '{data}/*' 2>/dev/null | wc -l)",
             data = data.display(),
             name = self.name,
         );
@@ -299,6 +301,27 @@ spec:
             == b"True"
     });
     assert_eq!(n.restarts(), before, "no container restarted");
+
+    // An environment of the same name under another systemd on this host's network (a second
+    // container) is refused before it touches this one's link.
+    if version == pinned("KUBERNETES_VERSIONS")[0] {
+        let other = Container::boot("node-same-name");
+        let mut args = dev_args(version);
+        args.extend(["--set".into(), "images=[]".into()]);
+        let state = gen_in(&other, "dev", &Ports::allocate(), &args);
+        let out = other.kubeunit(&["start", "--state-dir", &state.to_string_lossy()]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(
+            text(&out).contains("the node link's interface ku-dev exists already"),
+            "{}",
+            text(&out)
+        );
+        assert_eq!(
+            other.list_units("kubeunit-dev*"),
+            "",
+            "nothing of it started"
+        );
+    }
 
     // stop leaves nothing behind; destroy removes the data dir.
     let present = n.leftovers();

@@ -114,6 +114,9 @@ pub enum Cleanup {
     Unmount(fn(&Plan) -> Vec<std::path::PathBuf>),
     /// Delete a runtime directory (after `Unmount`): state that means nothing once it stopped.
     RemoveDir(fn(&Plan) -> std::path::PathBuf),
+    /// Delete the symlinks in a directory that point below this one (the kubelet's links in
+    /// /var/log/containers to the environment's pod logs).
+    LinksInto(&'static str, fn(&Plan) -> std::path::PathBuf),
     /// Remove the (empty) cgroup directories below this path in every cgroup v1 controller: those
     /// systemd does not manage (cpuset) stay otherwise.
     CgroupDirs(fn(&Plan) -> String),

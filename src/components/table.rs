@@ -286,6 +286,7 @@ pub const COMPONENTS: &[Component] = &[
                     "node": link.node.to_string(),
                     "prefix": link.net.prefix_len(),
                     "tag": format!("kubeunit-{} node link", cx.plan.name()),
+                    "marker": cx.plan.run_dir().join("node-network.masquerade"),
                 }),
             ))
         })],
@@ -332,6 +333,8 @@ pub const COMPONENTS: &[Component] = &[
                         "env": plan.name(),
                         "root": plan.data("containerd/root"),
                         "state": plan.run_dir().join("containerd"),
+                        "opt": plan.data("containerd/opt"),
+                        "nri_socket": plan.run_dir().join("containerd/nri.sock"),
                         "socket": plan.containerd_socket,
                         "cni_bin_dir": prof.containerd.cni_bin_dir,
                         "cni_conf_dir": plan.path(CNI_CONFIG_DIR),
@@ -378,9 +381,11 @@ pub const COMPONENTS: &[Component] = &[
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
         host_checks: &[host::cgroups_writable, host::proc_sys_writable, host::kmsg],
         // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill, and the pods'
-        // cgroups systemd does not manage stay too.
+        // cgroups systemd does not manage stay too; so do its links to the pod logs in the one
+        // directory it cannot be told (log collectors read it).
         after_stop: &[
             Cleanup::Unmount(|plan| vec![plan.data_dir.join("kubelet")]),
+            Cleanup::LinksInto("/var/log/containers", |plan| plan.data_dir.join("pod-logs")),
             Cleanup::CgroupDirs(|plan| plan.slice_cgroup()),
         ],
         files: &[template(KUBELET_CONFIG_FILE, |cx| {
@@ -550,14 +555,24 @@ mod host {
         ))
     }
 
-    /// No address of this host lies in the node link's network, except on the link itself (left by
-    /// an earlier run: `up` removes it).
+    /// The link's interface does not exist and no address of this host lies in its network.
     pub fn link_free(plan: &Plan) -> Check {
         let link = &plan.link;
+        if Path::new("/sys/class/net").join(&link.interface).exists() {
+            return Err((
+                format!(
+                    "the node link's interface {} exists already: an environment of the same name runs under another systemd on this host's network (a container's), or one was killed without its stop",
+                    link.interface
+                ),
+                format!(
+                    "stop that environment, or rename this one (kubeunit gen --set name=OTHER); a leftover goes with: ip link del {}",
+                    link.interface
+                ),
+            ));
+        }
         let taken: Vec<String> = if_addrs::get_if_addrs()
             .unwrap_or_default()
             .into_iter()
-            .filter(|i| i.name != link.interface)
             .filter(|i| match i.ip() {
                 std::net::IpAddr::V4(a) => link.net.contains(&a),
                 std::net::IpAddr::V6(_) => false,

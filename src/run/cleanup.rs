@@ -15,6 +15,7 @@ pub fn after_stop(plan: &Plan, component: &Component) -> Vec<String> {
         let result = match step {
             Cleanup::Unmount(dirs) => unmount_below(&dirs(plan)),
             Cleanup::RemoveDir(dir) => remove_dir(&dir(plan)),
+            Cleanup::LinksInto(dir, target) => remove_links_into(Path::new(dir), &target(plan)),
             Cleanup::CgroupDirs(path) => remove_cgroup_dirs(&path(plan)),
         };
         if let Err(e) = result {
@@ -95,6 +96,28 @@ fn remove_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
+/// Symlinks directly in `dir` whose target lies below `target` (others' links stay).
+fn remove_links_into(dir: &Path, target: &Path) -> Result<(), String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let mut failed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = std::fs::read_link(&path).is_ok_and(|t| t.starts_with(target));
+        if ours {
+            if let Err(e) = std::fs::remove_file(&path) {
+                failed.push(format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("cannot delete {}", failed.join(", ")))
+    }
+}
+
 /// Empty cgroup directories below `path` in each v1 controller, deepest first (nothing on v2, where
 /// systemd owns the one hierarchy).
 fn remove_cgroup_dirs(path: &str) -> Result<(), String> {
@@ -125,6 +148,26 @@ fn remove_cgroup_dirs(path: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_links_into_the_target_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("links");
+        std::fs::create_dir(&dir).unwrap();
+        let ours = tmp.path().join("env/pod-logs");
+        std::os::unix::fs::symlink(ours.join("a/0.log"), dir.join("a.log")).unwrap();
+        std::os::unix::fs::symlink("/elsewhere/b/0.log", dir.join("b.log")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("env/pod-logs-2/c"), dir.join("c.log")).unwrap();
+        std::fs::write(dir.join("plain.log"), "x").unwrap();
+        remove_links_into(&dir, &ours).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["b.log", "c.log", "plain.log"]);
+        remove_links_into(&tmp.path().join("missing"), &ours).unwrap();
+    }
 
     #[test]
     fn mountinfo_escapes() {
