@@ -141,6 +141,7 @@ impl ActiveState {
 #[serde(rename_all = "camelCase")]
 pub struct UnitState {
     pub load_state: String,
+    pub description: String,
     pub active_state: ActiveState,
     pub sub_state: String,
     pub main_pid: u32,
@@ -267,6 +268,7 @@ impl Systemd {
         let unit = self.unit_proxy(&path).await?;
         let mut st = UnitState {
             load_state: unit.load_state().await.unwrap_or_default(),
+            description: unit.description().await.unwrap_or_default(),
             active_state: ActiveState::parse(&unit.active_state().await.unwrap_or_default()),
             sub_state: unit.sub_state().await.unwrap_or_default(),
             active_enter_us: unit.active_enter_timestamp().await.unwrap_or(0),

@@ -81,12 +81,14 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         let check = CheckReport {
             state_dir: plan.state_dir.clone(),
             differences: pipeline::check(&plan, &opts)?,
+            overrides: binary_overrides(&plan),
         };
         match args.output {
             Output::Json => print_json(&serde_json::json!({
                 "stateDir": check.state_dir,
                 "ok": check.differences.is_empty(),
                 "differences": check.differences,
+                "overrides": check.overrides,
             })),
             Output::Text => print!("{check}"),
         }
@@ -188,18 +190,37 @@ impl fmt::Display for GenReport<'_> {
     }
 }
 
+/// Components the profile points at another binary than binDir's (`restart --binary` records
+/// them there): not differences, but worth saying.
+fn binary_overrides(plan: &Plan) -> Vec<String> {
+    plan.profile
+        .components
+        .iter()
+        .filter(|(_, c)| c.enabled && !c.binary.is_empty())
+        .map(|(name, c)| format!("components.{name}.binary={}", c.binary))
+        .collect()
+}
+
 struct CheckReport {
     state_dir: PathBuf,
     differences: Vec<Difference>,
+    overrides: Vec<String>,
 }
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dir = self.state_dir.display();
+        let overrides = |f: &mut fmt::Formatter<'_>| {
+            self.overrides
+                .iter()
+                .try_for_each(|o| writeln!(f, "  override  {o}"))
+        };
         if self.differences.is_empty() {
-            return writeln!(f, "{dir}: matches its manifest and profile");
+            writeln!(f, "{dir}: matches its manifest and profile")?;
+            return overrides(f);
         }
         writeln!(f, "{dir}: {} difference(s)", self.differences.len())?;
+        overrides(f)?;
         for d in &self.differences {
             writeln!(f, "  {:<9} {}", d.kind.as_str(), d.path)?;
         }

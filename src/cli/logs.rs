@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 
 use super::common::Target;
 use crate::error::Error;
+use crate::run;
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit logs -f
@@ -49,8 +50,10 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         cmd.arg("-u").arg(env.plan.slice_name());
     }
     for name in &args.components {
-        let (_, unit) = env.unit(name)?;
+        let (c, unit) = env.unit(name)?;
         cmd.arg("-u").arg(&unit.name);
+        // ... and its runs under dlv (`kubeunit debug`).
+        cmd.arg("-u").arg(run::debug_unit_name(&env.plan, c.name));
     }
     let status = cmd.status().map_err(|e| Error::Preflight {
         message: format!("cannot run journalctl: {e}"),

@@ -2,8 +2,10 @@
 //! environment and a systemd (`Target`), output formats and exit codes (0 ok, 1 failed check,
 //! operation or I/O, 2 bad input; `status` 3 when something is unhealthy).
 
+mod cmdline;
 mod common;
 mod completion;
+mod debug;
 mod destroy;
 mod gen;
 mod logs;
@@ -51,6 +53,12 @@ pub enum Command {
     /// Stop one component and start it again from its unit file (picks up edits and swapped binaries).
     #[command(after_help = restart::AFTER_HELP)]
     Restart(restart::Args),
+    /// Run one component under dlv in place (same arguments, environment and logs), or go back (--stop).
+    #[command(after_help = debug::AFTER_HELP)]
+    Debug(debug::Args),
+    /// Print a component's exact command line and environment (for IDEs, strace, perf).
+    #[command(after_help = cmdline::AFTER_HELP)]
+    Cmdline(cmdline::Args),
     /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
     /// Inspect built-in profiles.
@@ -73,6 +81,8 @@ pub fn run() -> i32 {
         Command::Status(args) => block_on(status::exec(args)),
         Command::Logs(args) => logs::exec(args),
         Command::Restart(args) => block_on(restart::exec(args)),
+        Command::Debug(args) => block_on(debug::exec(args)),
+        Command::Cmdline(args) => cmdline::exec(args),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),

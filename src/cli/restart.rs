@@ -1,25 +1,47 @@
-//! `kubeunit restart COMPONENT`: stop one component and start it again from its unit file.
+//! `kubeunit restart COMPONENT`: stop one component and start it again from its unit file, with
+//! `--binary` another binary for it first (recorded in the state dir's profile).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use super::common::Target;
+use super::common::{lock_wait, say, Target};
+use crate::artifacts::Options;
 use crate::error::Error;
+use crate::pipeline;
+use crate::pki::Entropy;
 use crate::run;
+use crate::spec::{HostFacts, Plan};
 
-pub const AFTER_HELP: &str = "Example:
-  cp _output/bin/kube-apiserver /usr/local/bin/ && kubeunit restart kube-apiserver";
+pub const AFTER_HELP: &str = "Examples:
+  kubeunit restart kube-apiserver                  # picks up an edited unit file or a swapped binary
+  kubeunit restart kube-controller-manager --binary ~/k8s/_output/bin/kube-controller-manager
+  kubeunit restart kube-controller-manager --reset-binary
+
+--binary records the binary in the state dir's profile (components.COMPONENT.binary) and regenerates
+the unit (keys and certificates stay): `status` shows the override, `gen --check` finds the state dir
+consistent, and later starts use it until --reset-binary. Under a debugger, restart returns the
+component to its normal unit.";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
     pub component: String,
+    /// Run this binary for the component from now on (absolute path).
+    #[arg(long, value_name = "PATH", conflicts_with = "reset_binary")]
+    pub binary: Option<PathBuf>,
+    /// Go back to the component's default binary (binDir).
+    #[arg(long)]
+    pub reset_binary: bool,
     /// Seconds to wait until it is healthy again.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
 }
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
+    if args.binary.is_some() || args.reset_binary {
+        set_binary(&args)?;
+    }
     let (env, _lock) = args.target.env_locked()?;
     let sd = args.target.systemd().await?;
     let timeout = Duration::from_secs(args.timeout);
@@ -29,4 +51,46 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         t.component, t.job_done, t.healthy
     );
     Ok(0)
+}
+
+/// Regenerate the state dir from its own profile with the component's binary set (or cleared). A
+/// binary that is not there changes nothing.
+fn set_binary(args: &Args) -> Result<(), Error> {
+    let dir = crate::spec::host::absolute(&args.target.state_dir())?;
+    let env = args.target.env()?;
+    let (c, _) = env.unit(&args.component)?;
+    let value = match &args.binary {
+        Some(path) => {
+            let path = crate::spec::host::absolute(path)?;
+            let ok = std::fs::metadata(&path).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            });
+            if !ok {
+                return Err(Error::Preflight {
+                    message: format!(
+                        "{}: --binary {} is not an executable file",
+                        c.name,
+                        path.display()
+                    ),
+                    fix: "give the path of the binary you built".into(),
+                });
+            }
+            path.to_string_lossy().into_owned()
+        }
+        None => String::new(),
+    };
+    let mut profile = pipeline::resolved_profile(&dir)?;
+    profile
+        .components
+        .entry(c.name.to_string())
+        .or_default()
+        .binary = value;
+    let plan = Plan::new(profile, &dir, &HostFacts::gather())?;
+    let opts = Options {
+        entropy: Entropy::Os,
+        force: false,
+    };
+    pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
+    Ok(())
 }

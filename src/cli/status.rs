@@ -68,6 +68,22 @@ impl fmt::Display for Table<'_> {
                 health
             )?;
         }
+        for r in self.0 {
+            if let Some(at) = &r.debugger {
+                writeln!(
+                    f,
+                    "{} runs under dlv ({}): dlv connect {at}; back to normal: kubeunit debug {} --stop",
+                    r.component, r.unit, r.component
+                )?;
+            }
+            if let Some(binary) = &r.binary_override {
+                writeln!(
+                    f,
+                    "{} runs {binary} (components.{}.binary)",
+                    r.component, r.component
+                )?;
+            }
+        }
         Ok(())
     }
 }

@@ -66,6 +66,16 @@ impl Env {
     }
 }
 
+/// The transient unit a component runs in under a debugger: `kubeunit-<env>-<component>-debug.service`.
+pub fn debug_unit_name(plan: &Plan, component: &str) -> String {
+    format!("kubeunit-{}-{}-debug.service", plan.name(), component)
+}
+
+/// The listen address a debug unit's description names (`kubeunit debug` writes it there).
+pub fn debugger_address(description: &str) -> Option<&str> {
+    description.split(" under dlv at ").nth(1)
+}
+
 /// The last lines of a unit's journal (for failure reports).
 pub fn journal_tail(unit: &str, lines: usize) -> String {
     let out = std::process::Command::new("journalctl")

@@ -5,6 +5,7 @@
 
 pub mod addons;
 pub mod cleanup;
+pub mod debug;
 mod env;
 pub mod hooks;
 pub mod images;
@@ -15,7 +16,8 @@ pub mod start;
 pub mod status;
 pub mod stop;
 
-pub use env::{journal_tail, Env};
+pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
+pub use env::{debug_unit_name, journal_tail, Env};
 pub use restart::restart;
 pub use start::{start, Progress, StartReport, Timing};
 pub use status::{status, ComponentStatus};

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::env::Env;
+use super::env::{debug_unit_name, Env};
 use super::preflight::preflight;
 use super::start::{start_one, start_slice, Progress, Timing};
 use crate::error::Error;
@@ -21,6 +21,13 @@ pub async fn restart(
 ) -> Result<Timing, Error> {
     let (c, unit) = env.unit(component)?;
     let t0 = Instant::now();
+    // Under a debugger: that unit goes, the normal one comes back.
+    let debug = debug_unit_name(&env.plan, c.name);
+    if sd.state(&debug).await?.is_some() {
+        sd.stop(&debug).await?;
+        sd.wait_gone(&debug, Duration::from_secs(60)).await?;
+        sd.reset_failed(&debug).await?;
+    }
     sd.stop(&unit.name).await?;
     sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
     sd.reset_failed(&unit.name).await?;

@@ -9,7 +9,7 @@ use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
-use super::env::{journal_tail, Env};
+use super::env::{debug_unit_name, journal_tail, Env};
 use super::hooks::{self, HookReport};
 use super::preflight::{preflight, Running};
 use super::probe;
@@ -135,6 +135,16 @@ pub async fn start(
 async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e>, Error> {
     let mut running = BTreeSet::new();
     for (c, unit) in &env.units {
+        // Under a debugger (`kubeunit debug`) counts as running: its ports are taken.
+        let debug = debug_unit_name(&env.plan, c.name);
+        if sd
+            .state(&debug)
+            .await?
+            .is_some_and(|s| s.active_state.is_running())
+        {
+            running.insert(c.name);
+            continue;
+        }
         match sd.state(&unit.name).await? {
             Some(st) if st.active_state.is_running() => {
                 running.insert(c.name);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::env::Env;
+use super::env::{debug_unit_name, debugger_address, Env};
 use super::probe;
 use crate::error::Error;
 use crate::systemd::{Systemd, UnitState};
@@ -22,6 +22,10 @@ pub struct ComponentStatus {
     pub uptime_seconds: Option<u64>,
     pub healthy: bool,
     pub health_detail: String,
+    /// dlv's listen address while it runs under a debugger (`kubeunit debug`).
+    pub debugger: Option<String>,
+    /// The binary the profile names instead of the default one (`restart --binary`).
+    pub binary_override: Option<String>,
 }
 
 pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Error> {
@@ -31,10 +35,24 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         .unwrap_or(0);
     let mut out = Vec::new();
     for (c, unit) in &env.units {
-        let st = sd.state(&unit.name).await?.unwrap_or_else(|| UnitState {
-            sub_state: "dead".into(),
-            ..Default::default()
-        });
+        let debug_name = debug_unit_name(&env.plan, c.name);
+        let debug = sd
+            .state(&debug_name)
+            .await?
+            .filter(|s| s.active_state.is_running());
+        let debugger = debug
+            .as_ref()
+            .map(|s| debugger_address(&s.description).unwrap_or("?").to_string());
+        let (unit_name, st) = match debug {
+            Some(st) => (debug_name, st),
+            None => (
+                unit.name.clone(),
+                sd.state(&unit.name).await?.unwrap_or_else(|| UnitState {
+                    sub_state: "dead".into(),
+                    ..Default::default()
+                }),
+            ),
+        };
         let active = st.active_state.is_running();
         let (healthy, detail) = if active {
             match probe::probe_async(&env.plan, c, Duration::from_secs(2)).await {
@@ -46,7 +64,7 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         };
         out.push(ComponentStatus {
             component: c.name.into(),
-            unit: unit.name.clone(),
+            unit: unit_name,
             active_state: st.active_state.as_str().to_string(),
             sub_state: st.sub_state,
             pid: st.main_pid,
@@ -56,6 +74,9 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
                 .then(|| now_us.saturating_sub(st.active_enter_us) / 1_000_000),
             healthy,
             health_detail: detail,
+            debugger,
+            binary_override: Some(env.plan.profile.component(c.name).binary)
+                .filter(|b| !b.is_empty()),
         });
     }
     Ok(out)

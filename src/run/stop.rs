@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cleanup;
-use super::env::Env;
+use super::env::{debug_unit_name, Env};
 use super::probe;
 use crate::error::Error;
 use crate::systemd::Systemd;
@@ -25,9 +25,15 @@ pub struct StopReport {
 pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
     let t0 = Instant::now();
     let mut stopped = Vec::new();
-    for (_, unit) in &env.units {
-        if sd.state(&unit.name).await?.is_some() {
-            stopped.push(unit.name.clone());
+    // Debug units (`kubeunit debug`) are in the slice too; they go with it and are cleared below.
+    let debug_units: Vec<String> = env
+        .units
+        .iter()
+        .map(|(c, _)| debug_unit_name(&env.plan, c.name))
+        .collect();
+    for name in env.units.iter().map(|(_, u)| &u.name).chain(&debug_units) {
+        if sd.state(name).await?.is_some() {
+            stopped.push(name.clone());
         }
     }
     // A node first: the kubelet (which would restart what dies), containerd and kube-proxy stop,
@@ -43,6 +49,10 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
             .await?;
     }
     sd.stop(&env.slice.name).await?;
+    for name in &debug_units {
+        sd.stop(name).await?;
+        sd.reset_failed(name).await?;
+    }
     for (c, unit) in env.units.iter().rev() {
         // Units outside the slice (a user edited Slice=) are stopped one by one.
         sd.stop(&unit.name).await?;
@@ -72,6 +82,7 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
         .iter()
         .rev()
         .map(|(_, u)| u.name.as_str())
+        .chain(debug_units.iter().map(String::as_str))
         .chain([env.slice.name.as_str()])
         .collect();
     loop {
