@@ -53,59 +53,6 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
 
-build_kubernetes() {
-  local ver=$1 out="$cache/bin/kubernetes-$1"
-  if [ -f "$out/.complete" ]; then echo "kubernetes $ver: cached in $out"; return; fi
-  local minor=${ver#v1.}; minor=${minor%%.*}
-  local staging_ver="v0.${ver#v1.}"
-  local work; work=$(mktemp -d)
-  echo "kubernetes $ver: building into $out (cold builds take a while)"
-  (
-    cd "$work"
-    go mod init kubeunit.test/binaries >/dev/null 2>&1
-    gomod=$(go mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-    [ -n "$gomod" ] || { echo "cannot download k8s.io/kubernetes@$ver" >&2; exit 1; }
-    go mod edit -require="k8s.io/kubernetes@$ver"
-    # every staging module the kubernetes go.mod points at ./staging/src
-    while read -r mod; do
-      go mod edit -replace="$mod=$mod@$staging_ver"
-    done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
-    pkgs=(); for c in "${k8s_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-    go get "${pkgs[@]/%/@$ver}" >/dev/null
-    pkg=k8s.io/component-base/version
-    ldflags="-s -w -X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-    ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1"
-    ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-    mkdir -p "$out.tmp"
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" "${pkgs[@]}"
-  )
-  rm -rf "$work" "$out"
-  mv "$out.tmp" "$out"
-  touch "$out/.complete"
-}
-
-build_etcd() {
-  local ver=$1 out="$cache/bin/etcd-$1"
-  if [ -f "$out/.complete" ]; then echo "etcd $ver: cached in $out"; return; fi
-  local work; work=$(mktemp -d)
-  echo "etcd $ver: building into $out"
-  (
-    cd "$work"
-    go mod init kubeunit.test/etcd >/dev/null 2>&1
-    go get "go.etcd.io/etcd/server/v3@$ver" "go.etcd.io/etcd/etcdctl/v3@$ver" >/dev/null
-    ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver"
-    mkdir -p "$out.tmp"
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3
-  )
-  rm -rf "$work" "$out"
-  mv "$out.tmp" "$out"
-  touch "$out/.complete"
-}
-
-# --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
-
 die() { echo "build-test-binaries: $*" >&2; exit 1; }
 work=""
 trap 'rm -rf "$work"' EXIT   # the scratch dir of a build that failed (DIR.tmp is cleared on the next run)
@@ -141,6 +88,60 @@ go_get() {
   (cd "$work" && go mod init kubeunit.test/node >/dev/null 2>&1 && go get "$@" >"$work/get.log" 2>&1) ||
     { cat "$work/get.log" >&2; die "go get $* failed"; }
 }
+
+# k8s_build VERSION OUT LDFLAGS [GO_BUILD_FLAG...] -- CMD...: the Kubernetes commands CMD... (of k8s_cmds) at
+# VERSION into the dir OUT, in a throwaway main module in $work (the module juggling: see the header). The
+# version is stamped in as upstream's hack/lib/version.sh does, so `--version` reports the pin; LDFLAGS are added
+# to those -X flags and the GO_BUILD_FLAGs to `go build -trimpath`.
+k8s_build() (
+  ver=$1 out=$2 extra_ld=$3 flags=() pkgs=(); shift 3
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
+  [ "${1:-}" = -- ] || die "k8s_build: no -- before the commands"
+  shift
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  minor=${ver#v1.}; minor=${minor%%.*}
+  staging_ver="v0.${ver#v1.}"
+  cd "$work"
+  go mod init kubeunit.test/binaries >/dev/null 2>&1
+  gomod=$(go mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -n "$gomod" ] || die "cannot download k8s.io/kubernetes@$ver"
+  go mod edit -require="k8s.io/kubernetes@$ver"
+  # every staging module the kubernetes go.mod points at ./staging/src
+  while read -r mod; do
+    go mod edit -replace="$mod=$mod@$staging_ver"
+  done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
+  go get "${pkgs[@]/%/@$ver}" >/dev/null
+  pkg=k8s.io/component-base/version
+  ldflags="-X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1"
+  ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  go build -trimpath "${flags[@]}" -ldflags "${extra_ld:+$extra_ld }$ldflags" -o "$out/" "${pkgs[@]}"
+)
+
+# The normal builds: stripped, as upstream releases them.
+kubernetes_build() { k8s_build "$1" "$tmp" "-s -w" -- "${k8s_cmds[@]}"; }
+
+build_etcd() {
+  local ver=$1 out="$cache/bin/etcd-$1"
+  if [ -f "$out/.complete" ]; then echo "etcd $ver: cached in $out"; return; fi
+  local work; work=$(mktemp -d)
+  echo "etcd $ver: building into $out"
+  (
+    cd "$work"
+    go mod init kubeunit.test/etcd >/dev/null 2>&1
+    go get "go.etcd.io/etcd/server/v3@$ver" "go.etcd.io/etcd/etcdctl/v3@$ver" >/dev/null
+    ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver"
+    mkdir -p "$out.tmp"
+    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3
+  )
+  rm -rf "$work" "$out"
+  mv "$out.tmp" "$out"
+  touch "$out/.complete"
+}
+
+# --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
 
 containerd_build() {
   local ver=$CONTAINERD_VERSION m=github.com/containerd/containerd/v2
@@ -256,7 +257,7 @@ images_build() {
 }
 
 build_etcd "$ETCD_VERSION"
-for v in $KUBERNETES_VERSIONS; do build_kubernetes "$v"; done
+for v in $KUBERNETES_VERSIONS; do cached kubernetes "$v" "$cache/bin/kubernetes-$v" kubernetes_build "$v"; done
 check_pins
 cached containerd "$CONTAINERD_VERSION" "$cache/bin/containerd-$CONTAINERD_VERSION" containerd_build
 cached runc "$RUNC_VERSION" "$cache/bin/runc-$RUNC_VERSION" runc_build
