@@ -3,9 +3,10 @@
 # Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS and the
 # offline images (pause, coredns, a busybox test image) that `ctr -n k8s.io images import` loads.
 #
-#   scripts/build-test-binaries.sh            # every pinned version
+#   scripts/build-test-binaries.sh            # every pinned version, and dlv
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
-#                                             # kubernetes-* and etcd first, then the node dirs, images last
+#                                             # kubernetes-* and etcd first, then the node dirs, images,
+#                                             # then dlv
 #
 # Output: $KUBEUNIT_CACHE/bin/kubernetes-<ver>/{kube-apiserver,...,kubectl}
 #         $KUBEUNIT_CACHE/bin/etcd-<ver>/{etcd,etcdctl}
@@ -16,6 +17,7 @@
 #         $KUBEUNIT_CACHE/bin/coredns-<ver>/coredns
 #         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>/{pause,coredns,busybox}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
+#         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
 # A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done.
 #
 # Why the module juggling: k8s.io/kubernetes' go.mod replaces its staging modules (k8s.io/api, ...) with
@@ -34,6 +36,7 @@ k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pro
 
 k8s_newest=${KUBERNETES_VERSIONS%% *}
 images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION
+dlv_dir=$cache/bin/dlv-$DLV_VERSION
 
 if [ "${1:-}" = "--print" ]; then
   for v in $KUBERNETES_VERSIONS; do echo "$cache/bin/kubernetes-$v"; done
@@ -44,6 +47,7 @@ if [ "${1:-}" = "--print" ]; then
   echo "$cache/bin/crictl-$CRICTL_VERSION"
   echo "$cache/bin/coredns-$COREDNS_VERSION"
   echo "$images_dir"
+  echo "$dlv_dir"
   exit 0
 fi
 
@@ -256,6 +260,29 @@ images_build() {
   echo "# busybox-static $bb_ver ($arch)" >>"$tmp/images.txt"
 }
 
+# --- debugging ---
+
+# dlv refuses a binary built by a Go it does not know (pkg/goversion/compat.go): checked on every run, so bumping
+# Go without dlv fails here, not when `kubeunit debug` starts a component under it.
+check_dlv() {
+  local compat min max go_minor
+  compat=$(mod_dir "github.com/go-delve/delve@$DLV_VERSION")/pkg/goversion/compat.go
+  min=$(sed -n 's/^[[:space:]]*MinSupportedVersionOfGoMinor[[:space:]]*=[[:space:]]*\([0-9]*\)$/\1/p' "$compat")
+  max=$(sed -n 's/^[[:space:]]*MaxSupportedVersionOfGoMinor[[:space:]]*=[[:space:]]*\([0-9]*\)$/\1/p' "$compat")
+  if [ -z "$min" ] || [ -z "$max" ]; then die "cannot read the Go versions dlv $DLV_VERSION supports from $compat"; fi
+  go_minor=$(go env GOVERSION); go_minor=${go_minor#go1.}; go_minor=${go_minor%%[!0-9]*}
+  if [ "$go_minor" -lt "$min" ] || [ "$go_minor" -gt "$max" ]; then
+    die "dlv $DLV_VERSION debugs go1.$min to go1.$max, not $(go env GOVERSION): pin another DLV_VERSION (versions.env)"
+  fi
+}
+
+dlv_build() {
+  local m=github.com/go-delve/delve
+  go_get "$m/cmd/dlv@$DLV_VERSION"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/dlv" "$m/cmd/dlv")
+  "$tmp/dlv" version | grep -qx "Version: ${DLV_VERSION#v}" || die "the dlv built is not $DLV_VERSION"
+}
+
 build_etcd "$ETCD_VERSION"
 for v in $KUBERNETES_VERSIONS; do cached kubernetes "$v" "$cache/bin/kubernetes-$v" kubernetes_build "$v"; done
 check_pins
@@ -265,3 +292,5 @@ cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_V
 cached crictl "$CRICTL_VERSION" "$cache/bin/crictl-$CRICTL_VERSION" crictl_build
 cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
 cached images "$k8s_newest" "$images_dir" images_build
+check_dlv
+cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
