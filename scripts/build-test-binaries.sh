@@ -3,10 +3,15 @@
 # Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS and the
 # offline images (pause, coredns, a busybox test image) that `ctr -n k8s.io images import` loads.
 #
-#   scripts/build-test-binaries.sh            # every pinned version, and dlv
+#   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
 #                                             # kubernetes-* and etcd first, then the node dirs, images,
-#                                             # then dlv
+#                                             # then dlv-* and debug-kubernetes-*
+#   scripts/build-test-binaries.sh --debug [COMPONENT...]
+#       # dlv and debug builds (-gcflags=all=-N -l, not stripped) of the newest pinned Kubernetes' COMPONENTs
+#       # (default: DEBUG_COMPONENTS), nothing else; added next to those built already. For example
+#       #   scripts/build-test-binaries.sh --debug kube-controller-manager
+#       # adds bin/debug-kubernetes-<newest>/kube-controller-manager (for dlv exec, kubeunit debug --binary).
 #
 # Output: $KUBEUNIT_CACHE/bin/kubernetes-<ver>/{kube-apiserver,...,kubectl}
 #         $KUBEUNIT_CACHE/bin/etcd-<ver>/{etcd,etcdctl}
@@ -18,7 +23,10 @@
 #         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>/{pause,coredns,busybox}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
-# A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done.
+#         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
+#           (the debug- prefix keeps it apart from kubernetes-*, which means the normal builds)
+# A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done. The
+# debug builds' dir grows: the stamp says the binaries in it are complete, those asked for and missing are added.
 #
 # Why the module juggling: k8s.io/kubernetes' go.mod replaces its staging modules (k8s.io/api, ...) with
 # ./staging/src paths and requires them at v0.0.0. Replace directives of a dependency are ignored, so a
@@ -37,8 +45,38 @@ k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pro
 k8s_newest=${KUBERNETES_VERSIONS%% *}
 images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION
 dlv_dir=$cache/bin/dlv-$DLV_VERSION
+debug_dir=$cache/bin/debug-kubernetes-$k8s_newest
 
-if [ "${1:-}" = "--print" ]; then
+die() { echo "build-test-binaries: $*" >&2; exit 1; }
+
+mode=all
+case ${1:-} in
+  "") ;;
+  --print) mode=print ;;
+  --debug) mode=debug ;;
+  *) die "unknown argument '$1' (usage: $0 [--print | --debug [COMPONENT...]])" ;;
+esac
+[ $# -le 1 ] || [ "$mode" = debug ] || die "$1 takes no arguments"
+# The debug builds: the components named after --debug, else DEBUG_COMPONENTS; each a command built above
+# (a typo fails here, before anything is built), each once.
+debug_cmds=() debug_from="DEBUG_COMPONENTS (versions.env)"
+if [ "$mode" = debug ] && [ $# -gt 1 ]; then
+  shift
+  debug_from=--debug
+else
+  read -r -a debug_args <<<"$DEBUG_COMPONENTS"
+  set -- "${debug_args[@]}"
+fi
+for c in "$@"; do
+  case " ${k8s_cmds[*]} " in
+    *" $c "*) ;;
+    *) die "$debug_from: '$c' is not a Kubernetes command this script builds (${k8s_cmds[*]})" ;;
+  esac
+  case " ${debug_cmds[*]} " in *" $c "*) ;; *) debug_cmds+=("$c") ;; esac
+done
+[ ${#debug_cmds[@]} -gt 0 ] || die "$debug_from: no Kubernetes commands"
+
+if [ "$mode" = print ]; then
   for v in $KUBERNETES_VERSIONS; do echo "$cache/bin/kubernetes-$v"; done
   echo "$cache/bin/etcd-$ETCD_VERSION"
   echo "$cache/bin/containerd-$CONTAINERD_VERSION"
@@ -48,6 +86,7 @@ if [ "${1:-}" = "--print" ]; then
   echo "$cache/bin/coredns-$COREDNS_VERSION"
   echo "$images_dir"
   echo "$dlv_dir"
+  echo "$debug_dir"
   exit 0
 fi
 
@@ -57,15 +96,19 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
 
-die() { echo "build-test-binaries: $*" >&2; exit 1; }
 work=""
 trap 'rm -rf "$work"' EXIT   # the scratch dir of a build that failed (DIR.tmp is cleared on the next run)
 
-# cached NAME VERSION DIR BUILDER [ARGS...]: unless DIR/.complete exists, run BUILDER ARGS... with $tmp (an
-# empty DIR.tmp) and $work (a scratch dir) set, then rename DIR.tmp to DIR and stamp it.
+# cached NAME VERSION DIR BUILDER [ARGS...]: unless DIR/.complete exists, build_dir NAME VERSION DIR BUILDER ARGS...
 cached() {
+  if [ -f "$3/.complete" ]; then echo "$1 $2: cached in $3"; return; fi
+  build_dir "$@"
+}
+
+# build_dir NAME VERSION DIR BUILDER [ARGS...]: run BUILDER ARGS... with $tmp (an empty DIR.tmp) and $work (a
+# scratch dir) set, then replace DIR with DIR.tmp and stamp it (a failed build leaves DIR as it was).
+build_dir() {
   local name=$1 ver=$2 out=$3; shift 3
-  if [ -f "$out/.complete" ]; then echo "$name $ver: cached in $out"; return; fi
   echo "$name $ver: building into $out"
   local start=$SECONDS
   tmp=$out.tmp work=$(mktemp -d)
@@ -283,6 +326,31 @@ dlv_build() {
   "$tmp/dlv" version | grep -qx "Version: ${DLV_VERSION#v}" || die "the dlv built is not $DLV_VERSION"
 }
 
+# The debug builds: no -s -w, so DWARF and the symbol table stay, and -gcflags=all=-N -l (no optimizations, no
+# inlining, in every package), so dlv sees each function and local. The version -X flags as the normal builds.
+debug_build() {
+  # what the dir holds already is kept (hard links: builds replace dirs, never write a file in place)
+  if [ -f "$debug_dir/.complete" ]; then cp -al "$debug_dir/." "$tmp/"; fi
+  k8s_build "$k8s_newest" "$tmp" "" "-gcflags=all=-N -l" -- "$@"
+}
+
+# debug_kubernetes CMD...: the debug builds of CMD... in $debug_dir; only those missing are built.
+debug_kubernetes() {
+  local c missing=()
+  for c in "$@"; do
+    if [ ! -f "$debug_dir/.complete" ] || [ ! -f "$debug_dir/$c" ]; then missing+=("$c"); fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "debug-kubernetes $k8s_newest ($*): cached in $debug_dir"; return; fi
+  build_dir "debug-kubernetes" "$k8s_newest (${missing[*]})" "$debug_dir" debug_build "${missing[@]}"
+}
+
+if [ "$mode" = debug ]; then
+  check_dlv
+  cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
+  debug_kubernetes "${debug_cmds[@]}"
+  exit 0
+fi
+
 build_etcd "$ETCD_VERSION"
 for v in $KUBERNETES_VERSIONS; do cached kubernetes "$v" "$cache/bin/kubernetes-$v" kubernetes_build "$v"; done
 check_pins
@@ -294,3 +362,4 @@ cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
+debug_kubernetes "${debug_cmds[@]}"
