@@ -3,9 +3,15 @@
 # Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS and the
 # offline images (pause, coredns, a busybox test image) that `ctr -n k8s.io images import` loads.
 #
-#   scripts/build-test-binaries.sh            # every pinned version
+#   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
-#                                             # kubernetes-* and etcd first, then the node dirs, images last
+#                                             # kubernetes-* and etcd first, then the node dirs, images,
+#                                             # then dlv-* and debug-kubernetes-*
+#   scripts/build-test-binaries.sh --debug [COMPONENT...]
+#       # dlv and debug builds (-gcflags=all=-N -l, not stripped) of the newest pinned Kubernetes' COMPONENTs
+#       # (default: DEBUG_COMPONENTS), nothing else; added next to those built already. For example
+#       #   scripts/build-test-binaries.sh --debug kube-controller-manager
+#       # adds bin/debug-kubernetes-<newest>/kube-controller-manager (for dlv exec, kubeunit debug --binary).
 #
 # Output: $KUBEUNIT_CACHE/bin/kubernetes-<ver>/{kube-apiserver,...,kubectl}
 #         $KUBEUNIT_CACHE/bin/etcd-<ver>/{etcd,etcdctl}
@@ -16,7 +22,11 @@
 #         $KUBEUNIT_CACHE/bin/coredns-<ver>/coredns
 #         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>/{pause,coredns,busybox}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
-# A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done.
+#         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
+#         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
+#           (the debug- prefix keeps it apart from kubernetes-*, which means the normal builds)
+# A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done. The
+# debug builds' dir grows: the stamp says the binaries in it are complete, those asked for and missing are added.
 #
 # Why the module juggling: k8s.io/kubernetes' go.mod replaces its staging modules (k8s.io/api, ...) with
 # ./staging/src paths and requires them at v0.0.0. Replace directives of a dependency are ignored, so a
@@ -34,8 +44,39 @@ k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pro
 
 k8s_newest=${KUBERNETES_VERSIONS%% *}
 images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION
+dlv_dir=$cache/bin/dlv-$DLV_VERSION
+debug_dir=$cache/bin/debug-kubernetes-$k8s_newest
 
-if [ "${1:-}" = "--print" ]; then
+die() { echo "build-test-binaries: $*" >&2; exit 1; }
+
+mode=all
+case ${1:-} in
+  "") ;;
+  --print) mode=print ;;
+  --debug) mode=debug ;;
+  *) die "unknown argument '$1' (usage: $0 [--print | --debug [COMPONENT...]])" ;;
+esac
+[ $# -le 1 ] || [ "$mode" = debug ] || die "$1 takes no arguments"
+# The debug builds: the components named after --debug, else DEBUG_COMPONENTS; each a command built above
+# (a typo fails here, before anything is built), each once.
+debug_cmds=() debug_from="DEBUG_COMPONENTS (versions.env)"
+if [ "$mode" = debug ] && [ $# -gt 1 ]; then
+  shift
+  debug_from=--debug
+else
+  read -r -a debug_args <<<"$DEBUG_COMPONENTS"
+  set -- "${debug_args[@]}"
+fi
+for c in "$@"; do
+  case " ${k8s_cmds[*]} " in
+    *" $c "*) ;;
+    *) die "$debug_from: '$c' is not a Kubernetes command this script builds (${k8s_cmds[*]})" ;;
+  esac
+  case " ${debug_cmds[*]} " in *" $c "*) ;; *) debug_cmds+=("$c") ;; esac
+done
+[ ${#debug_cmds[@]} -gt 0 ] || die "$debug_from: no Kubernetes commands"
+
+if [ "$mode" = print ]; then
   for v in $KUBERNETES_VERSIONS; do echo "$cache/bin/kubernetes-$v"; done
   echo "$cache/bin/etcd-$ETCD_VERSION"
   echo "$cache/bin/containerd-$CONTAINERD_VERSION"
@@ -44,6 +85,8 @@ if [ "${1:-}" = "--print" ]; then
   echo "$cache/bin/crictl-$CRICTL_VERSION"
   echo "$cache/bin/coredns-$COREDNS_VERSION"
   echo "$images_dir"
+  echo "$dlv_dir"
+  echo "$debug_dir"
   exit 0
 fi
 
@@ -53,68 +96,19 @@ mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
 
-build_kubernetes() {
-  local ver=$1 out="$cache/bin/kubernetes-$1"
-  if [ -f "$out/.complete" ]; then echo "kubernetes $ver: cached in $out"; return; fi
-  local minor=${ver#v1.}; minor=${minor%%.*}
-  local staging_ver="v0.${ver#v1.}"
-  local work; work=$(mktemp -d)
-  echo "kubernetes $ver: building into $out (cold builds take a while)"
-  (
-    cd "$work"
-    go mod init kubeunit.test/binaries >/dev/null 2>&1
-    gomod=$(go mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-    [ -n "$gomod" ] || { echo "cannot download k8s.io/kubernetes@$ver" >&2; exit 1; }
-    go mod edit -require="k8s.io/kubernetes@$ver"
-    # every staging module the kubernetes go.mod points at ./staging/src
-    while read -r mod; do
-      go mod edit -replace="$mod=$mod@$staging_ver"
-    done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
-    pkgs=(); for c in "${k8s_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-    go get "${pkgs[@]/%/@$ver}" >/dev/null
-    pkg=k8s.io/component-base/version
-    ldflags="-s -w -X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-    ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1"
-    ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-    mkdir -p "$out.tmp"
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" "${pkgs[@]}"
-  )
-  rm -rf "$work" "$out"
-  mv "$out.tmp" "$out"
-  touch "$out/.complete"
-}
-
-build_etcd() {
-  local ver=$1 out="$cache/bin/etcd-$1"
-  if [ -f "$out/.complete" ]; then echo "etcd $ver: cached in $out"; return; fi
-  local work; work=$(mktemp -d)
-  echo "etcd $ver: building into $out"
-  (
-    cd "$work"
-    go mod init kubeunit.test/etcd >/dev/null 2>&1
-    go get "go.etcd.io/etcd/server/v3@$ver" "go.etcd.io/etcd/etcdctl/v3@$ver" >/dev/null
-    ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver"
-    mkdir -p "$out.tmp"
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3
-  )
-  rm -rf "$work" "$out"
-  mv "$out.tmp" "$out"
-  touch "$out/.complete"
-}
-
-# --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
-
-die() { echo "build-test-binaries: $*" >&2; exit 1; }
 work=""
 trap 'rm -rf "$work"' EXIT   # the scratch dir of a build that failed (DIR.tmp is cleared on the next run)
 
-# cached NAME VERSION DIR BUILDER [ARGS...]: unless DIR/.complete exists, run BUILDER ARGS... with $tmp (an
-# empty DIR.tmp) and $work (a scratch dir) set, then rename DIR.tmp to DIR and stamp it.
+# cached NAME VERSION DIR BUILDER [ARGS...]: unless DIR/.complete exists, build_dir NAME VERSION DIR BUILDER ARGS...
 cached() {
+  if [ -f "$3/.complete" ]; then echo "$1 $2: cached in $3"; return; fi
+  build_dir "$@"
+}
+
+# build_dir NAME VERSION DIR BUILDER [ARGS...]: run BUILDER ARGS... with $tmp (an empty DIR.tmp) and $work (a
+# scratch dir) set, then replace DIR with DIR.tmp and stamp it (a failed build leaves DIR as it was).
+build_dir() {
   local name=$1 ver=$2 out=$3; shift 3
-  if [ -f "$out/.complete" ]; then echo "$name $ver: cached in $out"; return; fi
   echo "$name $ver: building into $out"
   local start=$SECONDS
   tmp=$out.tmp work=$(mktemp -d)
@@ -141,6 +135,60 @@ go_get() {
   (cd "$work" && go mod init kubeunit.test/node >/dev/null 2>&1 && go get "$@" >"$work/get.log" 2>&1) ||
     { cat "$work/get.log" >&2; die "go get $* failed"; }
 }
+
+# k8s_build VERSION OUT LDFLAGS [GO_BUILD_FLAG...] -- CMD...: the Kubernetes commands CMD... (of k8s_cmds) at
+# VERSION into the dir OUT, in a throwaway main module in $work (the module juggling: see the header). The
+# version is stamped in as upstream's hack/lib/version.sh does, so `--version` reports the pin; LDFLAGS are added
+# to those -X flags and the GO_BUILD_FLAGs to `go build -trimpath`.
+k8s_build() (
+  ver=$1 out=$2 extra_ld=$3 flags=() pkgs=(); shift 3
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
+  [ "${1:-}" = -- ] || die "k8s_build: no -- before the commands"
+  shift
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  minor=${ver#v1.}; minor=${minor%%.*}
+  staging_ver="v0.${ver#v1.}"
+  cd "$work"
+  go mod init kubeunit.test/binaries >/dev/null 2>&1
+  gomod=$(go mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -n "$gomod" ] || die "cannot download k8s.io/kubernetes@$ver"
+  go mod edit -require="k8s.io/kubernetes@$ver"
+  # every staging module the kubernetes go.mod points at ./staging/src
+  while read -r mod; do
+    go mod edit -replace="$mod=$mod@$staging_ver"
+  done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
+  go get "${pkgs[@]/%/@$ver}" >/dev/null
+  pkg=k8s.io/component-base/version
+  ldflags="-X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1"
+  ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  go build -trimpath "${flags[@]}" -ldflags "${extra_ld:+$extra_ld }$ldflags" -o "$out/" "${pkgs[@]}"
+)
+
+# The normal builds: stripped, as upstream releases them.
+kubernetes_build() { k8s_build "$1" "$tmp" "-s -w" -- "${k8s_cmds[@]}"; }
+
+build_etcd() {
+  local ver=$1 out="$cache/bin/etcd-$1"
+  if [ -f "$out/.complete" ]; then echo "etcd $ver: cached in $out"; return; fi
+  local work; work=$(mktemp -d)
+  echo "etcd $ver: building into $out"
+  (
+    cd "$work"
+    go mod init kubeunit.test/etcd >/dev/null 2>&1
+    go get "go.etcd.io/etcd/server/v3@$ver" "go.etcd.io/etcd/etcdctl/v3@$ver" >/dev/null
+    ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver"
+    mkdir -p "$out.tmp"
+    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3
+  )
+  rm -rf "$work" "$out"
+  mv "$out.tmp" "$out"
+  touch "$out/.complete"
+}
+
+# --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
 
 containerd_build() {
   local ver=$CONTAINERD_VERSION m=github.com/containerd/containerd/v2
@@ -255,8 +303,56 @@ images_build() {
   echo "# busybox-static $bb_ver ($arch)" >>"$tmp/images.txt"
 }
 
+# --- debugging ---
+
+# dlv refuses a binary built by a Go it does not know (pkg/goversion/compat.go): checked on every run, so bumping
+# Go without dlv fails here, not when `kubeunit debug` starts a component under it.
+check_dlv() {
+  local compat min max go_minor
+  compat=$(mod_dir "github.com/go-delve/delve@$DLV_VERSION")/pkg/goversion/compat.go
+  min=$(sed -n 's/^[[:space:]]*MinSupportedVersionOfGoMinor[[:space:]]*=[[:space:]]*\([0-9]*\)$/\1/p' "$compat")
+  max=$(sed -n 's/^[[:space:]]*MaxSupportedVersionOfGoMinor[[:space:]]*=[[:space:]]*\([0-9]*\)$/\1/p' "$compat")
+  if [ -z "$min" ] || [ -z "$max" ]; then die "cannot read the Go versions dlv $DLV_VERSION supports from $compat"; fi
+  go_minor=$(go env GOVERSION); go_minor=${go_minor#go1.}; go_minor=${go_minor%%[!0-9]*}
+  if [ "$go_minor" -lt "$min" ] || [ "$go_minor" -gt "$max" ]; then
+    die "dlv $DLV_VERSION debugs go1.$min to go1.$max, not $(go env GOVERSION): pin another DLV_VERSION (versions.env)"
+  fi
+}
+
+dlv_build() {
+  local m=github.com/go-delve/delve
+  go_get "$m/cmd/dlv@$DLV_VERSION"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/dlv" "$m/cmd/dlv")
+  "$tmp/dlv" version | grep -qx "Version: ${DLV_VERSION#v}" || die "the dlv built is not $DLV_VERSION"
+}
+
+# The debug builds: no -s -w, so DWARF and the symbol table stay, and -gcflags=all=-N -l (no optimizations, no
+# inlining, in every package), so dlv sees each function and local. The version -X flags as the normal builds.
+debug_build() {
+  # what the dir holds already is kept (hard links: builds replace dirs, never write a file in place)
+  if [ -f "$debug_dir/.complete" ]; then cp -al "$debug_dir/." "$tmp/"; fi
+  k8s_build "$k8s_newest" "$tmp" "" "-gcflags=all=-N -l" -- "$@"
+}
+
+# debug_kubernetes CMD...: the debug builds of CMD... in $debug_dir; only those missing are built.
+debug_kubernetes() {
+  local c missing=()
+  for c in "$@"; do
+    if [ ! -f "$debug_dir/.complete" ] || [ ! -f "$debug_dir/$c" ]; then missing+=("$c"); fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "debug-kubernetes $k8s_newest ($*): cached in $debug_dir"; return; fi
+  build_dir "debug-kubernetes" "$k8s_newest (${missing[*]})" "$debug_dir" debug_build "${missing[@]}"
+}
+
+if [ "$mode" = debug ]; then
+  check_dlv
+  cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
+  debug_kubernetes "${debug_cmds[@]}"
+  exit 0
+fi
+
 build_etcd "$ETCD_VERSION"
-for v in $KUBERNETES_VERSIONS; do build_kubernetes "$v"; done
+for v in $KUBERNETES_VERSIONS; do cached kubernetes "$v" "$cache/bin/kubernetes-$v" kubernetes_build "$v"; done
 check_pins
 cached containerd "$CONTAINERD_VERSION" "$cache/bin/containerd-$CONTAINERD_VERSION" containerd_build
 cached runc "$RUNC_VERSION" "$cache/bin/runc-$RUNC_VERSION" runc_build
@@ -264,3 +360,6 @@ cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_V
 cached crictl "$CRICTL_VERSION" "$cache/bin/crictl-$CRICTL_VERSION" crictl_build
 cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
 cached images "$k8s_newest" "$images_dir" images_build
+check_dlv
+cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
+debug_kubernetes "${debug_cmds[@]}"
