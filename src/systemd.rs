@@ -196,11 +196,30 @@ impl Systemd {
             .receive_job_removed()
             .await
             .map_err(call("subscribing to JobRemoved"))?;
-        let job = self
-            .manager
-            .start_transient_unit(name.to_string(), "fail".into(), properties, vec![])
-            .await
-            .map_err(call(format!("StartTransientUnit {name}")))?;
+        // An inactive unit of that name that systemd has not unloaded yet (or whose transient file
+        // it has not removed yet) refuses the name for a moment: clear it and try again.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let job = loop {
+            let result = self
+                .manager
+                .start_transient_unit(name.to_string(), "fail".into(), properties.clone(), vec![])
+                .await;
+            match result {
+                Err(e) if is_unit_exists(&e) && tokio::time::Instant::now() < deadline => {
+                    if self
+                        .state(name)
+                        .await?
+                        .is_some_and(|s| !s.active_state.is_stopped())
+                    {
+                        return Err(call(format!("StartTransientUnit {name}"))(e));
+                    }
+                    self.stop(name).await?;
+                    self.reset_failed(name).await?;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                result => break result.map_err(call(format!("StartTransientUnit {name}")))?,
+            }
+        };
         wait_job(&mut removed, &job).await
     }
 
@@ -300,6 +319,25 @@ impl Systemd {
             .map_err(call("unit proxy"))
     }
 
+    /// Poll until systemd has unloaded an inactive transient unit, so that its name can be started
+    /// again; at most `timeout`. A unit that went inactive while others referred to it is not queued
+    /// for garbage collection again by itself: a (no-op) stop job puts it back in the queue.
+    pub async fn wait_unloaded(&self, name: &str, timeout: Duration) -> Result<bool, SystemdError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.state(name).await? {
+                None => return Ok(true),
+                Some(s) if !s.active_state.is_stopped() => return Ok(false),
+                _ if tokio::time::Instant::now() >= deadline => return Ok(false),
+                _ => {
+                    self.stop(name).await?;
+                    self.reset_failed(name).await?;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
     /// Poll until the unit is gone or inactive (after a stop), at most `timeout`.
     pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Result<bool, SystemdError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -338,6 +376,10 @@ fn is_nothing_to_kill(e: &zbus::Error) -> bool {
         }
         _ => false,
     }
+}
+
+fn is_unit_exists(e: &zbus::Error) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _) if name.as_str() == "org.freedesktop.systemd1.UnitExists")
 }
 
 fn is_no_such_unit(e: &zbus::Error) -> bool {

@@ -248,7 +248,11 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
     d.call("Command", json!({"name": "halt"}));
     let bp = d.call(
         "CreateBreakpoint",
-        json!({"Breakpoint": {"functionName": "k8s.io/kubernetes/pkg/scheduler.(*Scheduler).scheduleOnePod"}}),
+        // Only for our pod: a retry of another must not stop it first.
+        json!({"Breakpoint": {
+            "functionName": "k8s.io/kubernetes/pkg/scheduler.(*Scheduler).scheduleOnePod",
+            "Cond": "podInfo.Pod.Name == \"debug-me\"",
+        }}),
     );
     let bp_id = bp["Breakpoint"]["id"].as_i64().unwrap();
     let cont = d.send("Command", json!({"name": "continue"}));

@@ -67,6 +67,7 @@ pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<De
             });
         }
         sd.reset_failed(&name).await?;
+        sd.wait_unloaded(&name, Duration::from_secs(10)).await?;
     }
     if !sd
         .state(&unit.name)
