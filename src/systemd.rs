@@ -191,21 +191,24 @@ impl Systemd {
         name: &str,
         properties: Vec<(String, OwnedVariant)>,
     ) -> Result<JobResult, SystemdError> {
-        let mut removed = self
-            .manager
-            .receive_job_removed()
-            .await
-            .map_err(call("subscribing to JobRemoved"))?;
         // An inactive unit of that name that systemd has not unloaded yet (or whose transient file
-        // it has not removed yet) refuses the name for a moment: clear it and try again.
+        // it has not removed yet) refuses the name for a moment: clear it and try again. Each try
+        // subscribes afresh, so that no unread subscription holds up the connection's signals.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let job = loop {
+        loop {
+            let mut removed = self
+                .manager
+                .receive_job_removed()
+                .await
+                .map_err(call("subscribing to JobRemoved"))?;
             let result = self
                 .manager
                 .start_transient_unit(name.to_string(), "fail".into(), properties.clone(), vec![])
                 .await;
             match result {
+                Ok(job) => return wait_job(&mut removed, &job).await,
                 Err(e) if is_unit_exists(&e) && tokio::time::Instant::now() < deadline => {
+                    drop(removed);
                     if self
                         .state(name)
                         .await?
@@ -217,10 +220,9 @@ impl Systemd {
                     self.reset_failed(name).await?;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                result => break result.map_err(call(format!("StartTransientUnit {name}")))?,
+                Err(e) => return Err(call(format!("StartTransientUnit {name}"))(e)),
             }
-        };
-        wait_job(&mut removed, &job).await
+        }
     }
 
     /// Stop a unit and wait for the job; a unit that is not loaded counts as stopped.

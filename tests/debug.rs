@@ -349,7 +349,11 @@ fn restart_with_another_binary_is_an_override() {
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let c = Container::boot("restart-binary");
     let ports = Ports::allocate();
-    let state = gen_in(&c, "cp", &ports, &control_plane_args(&version));
+    // A name of its own: test containers share one cgroup tree, where two environments of one name
+    // would have the same unit cgroups (see tests/common/container.rs).
+    let mut args = control_plane_args(&version);
+    args.extend(["--set".into(), "name=restart-binary".into()]);
+    let state = gen_in(&c, "cp", &ports, &args);
     let e = Env {
         c: &c,
         state,
