@@ -182,17 +182,23 @@ fn node_end_to_end(version: &str) {
     // from a pod.
     let ip = n.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
     let get = "printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n'";
-    let from_node = n.c.run(&[
-        "nsenter",
-        "--net=/run/netns/kubeunit-dev",
-        "bash",
-        "-c",
-        &format!("exec 3<>/dev/tcp/{ip}/80; {get} >&3; cat <&3"),
-    ]);
+    // kube-proxy programs a new Service a moment after it exists (until then the packet follows
+    // the node's default route).
+    let mut from_node = String::new();
+    wait_for("node -> ClusterIP", Duration::from_secs(30), || {
+        let out = n.c.run(&[
+            "nsenter",
+            "--net=/run/netns/kubeunit-dev",
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/{ip}/80; {get} >&3; cat <&3"),
+        ]);
+        from_node = text(&out);
+        String::from_utf8_lossy(&out.stdout).contains("hello")
+    });
     assert!(
-        String::from_utf8_lossy(&from_node.stdout).contains("hello"),
-        "node -> ClusterIP: {}",
-        text(&from_node)
+        from_node.contains("hello"),
+        "node -> ClusterIP: {from_node}"
     );
     let from_pod = n.kubectl_ok(&[
         "exec",
