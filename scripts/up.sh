@@ -16,7 +16,7 @@ scripts/install-deps.sh
 echo "==> building kubeunit"
 cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
-echo "==> pinned binaries and node images (cached in $cache; a cold build takes ~40 minutes)"
+echo "==> pinned binaries and node images (cached in $cache; a cold build takes about an hour)"
 scripts/build-test-binaries.sh
 k8s_version=${KUBERNETES_VERSIONS%% *}
 bin_dir=$cache/bin/kubernetes-$k8s_version
