@@ -39,6 +39,21 @@ mount -o remount,bind,rw /proc/sys
 [ -e /dev/kmsg ] || ln -s /dev/console /dev/kmsg'
 
 die() { echo "container.sh: $*" >&2; exit 1; }
+# Each container its own cgroup where systemd tracks units (the name=systemd and unified hierarchies, or
+# the one v2 hierarchy). Without a host systemd, nspawn --keep-unit puts every container in its caller's
+# cgroup: two containers' systemds would share one tree, and units of the same name one cgroup (one
+# systemd then sees the other's processes in its unit and keeps it loaded, or signals them).
+own_cgroups() {
+  local name=$1 h
+  if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+    echo "/sys/fs/cgroup/kubeunit-containers/$name"
+    return
+  fi
+  for h in systemd unified; do
+    [ -d "/sys/fs/cgroup/$h" ] && echo "/sys/fs/cgroup/$h/kubeunit-containers/$name"
+  done
+  return 0
+}
 
 # PID runs and is not a zombie. Builtins only: `exec` runs this for every command a test sends.
 alive() {
@@ -151,7 +166,12 @@ cmd_boot() {
     # setsid: the container outlives this script and a Ctrl-C in the terminal that started it.
     local extra=()
     [ -z "$node" ] || extra=("${node_flags[@]}")
-    setsid systemd-nspawn --quiet --boot --register=no --keep-unit --volatile=overlay \
+    # shellcheck disable=SC2016 # expanded by that shell
+    KU_CGROUPS=$(own_cgroups "$name") setsid sh -c 'for d in $KU_CGROUPS; do
+        mkdir -p "$d" && echo $$ >"$d/cgroup.procs" || exit 1
+      done
+      unset KU_CGROUPS
+      exec "$@"' sh systemd-nspawn --quiet --boot --register=no --keep-unit --volatile=overlay \
       --machine="$name" -D "$rootfs" "${extra[@]}" "${binds[@]}" \
       </dev/null >"$log" 2>&1 {LOCK}>&- &
     local pid=$! i
@@ -261,6 +281,10 @@ cmd_stop() {
   if ! find_nspawn "$name"; then
     rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log"
     rmdir "$run_dir/$name" 2>/dev/null || true
+    local d
+    for d in $(own_cgroups "$name"); do
+      if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+    done
   fi
   unlock
 }
