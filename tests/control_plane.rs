@@ -547,3 +547,145 @@ fn hyperkube_style_single_binary_runs_the_control_plane() {
         .status
         .success());
 }
+
+#[test]
+fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
+    let ports = Ports::allocate();
+    let ports2 = Ports::allocate();
+    let c = Container::boot("datastore");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let first = gen_control_plane(&c, &version, &ports, &[]);
+    let one = Cluster {
+        c: &c,
+        state: first.clone(),
+        kubectl: k8s_dir(&version).join("kubectl"),
+        ports: &ports,
+    };
+    let out = one.ku(&["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let pki = first.join("pki");
+    let datastore = |cert: &Path| {
+        [
+            "name=cp2".to_string(),
+            "components.etcd.enabled=false".into(),
+            format!(
+                "datastore.endpoints=[https://127.0.0.1:{}]",
+                ports.port("etcdClient")
+            ),
+            format!("datastore.caFile={}", pki.join("etcd/ca.crt").display()),
+            format!("datastore.certFile={}", cert.display()),
+            format!(
+                "datastore.keyFile={}",
+                pki.join("apiserver-etcd-client.key").display()
+            ),
+            "datastore.prefix=/clusters/cp2".into(),
+        ]
+        .into_iter()
+        .flat_map(|s| ["--set".to_string(), s])
+        .collect::<Vec<String>>()
+    };
+
+    // A missing client certificate: gen names the field and the path, and writes nothing.
+    let missing = c.work.join("nope/client.crt");
+    let bad = c.work.join("cp2-bad");
+    let mut argv: Vec<String> = vec![
+        "gen".into(),
+        "--state-dir".into(),
+        bad.display().to_string(),
+    ];
+    argv.extend(ports2.sets());
+    argv.extend(control_plane_args(&version));
+    argv.extend(datastore(&missing));
+    let out = c.kubeunit(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("datastore.certFile") && t.contains(&missing.display().to_string()),
+        "{t}"
+    );
+    assert!(!bad.exists(), "nothing written");
+
+    let mut args = control_plane_args(&version);
+    args.extend(datastore(&pki.join("apiserver-etcd-client.crt")));
+    let second = gen_in(&c, "cp2", &ports2, &args);
+    assert!(!second.join("units/kubeunit-cp2-etcd.service").exists());
+    assert!(!second.join("pki/etcd").exists(), "no etcd certificates");
+    let unit =
+        std::fs::read_to_string(second.join("units/kubeunit-cp2-kube-apiserver.service")).unwrap();
+    assert!(!unit.contains("Wants=kubeunit-cp2-etcd"), "{unit}");
+    assert!(unit.contains("--etcd-prefix=/clusters/cp2"), "{unit}");
+
+    let two = Cluster {
+        c: &c,
+        state: second.clone(),
+        kubectl: k8s_dir(&version).join("kubectl"),
+        ports: &ports2,
+    };
+    let out = two.ku(&["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let st = two.status();
+    let names: Vec<&str> = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler"
+        ]
+    );
+    assert!(
+        st.as_array().unwrap().iter().all(|r| r["healthy"] == true),
+        "{st}"
+    );
+    assert_eq!(two.kubectl(&["get", "--raw", "/readyz"]).trim(), "ok");
+
+    // Each cluster sees its own objects; the second one's live under its prefix in the first's etcd.
+    two.kubectl(&["create", "configmap", "only-in-two", "--from-literal=k=v"]);
+    one.kubectl(&["create", "configmap", "only-in-one", "--from-literal=k=v"]);
+    assert!(!one
+        .kubectl_as("admin", &["get", "configmap", "only-in-two"])
+        .status
+        .success());
+    assert!(!two
+        .kubectl_as("admin", &["get", "configmap", "only-in-one"])
+        .status
+        .success());
+    let keys = one.etcdctl(&[
+        "get",
+        "--prefix",
+        "--keys-only",
+        "/clusters/cp2/configmaps/default/",
+    ]);
+    assert!(
+        text(&keys).contains("/clusters/cp2/configmaps/default/only-in-two"),
+        "{}",
+        text(&keys)
+    );
+    let keys = one.etcdctl(&[
+        "get",
+        "--prefix",
+        "--keys-only",
+        "/registry/configmaps/default/only-in",
+    ]);
+    assert!(!text(&keys).contains("only-in-two"), "{}", text(&keys));
+
+    for cl in [&two, &one] {
+        let out = cl.ku(&["stop"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    // Its etcd gone, the second one is refused before anything starts.
+    let out = two.ku(&["start"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("no endpoint of the external datastore"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(c.list_units("kubeunit-cp2-*"), "", "nothing may start");
+}

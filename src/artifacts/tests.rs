@@ -27,6 +27,7 @@ const FANCY: Component = Component {
     name: "kube-fancy",
     binary: "kube-fancy",
     required: false,
+    stand_in: None,
     notify: false,
     needs: &["kube-apiserver"],
     after_if_enabled: &[],

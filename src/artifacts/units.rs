@@ -33,7 +33,13 @@ pub fn units(
     );
     for c in components::enabled(table, &plan.profile) {
         let unit = |n: &&str| plan.unit_name(n);
-        let wants: Vec<String> = c.needs.iter().map(unit).collect();
+        // A need that a stand-in replaces (an external etcd) has no unit.
+        let wants: Vec<String> = c
+            .needs
+            .iter()
+            .filter(|n| plan.enabled(n))
+            .map(unit)
+            .collect();
         let mut after = wants.clone();
         after.extend(
             c.after_if_enabled

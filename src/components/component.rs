@@ -12,8 +12,11 @@ pub struct Component {
     pub name: &'static str,
     /// Default binary name inside binDir.
     pub binary: &'static str,
-    /// Every environment has it.
+    /// Every environment has it (or what stands in for it).
     pub required: bool,
+    /// Something outside the environment the profile can name instead (etcd: `datastore`): it is then
+    /// disabled, and those that need it use that one.
+    pub stand_in: Option<StandIn>,
     /// Sends sd_notify READY=1 (Type=notify); otherwise Type=exec plus the health probe.
     pub notify: bool,
     /// Components it needs: a profile enabling this one must enable them, `start` waits until they are
@@ -62,6 +65,22 @@ pub struct Component {
     pub validate: fn(&Profile) -> Vec<FieldError>,
     /// What the host must offer it, checked by `start`'s preflight before anything starts.
     pub host_checks: &'static [HostCheck],
+}
+
+/// An existing service that replaces a component.
+#[derive(Debug, Clone, Copy)]
+pub struct StandIn {
+    /// The profile field that names it (for messages).
+    pub field: &'static str,
+    /// Whether the profile names one.
+    pub named: fn(&Profile) -> bool,
+}
+
+impl Component {
+    /// Whether the profile replaces it with an existing service.
+    pub fn replaced(&self, p: &Profile) -> bool {
+        self.stand_in.is_some_and(|s| (s.named)(p))
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

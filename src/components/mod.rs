@@ -19,7 +19,9 @@ use crate::error::FieldError;
 use crate::spec::Profile;
 
 pub use command::{command_line, feature_gates};
-pub use component::{Cleanup, Component, Content, File, FileContext, Hook, HostCheck, Probe};
+pub use component::{
+    Cleanup, Component, Content, File, FileContext, Hook, HostCheck, Probe, StandIn,
+};
 pub use table::COMPONENTS;
 
 pub fn find(name: &str) -> Option<&'static Component> {
@@ -54,26 +56,56 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
             ));
         }
     }
+    let replaced = |name: &str| {
+        table
+            .iter()
+            .find(|c| c.name == name)
+            .is_some_and(|c| c.replaced(p))
+    };
     for c in table {
         let on = p.component(c.name).enabled;
-        if c.required && !on {
+        if let Some(s) = c.stand_in.filter(|_| on && c.replaced(p)) {
+            errs.push(FieldError::new(
+                format!("components.{}.enabled", c.name),
+                true,
+                format!("{} names an existing {} to use instead", s.field, c.name),
+                format!(
+                    "set components.{}.enabled=false to use that one, or clear {}",
+                    c.name, s.field
+                ),
+            ));
+        }
+        if c.required && !on && !c.replaced(p) {
             errs.push(FieldError::new(
                 format!("components.{}.enabled", c.name),
                 false,
                 "every environment needs this component",
-                "set it to true",
+                match c.stand_in {
+                    Some(s) => format!("set it to true, or name an existing one in {}", s.field),
+                    None => "set it to true".into(),
+                },
             ));
         }
         if !on {
             continue;
         }
         for dep in c.needs {
-            if !p.component(dep).enabled {
+            if !p.component(dep).enabled && !replaced(dep) {
                 errs.push(FieldError::new(
                     format!("components.{dep}.enabled"),
                     false,
                     format!("{} is enabled and needs {dep}", c.name),
-                    format!("enable {dep} or disable {}", c.name),
+                    match table
+                        .iter()
+                        .find(|d| d.name == *dep)
+                        .and_then(|d| d.stand_in)
+                    {
+                        Some(s) => format!(
+                            "enable {dep}, name an existing one in {}, or disable {}",
+                            s.field, c.name
+                        ),
+                        None => format!("enable {dep} or disable {}", c.name),
+                    },
                 ));
             }
         }

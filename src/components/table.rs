@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::command::feature_gates;
-use super::component::{Cleanup, Component, Content, File, FileContext, Hook, Probe};
+use super::component::{Cleanup, Component, Content, File, FileContext, Hook, Probe, StandIn};
 use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::paths;
@@ -17,6 +17,7 @@ const KUBERNETES: Component = Component {
     name: "",
     binary: "",
     required: false,
+    stand_in: None,
     notify: false,
     needs: &["kube-apiserver"],
     after_if_enabled: &[],
@@ -142,6 +143,10 @@ pub const COMPONENTS: &[Component] = &[
         name: "etcd",
         binary: "etcd",
         required: true,
+        stand_in: Some(StandIn {
+            field: "datastore.endpoints",
+            named: |p| p.datastore.external(),
+        }),
         notify: true,
         needs: &[],
         kubernetes: false,
@@ -164,6 +169,8 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-apiserver",
         notify: true,
         needs: &["etcd"],
+        validate: datastore_files,
+        host_checks: &[host::datastore_reachable],
         probe: https("apiserver", "/readyz"),
         ports: &["apiserver"],
         data_dirs: &["audit"],
@@ -555,6 +562,46 @@ mod host {
         ))
     }
 
+    /// An external datastore answers on at least one endpoint (TCP; TLS is kube-apiserver's to
+    /// judge), so `start` does not wait for a kube-apiserver that cannot become ready.
+    pub fn datastore_reachable(plan: &Plan) -> Check {
+        use std::net::{TcpStream, ToSocketAddrs};
+        let d = &plan.profile.datastore;
+        let mut failures = Vec::new();
+        for e in &d.endpoints {
+            let authority = e.trim_start_matches("https://").trim_end_matches('/');
+            let addrs = match authority.to_socket_addrs() {
+                Ok(a) => a.collect::<Vec<_>>(),
+                Err(err) => {
+                    failures.push(format!("{e}: {err}"));
+                    continue;
+                }
+            };
+            let timeout = std::time::Duration::from_secs(3);
+            let mut last = None;
+            for a in &addrs {
+                match TcpStream::connect_timeout(a, timeout) {
+                    Ok(_) => return Ok(()),
+                    Err(err) => last = Some(err),
+                }
+            }
+            match last {
+                Some(err) => failures.push(format!("{e}: {err}")),
+                None => failures.push(format!("{e}: the name resolves to no address")),
+            }
+        }
+        if failures.is_empty() {
+            return Ok(());
+        }
+        Err((
+            format!(
+                "no endpoint of the external datastore (datastore.endpoints) answers: {}",
+                failures.join("; ")
+            ),
+            "start that etcd first, or fix datastore.endpoints and run `kubeunit gen` again".into(),
+        ))
+    }
+
     /// The link's interface does not exist and no address of this host lies in its network.
     pub fn link_free(plan: &Plan) -> Check {
         let link = &plan.link;
@@ -755,6 +802,84 @@ fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
     flags
 }
 
+/// kube-apiserver must be able to read an external datastore's files: checked by `gen` (nothing is
+/// written when one is missing) and again by `start` on the host that runs it.
+fn datastore_files(p: &crate::spec::Profile) -> Vec<FieldError> {
+    let d = &p.datastore;
+    if !d.external() {
+        return vec![];
+    }
+    [
+        ("datastore.caFile", &d.ca_file, "CERTIFICATE"),
+        ("datastore.certFile", &d.cert_file, "CERTIFICATE"),
+        ("datastore.keyFile", &d.key_file, "PRIVATE KEY"),
+    ]
+    .into_iter()
+    .filter(|(_, path, _)| path.is_absolute())
+    .filter_map(|(field, path, label)| {
+        pem_file_problem(path, label).map(|why| {
+            FieldError::new(
+                field,
+                path.display(),
+                why,
+                "point it at the etcd's PEM file, readable by root on the host that runs kube-apiserver",
+            )
+        })
+    })
+    .collect()
+}
+
+/// Why `path` is not a readable PEM file with a `label` block, if it is not.
+fn pem_file_problem(path: &std::path::Path, label: &str) -> Option<String> {
+    use std::io::Read;
+    // Bounded: a PEM file is small, and the path may name a device or something huge.
+    const LIMIT: u64 = 1 << 20;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot read it: {e}")),
+    };
+    if !meta.is_file() {
+        return Some("not a regular file".into());
+    }
+    let mut text = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(LIMIT).read_to_end(&mut text));
+    if let Err(e) = read {
+        return Some(format!("cannot read it: {e}"));
+    }
+    let text = String::from_utf8_lossy(&text);
+    let found = text
+        .lines()
+        .any(|l| l.starts_with("-----BEGIN ") && l.trim_end().ends_with(&format!("{label}-----")));
+    (!found).then(|| format!("no PEM {label} block in it"))
+}
+
+/// Where kube-apiserver keeps the cluster: the environment's etcd, or the profile's `datastore`.
+fn datastore_flags(plan: &Plan) -> Vec<(String, String)> {
+    let p = |r: &str| plan.path(r);
+    let d = &plan.profile.datastore;
+    if !d.external() {
+        return vec![
+            flag("etcd-servers", plan.etcd_url()),
+            flag("etcd-cafile", p(&paths::cert("etcd/ca"))),
+            flag("etcd-certfile", p(&paths::cert("apiserver-etcd-client"))),
+            flag("etcd-keyfile", p(&paths::key("apiserver-etcd-client"))),
+        ];
+    }
+    let file = |f: &std::path::Path| f.to_string_lossy().into_owned();
+    let mut flags = vec![
+        flag("etcd-servers", d.endpoints.join(",")),
+        flag("etcd-cafile", file(&d.ca_file)),
+    ];
+    if !d.cert_file.as_os_str().is_empty() {
+        flags.push(flag("etcd-certfile", file(&d.cert_file)));
+        flags.push(flag("etcd-keyfile", file(&d.key_file)));
+    }
+    if !d.prefix.is_empty() {
+        flags.push(flag("etcd-prefix", &d.prefix));
+    }
+    flags
+}
+
 fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
     let prof = &plan.profile;
@@ -775,10 +900,9 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("client-ca-file", p(&paths::cert("ca"))),
         flag("tls-cert-file", p(&paths::cert("apiserver"))),
         flag("tls-private-key-file", p(&paths::key("apiserver"))),
-        flag("etcd-servers", plan.etcd_url()),
-        flag("etcd-cafile", p(&paths::cert("etcd/ca"))),
-        flag("etcd-certfile", p(&paths::cert("apiserver-etcd-client"))),
-        flag("etcd-keyfile", p(&paths::key("apiserver-etcd-client"))),
+    ];
+    flags.extend(datastore_flags(plan));
+    flags.extend([
         flag("kubelet-certificate-authority", p(&paths::cert("ca"))),
         flag(
             "kubelet-client-certificate",
@@ -819,7 +943,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("audit-log-path", plan.data("audit/audit.log")),
         flag("audit-log-maxsize", "100"),
         flag("audit-log-maxbackup", "3"),
-    ];
+    ]);
     if prof.encryption.enabled {
         flags.push(flag(
             "encryption-provider-config",

@@ -76,6 +76,65 @@ fn component_checks_report_every_problem() {
     }
 }
 
+#[test]
+fn an_external_datastore_stands_in_for_etcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    let key = dir.path().join("client.key");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    std::fs::write(&key, "not pem\n").unwrap();
+    let load = |sets: &[String]| load::layered("control-plane", sets).unwrap().1;
+    let external = |etcd: bool| {
+        vec![
+            format!("components.etcd.enabled={etcd}"),
+            "datastore.endpoints=[https://127.0.0.1:2379]".to_string(),
+            format!("datastore.caFile={}", ca.display()),
+            format!(
+                "datastore.certFile={}",
+                dir.path().join("missing.crt").display()
+            ),
+            format!("datastore.keyFile={}", key.display()),
+        ]
+    };
+    let errs = validate(COMPONENTS, &load(&external(false)));
+    let got: Vec<(&str, &str)> = errs
+        .iter()
+        .map(|e| (e.field.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "datastore.certFile",
+                "cannot read it: No such file or directory (os error 2)"
+            ),
+            ("datastore.keyFile", "no PEM PRIVATE KEY block in it"),
+        ]
+    );
+    // Both at once: which one is meant?
+    let errs = validate(COMPONENTS, &load(&external(true)));
+    assert_eq!(errs[0].field, "components.etcd.enabled");
+    assert!(
+        errs[0].fix.contains("clear datastore.endpoints"),
+        "{errs:?}"
+    );
+    // Neither: kube-apiserver has nowhere to keep the cluster.
+    let errs = validate(COMPONENTS, &load(&["components.etcd.enabled=false".into()]));
+    assert_eq!(
+        errs.len(),
+        2,
+        "required, and needed by kube-apiserver: {errs:?}"
+    );
+    assert!(
+        errs.iter().all(|e| e.fix.contains("datastore.endpoints")),
+        "{errs:?}"
+    );
+}
+
 // Command lines.
 
 fn plan(sets: &[&str]) -> Plan {

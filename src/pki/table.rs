@@ -86,7 +86,10 @@ const fn ca(name: &'static str, cn: &'static str) -> Cert {
 pub const CERTS: &[Cert] = &[
     ca("ca", "kubernetes"),
     ca("front-proxy-ca", "front-proxy-ca"),
-    ca("etcd/ca", "etcd-ca"),
+    Cert {
+        when: When::Component("etcd"),
+        ..ca("etcd/ca", "etcd-ca")
+    },
     Cert {
         name: "apiserver",
         cn: Cn::Fixed("kube-apiserver"),
@@ -103,6 +106,7 @@ pub const CERTS: &[Cert] = &[
         name: "apiserver-etcd-client",
         ca: Some("etcd/ca"),
         cn: Cn::Fixed("kube-apiserver-etcd-client"),
+        when: When::Component("etcd"),
         ..CLIENT
     },
     Cert {
@@ -117,6 +121,7 @@ pub const CERTS: &[Cert] = &[
         cn: Cn::Node,
         usage: Usage::ServerClient,
         sans: Sans::Local,
+        when: When::Component("etcd"),
         ..CLIENT
     },
     Cert {
@@ -125,12 +130,14 @@ pub const CERTS: &[Cert] = &[
         cn: Cn::Node,
         usage: Usage::ServerClient,
         sans: Sans::Local,
+        when: When::Component("etcd"),
         ..CLIENT
     },
     Cert {
         name: "etcd/healthcheck-client",
         ca: Some("etcd/ca"),
         cn: Cn::Fixed("kube-etcd-healthcheck-client"),
+        when: When::Component("etcd"),
         ..CLIENT
     },
     Cert {

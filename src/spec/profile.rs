@@ -39,6 +39,9 @@ pub struct Profile {
     pub audit: Audit,
     pub apiserver: Apiserver,
     pub etcd: Etcd,
+    /// An existing etcd kube-apiserver uses instead of the environment's own.
+    #[serde(default)]
+    pub datastore: Datastore,
     pub logging: Logging,
     pub encryption: Encryption,
     pub containerd: Containerd,
@@ -213,6 +216,35 @@ pub struct Etcd {
     /// Skip fsync: fast and unsafe, for throwaway CI clusters.
     #[serde(default)]
     pub unsafe_no_fsync: bool,
+}
+
+/// An etcd outside the environment (k3s's datastore-endpoint and -cafile/-certfile/-keyfile). The
+/// files are read where kube-apiserver runs, from where they are: they belong to that etcd, not to
+/// the environment.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Datastore {
+    /// Client URLs (`https://host:port`). Empty: the environment runs its own etcd.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// CA that verifies the etcd servers' certificates.
+    #[serde(default)]
+    pub ca_file: PathBuf,
+    /// Client certificate and key kube-apiserver presents (both or neither).
+    #[serde(default)]
+    pub cert_file: PathBuf,
+    #[serde(default)]
+    pub key_file: PathBuf,
+    /// Key prefix of the cluster's objects. Empty: kube-apiserver's `/registry`. Two clusters
+    /// sharing one etcd need prefixes of their own.
+    #[serde(default)]
+    pub prefix: String,
+}
+
+impl Datastore {
+    pub fn external(&self) -> bool {
+        !self.endpoints.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

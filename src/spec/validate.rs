@@ -20,6 +20,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
     ports(p, &mut errs);
     pki(p, &mut errs);
     component_settings(p, &mut errs);
+    datastore(p, &mut errs);
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(
@@ -187,6 +188,105 @@ fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
             path_field(field, path, errs);
         }
     }
+}
+
+/// An external etcd: https URLs, and the files kube-apiserver needs to reach it (whether it can
+/// read them is the component's check, `components::table`).
+fn datastore(p: &Profile, errs: &mut Vec<FieldError>) {
+    let d = &p.datastore;
+    for e in &d.endpoints {
+        if let Some(why) = endpoint_problem(e) {
+            errs.push(FieldError::new(
+                "datastore.endpoints",
+                quoted(e),
+                why,
+                "write an etcd client URL such as https://10.0.0.5:2379",
+            ));
+        }
+    }
+    let files = [
+        ("datastore.caFile", &d.ca_file),
+        ("datastore.certFile", &d.cert_file),
+        ("datastore.keyFile", &d.key_file),
+    ];
+    if !d.external() {
+        for (field, path) in files.iter().filter(|(_, f)| !f.as_os_str().is_empty()) {
+            errs.push(FieldError::new(
+                *field,
+                quoted(&path.to_string_lossy()),
+                "set without datastore.endpoints",
+                "name the etcd's client URLs in datastore.endpoints, or clear this field",
+            ));
+        }
+        if !d.prefix.is_empty() {
+            errs.push(FieldError::new(
+                "datastore.prefix",
+                quoted(&d.prefix),
+                "set without datastore.endpoints (the environment's own etcd holds one cluster)",
+                "name the etcd's client URLs in datastore.endpoints, or clear this field",
+            ));
+        }
+        return;
+    }
+    if d.ca_file.as_os_str().is_empty() {
+        errs.push(FieldError::new(
+            "datastore.caFile",
+            "\"\"",
+            "an external etcd is reached over TLS and needs the CA of its certificates",
+            "give the absolute path of the etcd CA certificate, e.g. /etc/etcd/pki/ca.crt",
+        ));
+    }
+    for (field, path) in files.iter().filter(|(_, f)| !f.as_os_str().is_empty()) {
+        path_field(field, path, errs);
+    }
+    if d.cert_file.as_os_str().is_empty() != d.key_file.as_os_str().is_empty() {
+        let (field, path) = if d.cert_file.as_os_str().is_empty() {
+            ("datastore.keyFile", &d.key_file)
+        } else {
+            ("datastore.certFile", &d.cert_file)
+        };
+        errs.push(FieldError::new(
+            field,
+            quoted(&path.to_string_lossy()),
+            "a client certificate needs its key and a key its certificate",
+            "set both datastore.certFile and datastore.keyFile, or neither",
+        ));
+    }
+    let prefix_ok = d.prefix.is_empty()
+        || (d.prefix.starts_with('/')
+            && d.prefix.len() > 1
+            && !has_control(&d.prefix)
+            && !d.prefix.contains([' ', ',']));
+    if !prefix_ok {
+        errs.push(FieldError::new(
+            "datastore.prefix",
+            quoted(&d.prefix),
+            "not an etcd key prefix",
+            "write a path such as /clusters/dev (leading '/', no spaces or commas), or leave it empty for /registry",
+        ));
+    }
+}
+
+/// Why `e` is not an etcd client URL kube-apiserver can use (`https://host:port`), if it is not.
+fn endpoint_problem(e: &str) -> Option<&'static str> {
+    let Some(rest) = e.strip_prefix("https://") else {
+        return Some("not an https:// URL (kubeunit talks TLS to every etcd)");
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return Some("no port");
+    };
+    if port.parse::<u16>().map_or(true, |p| p == 0) {
+        return Some("not a port number after the host");
+    }
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => host.parse::<std::net::Ipv4Addr>().is_ok() || is_dns_name(host),
+    };
+    if !host_ok {
+        return Some("not a host name or IP address before the port");
+    }
+    None
 }
 
 /// A network written with its network address (no host bits).
@@ -609,6 +709,47 @@ mod tests {
             "network.dnsIP=fd00:10::a",
         ]);
         assert_eq!(errs, vec![]);
+    }
+
+    #[test]
+    fn datastore_fields() {
+        let ok = [
+            "datastore.endpoints=[https://10.0.0.5:2379, \"https://[::1]:2379\", https://etcd-1.example:2379/]",
+            "datastore.caFile=/etc/etcd/ca.crt",
+            "datastore.prefix=/clusters/dev",
+        ];
+        assert_eq!(errors(&ok), vec![]);
+        let fields = |sets: &[&str]| -> Vec<(String, String)> {
+            errors(sets)
+                .into_iter()
+                .map(|e| (e.field, e.value))
+                .collect()
+        };
+        assert_eq!(
+            fields(&[
+                "datastore.endpoints=[http://10.0.0.5:2379, https://10.0.0.5, https://a b:1, https://h:0]",
+                "datastore.certFile=relative.crt",
+                "datastore.prefix=registry",
+            ]),
+            vec![
+                ("datastore.endpoints".into(), "\"http://10.0.0.5:2379\"".into()),
+                ("datastore.endpoints".into(), "\"https://10.0.0.5\"".into()),
+                ("datastore.endpoints".into(), "\"https://a b:1\"".into()),
+                ("datastore.endpoints".into(), "\"https://h:0\"".into()),
+                ("datastore.caFile".into(), "\"\"".into()),
+                ("datastore.certFile".into(), "\"relative.crt\"".into()),
+                ("datastore.certFile".into(), "\"relative.crt\"".into()),
+                ("datastore.prefix".into(), "\"registry\"".into()),
+            ]
+        );
+        // Files and a prefix mean nothing without an external etcd.
+        assert_eq!(
+            fields(&["datastore.keyFile=/k.key", "datastore.prefix=/p"]),
+            vec![
+                ("datastore.keyFile".into(), "\"/k.key\"".into()),
+                ("datastore.prefix".into(), "\"/p\"".into()),
+            ]
+        );
     }
 
     #[test]
