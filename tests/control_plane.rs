@@ -689,3 +689,109 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
     );
     assert_eq!(c.list_units("kubeunit-cp2-*"), "", "nothing may start");
 }
+
+#[test]
+fn the_admin_identity_is_merged_into_a_kubeconfig_next_to_other_clusters() {
+    let ports = Ports::allocate();
+    let c = Container::boot("kubeconfig");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let home = c.work.join("home/.kube");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = home.join("config");
+    let other = "apiVersion: v1\nkind: Config\nclusters:\n- name: kind-x\n  cluster: {server: 'https://192.0.2.1:6443'}\nusers:\n- name: kind-x\n  user: {token: abc}\ncontexts:\n- name: kind-x\n  context: {cluster: kind-x, user: kind-x}\ncurrent-context: kind-x\n";
+    std::fs::write(&config, other).unwrap();
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let write = format!("kubeconfig.write={}", config.display());
+    let state = gen_control_plane(&c, &version, &ports, &["--set", &write]);
+    let cl = Cluster {
+        c: &c,
+        state: state.clone(),
+        kubectl: k8s_dir(&version).join("kubectl"),
+        ports: &ports,
+    };
+    let out = cl.ku(&["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("merged into {}", config.display())),
+        "{}",
+        text(&out)
+    );
+
+    let kubectl = |args: &[&str]| {
+        run(Command::new(&cl.kubectl)
+            .arg("--kubeconfig")
+            .arg(&config)
+            .args(args))
+    };
+    let out = kubectl(&["--context", "control-plane", "get", "--raw", "/readyz"]);
+    assert_eq!(text(&out).trim(), "ok");
+    let out = kubectl(&["config", "get-contexts", "-o", "name"]);
+    assert_eq!(text(&out), "control-plane\nkind-x\n");
+    let out = kubectl(&["config", "current-context"]);
+    assert_eq!(text(&out).trim(), "control-plane");
+    let mode = std::fs::metadata(&config).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o640
+    );
+
+    // The command: printed, it is a kubeconfig of its own; merged with --keep-context elsewhere.
+    let printed = c.work.join("printed.kubeconfig");
+    let out = cl.ku(&["kubeconfig"]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(&printed, &out.stdout).unwrap();
+    let out = run(Command::new(&cl.kubectl)
+        .arg("--kubeconfig")
+        .arg(&printed)
+        .args(["get", "--raw", "/readyz"]));
+    assert_eq!(text(&out).trim(), "ok");
+    let second = c.work.join("second/config");
+    let out = cl.ku(&[
+        "kubeconfig",
+        "--write",
+        second.to_str().unwrap(),
+        "--mode",
+        "0600",
+        "-o",
+        "json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["action"], "merged", "{report}");
+    assert_eq!(report["currentContext"], "control-plane", "{report}");
+
+    // Bad input: nothing changes.
+    let in_state = state
+        .join("kubeconfig/admin.kubeconfig")
+        .display()
+        .to_string();
+    let before = std::fs::read(&config).unwrap();
+    for bad in [
+        vec![
+            "kubeconfig",
+            "--write",
+            config.to_str().unwrap(),
+            "--mode",
+            "0999",
+        ],
+        vec!["kubeconfig", "--mode", "0600"],
+        vec!["kubeconfig", "--write", c.work.to_str().unwrap()],
+        vec!["kubeconfig", "--write", &in_state],
+    ] {
+        let out = cl.ku(&bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out));
+    }
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+
+    // destroy --all takes its entries out again, and only those.
+    let out = cl.ku(&["destroy", "--all"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = kubectl(&["config", "get-contexts", "-o", "name"]);
+    assert_eq!(text(&out), "kind-x\n");
+    let out = kubectl(&[
+        "config",
+        "view",
+        "-o",
+        "jsonpath={.clusters[*].name} {.users[*].name}",
+    ]);
+    assert_eq!(text(&out), "kind-x kind-x");
+}

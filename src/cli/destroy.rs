@@ -18,6 +18,17 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     let sd = args.target.systemd().await?;
     run::stop(&env, &sd).await?;
     let doomed = if args.all {
+        // What `start` merged into the profile's kubeconfig goes with the state dir (as kind's delete).
+        let kubeconfig = &env.plan.profile.kubeconfig.write;
+        if !kubeconfig.as_os_str().is_empty()
+            && crate::run::kubeconfig::remove(kubeconfig, env.plan.name())?
+        {
+            println!(
+                "removed context '{}' from {}",
+                env.plan.name(),
+                kubeconfig.display()
+            );
+        }
         delete(&env.plan.state_dir)?;
         env.plan.state_dir.clone()
     } else {

@@ -8,6 +8,7 @@ mod completion;
 mod debug;
 mod destroy;
 mod gen;
+mod kubeconfig;
 mod logs;
 mod profile;
 mod restart;
@@ -59,6 +60,9 @@ pub enum Command {
     /// Print a component's exact command line and environment (for IDEs, strace, perf).
     #[command(after_help = cmdline::AFTER_HELP)]
     Cmdline(cmdline::Args),
+    /// Print the admin kubeconfig (context named after the environment), or merge it into a kubeconfig.
+    #[command(after_help = kubeconfig::AFTER_HELP)]
+    Kubeconfig(kubeconfig::Args),
     /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
     /// Inspect built-in profiles.
@@ -83,6 +87,7 @@ pub fn run() -> i32 {
         Command::Restart(args) => block_on(restart::exec(args)),
         Command::Debug(args) => block_on(debug::exec(args)),
         Command::Cmdline(args) => cmdline::exec(args),
+        Command::Kubeconfig(args) => kubeconfig::exec(args),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),

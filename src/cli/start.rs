@@ -130,6 +130,13 @@ impl fmt::Display for Summary<'_> {
             plan.path(&crate::spec::paths::kubeconfig("admin"))
         )?;
         writeln!(f, "  kubectl get --raw /readyz\n")?;
+        if let Some(path) = &report.kubeconfig {
+            writeln!(
+                f,
+                "kubeconfig: context '{name}' merged into {} (kubectl --context {name})",
+                path.display()
+            )?;
+        }
         writeln!(
             f,
             "logs:    kubeunit logs -f {dir_flag}    (or journalctl -u {} -f)",

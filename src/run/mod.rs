@@ -9,6 +9,7 @@ pub mod debug;
 mod env;
 pub mod hooks;
 pub mod images;
+pub mod kubeconfig;
 pub mod preflight;
 pub mod probe;
 pub mod restart;

@@ -63,6 +63,9 @@ pub struct StartReport {
     /// References of the images imported into containerd.
     pub imported: Vec<String>,
     pub total_seconds: f64,
+    /// The kubeconfig the admin identity was merged into (profile `kubeconfig.write`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<std::path::PathBuf>,
     /// CLOCK_MONOTONIC (µs) when `start` began: lines kubeunit's timings up with systemd's
     /// `*TimestampMonotonic` properties (the bring-up benchmark does).
     pub monotonic_start_us: u64,
@@ -88,6 +91,7 @@ pub async fn start(
         applied: vec![],
         imported: vec![],
         total_seconds: 0.0,
+        kubeconfig: None,
         monotonic_start_us,
     };
     if !report.already_running {
@@ -126,8 +130,20 @@ pub async fn start(
     hooks_done.add(hooks::join(hook_tasks).await?);
     report.applied = hooks_done.applied;
     report.imported = hooks_done.imported;
+    report.kubeconfig = write_kubeconfig(&env.plan)?;
     report.total_seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The profile's `kubeconfig.write`: the admin identity merged there, its context made current.
+fn write_kubeconfig(plan: &crate::spec::Plan) -> Result<Option<std::path::PathBuf>, Error> {
+    let out = &plan.profile.kubeconfig;
+    if out.write.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let mode = crate::spec::profile::parse_mode(&out.mode);
+    let merged = super::kubeconfig::merge_admin(plan, &out.write, mode, false)?;
+    Ok(Some(merged.path))
 }
 
 /// Components whose units run already; failed or left-over inactive units are reset so their

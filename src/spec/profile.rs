@@ -46,6 +46,9 @@ pub struct Profile {
     pub encryption: Encryption,
     pub containerd: Containerd,
     pub addons: Addons,
+    /// A kubeconfig outside the state dir that `start` merges the admin identity into.
+    #[serde(default)]
+    pub kubeconfig: KubeconfigOutput,
     /// Image archives (docker-archive or OCI tar) `start` imports into containerd before the kubelet
     /// starts, so pods run without a registry. Absolute paths; `gen` records their digests.
     #[serde(default)]
@@ -286,6 +289,28 @@ pub struct Addons {
     pub coredns: bool,
     pub coredns_image: String,
     pub default_storage_class: bool,
+}
+
+/// k3s's write-kubeconfig and write-kubeconfig-mode: the admin identity merged into a kubeconfig of
+/// the user's (context: the environment's name) by `start`, removed again by `destroy --all`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeconfigOutput {
+    /// Absolute path, e.g. /root/.kube/config. Empty: only `<state dir>/kubeconfig/admin.kubeconfig`.
+    #[serde(default)]
+    pub write: PathBuf,
+    /// Octal mode such as "0600". Empty: the file's own, 0600 for a new file.
+    #[serde(default)]
+    pub mode: String,
+}
+
+/// A file mode as people write it: octal, with or without a leading 0 or 0o (`0640`, `640`).
+pub fn parse_mode(s: &str) -> Option<u32> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    if digits.is_empty() || digits.len() > 4 {
+        return None;
+    }
+    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
 }
 
 impl Profile {

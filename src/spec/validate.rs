@@ -21,6 +21,17 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
     pki(p, &mut errs);
     component_settings(p, &mut errs);
     datastore(p, &mut errs);
+    if !p.kubeconfig.write.as_os_str().is_empty() {
+        path_field("kubeconfig.write", &p.kubeconfig.write, &mut errs);
+    }
+    if !p.kubeconfig.mode.is_empty() && super::profile::parse_mode(&p.kubeconfig.mode).is_none() {
+        errs.push(FieldError::new(
+            "kubeconfig.mode",
+            quoted(&p.kubeconfig.mode),
+            "not an octal file mode",
+            "write it quoted, e.g. \"0600\" or \"0640\"",
+        ));
+    }
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(
@@ -750,6 +761,30 @@ mod tests {
                 ("datastore.prefix".into(), "\"/p\"".into()),
             ]
         );
+    }
+
+    #[test]
+    fn kubeconfig_output() {
+        assert_eq!(
+            errors(&[
+                "kubeconfig.write=/root/.kube/config",
+                "kubeconfig.mode=\"0640\""
+            ]),
+            vec![]
+        );
+        let fields: Vec<String> =
+            errors(&["kubeconfig.write=kube/config", "kubeconfig.mode=\"0999\""])
+                .into_iter()
+                .map(|e| e.field)
+                .collect();
+        assert_eq!(fields, ["kubeconfig.write", "kubeconfig.mode"]);
+        use crate::spec::profile::parse_mode;
+        assert_eq!(parse_mode("0600"), Some(0o600));
+        assert_eq!(parse_mode("0o640"), Some(0o640));
+        assert_eq!(parse_mode("644"), Some(0o644));
+        for bad in ["", "8", "01777", "-1", "0x1", "77777"] {
+            assert_eq!(parse_mode(bad), None, "{bad}");
+        }
     }
 
     #[test]
