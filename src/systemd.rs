@@ -340,6 +340,35 @@ impl Systemd {
         }
     }
 
+    /// Start a unit systemd loads from its unit file (an installed one) and wait for the start job.
+    pub async fn start_unit(&self, name: &str) -> Result<JobResult, SystemdError> {
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .map_err(call("subscribing to JobRemoved"))?;
+        let job = self
+            .manager
+            .start_unit(name.to_string(), "replace".into())
+            .await
+            .map_err(call(format!("StartUnit {name}")))?;
+        wait_job(&mut removed, &job).await
+    }
+
+    /// `systemctl daemon-reload`: systemd reads unit files again (answers once it has).
+    pub async fn reload(&self) -> Result<(), SystemdError> {
+        self.manager.reload().await.map_err(call("Reload"))
+    }
+
+    /// Whether a unit file of that name is installed, and its state (`enabled`, `static`, ...).
+    pub async fn unit_file_state(&self, name: &str) -> Result<Option<String>, SystemdError> {
+        match self.manager.get_unit_file_state(name.to_string()).await {
+            Ok(state) => Ok(Some(state)),
+            Err(e) if is_no_such_file(&e) => Ok(None),
+            Err(e) => Err(call(format!("GetUnitFileState {name}"))(e)),
+        }
+    }
+
     /// Poll until the unit is gone or inactive (after a stop), at most `timeout`.
     pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Result<bool, SystemdError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -375,6 +404,19 @@ fn is_nothing_to_kill(e: &zbus::Error) -> bool {
         zbus::Error::FDO(fdo) => matches!(**fdo, zbus::fdo::Error::IOError(_)),
         zbus::Error::MethodError(name, _, _) => {
             name.as_str() == "org.freedesktop.systemd1.NoSuchProcess"
+        }
+        _ => false,
+    }
+}
+
+/// GetUnitFileState of a unit without a file: ENOENT, as an fdo error or systemd's own.
+fn is_no_such_file(e: &zbus::Error) -> bool {
+    match e {
+        zbus::Error::FDO(fdo) => matches!(**fdo, zbus::fdo::Error::FileNotFound(_)),
+        zbus::Error::MethodError(name, _, _) => {
+            let n = name.as_str();
+            n == "org.freedesktop.DBus.Error.FileNotFound"
+                || n == "org.freedesktop.systemd1.NoSuchUnit"
         }
         _ => false,
     }

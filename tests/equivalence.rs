@@ -5,9 +5,10 @@
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::container::{exec_argv, gen_in, show_unit, unit_differences, Container};
+use common::container::{exec_argv, exec_argv_of, gen_in, show_unit, unit_differences, Container};
 use common::ports::Ports;
 use common::*;
 use kubeunit::systemd::{Bus, Systemd};
@@ -61,6 +62,7 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
     let sd = rt
         .block_on(Systemd::connect(&Bus::Address(c.bus_address())))
         .expect("connect to the container's systemd");
+    let mut transients = BTreeMap::new();
     for unit in &units {
         let file = UnitFile::read(&state.join("units").join(unit)).unwrap();
         // Transient, through kubeunit's translation. The job result does not matter: the binaries
@@ -106,5 +108,132 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
         }
         assert!(c.run(&["rm", &path]).status.success());
         assert!(c.run(&["systemctl", "daemon-reload"]).status.success());
+        transients.insert(unit.clone(), transient);
     }
+    installed_units_are_the_transient_ones_plus_their_drop_ins(&c, &state, &transients);
+}
+
+/// `kubeunit install`: each unit systemd loads from /etc/systemd/system agrees with the transient one
+/// on every property, but for what the install drop-in and the target add (PartOf= and the order
+/// around the target and the start-hook oneshots, the `kubeunit wait` gate of components without
+/// sd_notify); `systemd-analyze verify` accepts every file; `uninstall` leaves /etc/systemd/system as
+/// it was.
+fn installed_units_are_the_transient_ones_plus_their_drop_ins(
+    c: &Container,
+    state: &std::path::Path,
+    transients: &BTreeMap<String, BTreeMap<String, String>>,
+) {
+    let listing = || {
+        let out = c.sh("cd /etc/systemd/system && find . -printf '%p %y %m %l\\n' | sort");
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = listing();
+    let sd = ["--state-dir", state.to_str().unwrap()];
+    let out = c.kubeunit(&[&["install"], &sd[..], &["-o", "json"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let written: Vec<String> = report["written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    // Unit files (their drop-ins are read with them); the link is the target.
+    let files: Vec<&String> = written
+        .iter()
+        .filter(|p| !p.contains(".wants/") && !p.contains(".d/"))
+        .collect();
+    let out = c.run(
+        &[
+            &["systemd-analyze", "verify", "--man=no"][..],
+            &files.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        ]
+        .concat(),
+    );
+    // This test's bin dir has the Kubernetes binaries only: etcd's, containerd's and the cloud
+    // controller manager's are missing, which verify reports. Nothing else may be.
+    let complaints: Vec<&str> = std::str::from_utf8(&out.stderr)
+        .unwrap()
+        .lines()
+        .filter(|l| !(l.contains("is not executable: No such file or directory")))
+        .collect();
+    assert!(complaints.is_empty(), "systemd-analyze verify: {}", text(&out));
+    assert_eq!(
+        text(&out).matches("is not executable").count(),
+        3,
+        "{}",
+        text(&out)
+    );
+    let target = "kubeunit-equiv.target";
+    let out = c.run(&["systemctl", "is-enabled", target]);
+    assert_eq!(text(&out).trim(), "enabled");
+    let hooks = ["kube-apiserver-apply-addons", "containerd-import-images"]
+        .map(|h| format!("kubeunit-equiv-{h}.service"));
+    // Forward: the target and the hooks. Backward (Before= of what another unit is After=): the
+    // environment's units, all loaded now, where the transient ones were loaded one at a time.
+    let added = |v: &str| v == target || hooks.contains(&v.to_string()) || v.starts_with("kubeunit-equiv-");
+    for (unit, transient) in transients {
+        let installed = show_unit(c, unit);
+        assert_eq!(
+            installed.get("FragmentPath").map(String::as_str),
+            Some(format!("/etc/systemd/system/{unit}").as_str())
+        );
+        for diff in unit_differences(transient, &installed) {
+            let key = diff.split(':').next().unwrap();
+            let words = |m: &BTreeMap<String, String>| -> BTreeSet<String> {
+                m.get(key)
+                    .map(|v| v.split_whitespace().map(String::from).collect())
+                    .unwrap_or_default()
+            };
+            match key {
+                // The target and the hooks: ordered around it, stopped with the target.
+                "After" | "Before" | "PartOf" | "WantedBy" | "RequiredBy" | "ConsistsOf" | "SliceOf" => {
+                    let extra: Vec<String> = words(&installed)
+                        .difference(&words(transient))
+                        .cloned()
+                        .collect();
+                    assert!(
+                        words(transient).is_subset(&words(&installed))
+                            && extra.iter().all(|v| added(v)),
+                        "{unit}: {diff}"
+                    );
+                }
+                "ExecStartPost" | "ExecStartPostEx" => {
+                    let wait = exec_argv_of(&installed, key);
+                    assert!(
+                        wait.contains(" wait --timeout 110 ")
+                            && exec_argv_of(transient, key).is_empty(),
+                        "{unit}: {diff}"
+                    );
+                }
+                _ => panic!("{unit}: transient and installed differ beyond the drop-in: {diff}"),
+            }
+        }
+    }
+    // The gate is there exactly for the components without sd_notify that have a probe.
+    for (component, gated) in [
+        ("kube-scheduler", true),
+        ("kubelet", false),
+        ("kube-proxy", true),
+        ("etcd", false),
+        ("node-network", false),
+    ] {
+        let installed = show_unit(c, &format!("kubeunit-equiv-{component}.service"));
+        assert_eq!(
+            exec_argv_of(&installed, "ExecStartPost").contains(" wait "),
+            gated,
+            "{component}"
+        );
+    }
+
+    let out = c.kubeunit(&[&["uninstall"], &sd[..]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        listing(),
+        before,
+        "uninstall leaves /etc/systemd/system as it was"
+    );
+    let out = c.run(&["systemctl", "is-enabled", target]);
+    assert!(!out.status.success(), "{}", text(&out));
 }

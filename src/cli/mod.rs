@@ -8,6 +8,8 @@ mod completion;
 mod debug;
 mod destroy;
 mod gen;
+mod hook;
+mod install;
 mod kubeconfig;
 mod logs;
 mod profile;
@@ -15,6 +17,7 @@ mod restart;
 mod start;
 mod status;
 mod stop;
+mod wait;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -63,6 +66,18 @@ pub enum Command {
     /// Print the admin kubeconfig (context named after the environment), or merge it into a kubeconfig.
     #[command(after_help = kubeconfig::AFTER_HELP)]
     Kubeconfig(kubeconfig::Args),
+    /// Install the environment as enabled unit files: it comes up at boot without kubeunit.
+    #[command(after_help = install::AFTER_HELP)]
+    Install(install::Args),
+    /// Remove what `install` wrote (stopping the environment first).
+    #[command(after_help = install::UNINSTALL_HELP)]
+    Uninstall(install::UninstallArgs),
+    /// Wait until components answer their health probes.
+    #[command(after_help = wait::AFTER_HELP)]
+    Wait(wait::Args),
+    /// Run a component's start hook (apply addons, import images) once it is healthy.
+    #[command(after_help = hook::AFTER_HELP)]
+    Hook(hook::Args),
     /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
     /// Inspect built-in profiles.
@@ -88,6 +103,10 @@ pub fn run() -> i32 {
         Command::Debug(args) => block_on(debug::exec(args)),
         Command::Cmdline(args) => cmdline::exec(args),
         Command::Kubeconfig(args) => kubeconfig::exec(args),
+        Command::Install(args) => block_on(install::exec(args)),
+        Command::Uninstall(args) => block_on(install::exec_uninstall(args)),
+        Command::Wait(args) => wait::exec(args),
+        Command::Hook(args) => hook::exec(args),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),

@@ -115,6 +115,14 @@ impl Hook {
         matches!(self, Hook::ImportImages)
     }
 
+    /// Its name in a unit name (`kubeunit install`'s oneshot units).
+    pub fn slug(self) -> &'static str {
+        match self {
+            Hook::ApplyAddons => "apply-addons",
+            Hook::ImportImages => "import-images",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Hook::ApplyAddons => "apply addons",

@@ -24,6 +24,18 @@ pub const SLICE: Template = Template {
     name: "units/slice.hbs",
     text: include_str!("../../units/slice.hbs"),
 };
+pub const TARGET: Template = Template {
+    name: "units/target.hbs",
+    text: include_str!("../../units/target.hbs"),
+};
+pub const INSTALL_DROPIN: Template = Template {
+    name: "units/install-dropin.hbs",
+    text: include_str!("../../units/install-dropin.hbs"),
+};
+pub const HOOK: Template = Template {
+    name: "units/hook.hbs",
+    text: include_str!("../../units/hook.hbs"),
+};
 pub const KUBECONFIG: Template = Template {
     name: "configs/kubeconfig.hbs",
     text: include_str!("../../configs/kubeconfig.hbs"),

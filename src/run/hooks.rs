@@ -30,16 +30,21 @@ pub fn spawn(
     hook: Hook,
 ) -> JoinHandle<Result<HookReport, Error>> {
     let plan = plan.clone();
-    tokio::task::spawn_blocking(move || match hook {
-        Hook::ApplyAddons => addons::apply(&plan).map(|applied| HookReport {
+    tokio::task::spawn_blocking(move || run(&plan, component, hook))
+}
+
+/// Run `hook` of `component` (blocking).
+pub fn run(plan: &Plan, component: &Component, hook: Hook) -> Result<HookReport, Error> {
+    match hook {
+        Hook::ApplyAddons => addons::apply(plan).map(|applied| HookReport {
             applied,
             ..HookReport::default()
         }),
-        Hook::ImportImages => images::import(&plan, component).map(|imported| HookReport {
+        Hook::ImportImages => images::import(plan, component).map(|imported| HookReport {
             imported,
             ..HookReport::default()
         }),
-    })
+    }
 }
 
 /// The result of one spawned hook.

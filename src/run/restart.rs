@@ -31,9 +31,12 @@ pub async fn restart(
     sd.stop(&unit.name).await?;
     sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
     sd.reset_failed(&unit.name).await?;
-    // Its name is free for the new transient unit only once systemd unloaded the old one.
-    sd.wait_unloaded(&unit.name, Duration::from_secs(10))
-        .await?;
+    // Its name is free for the new transient unit only once systemd unloaded the old one (an
+    // installed unit stays loaded: it starts from its file).
+    if !super::start::installed(env, sd).await? {
+        sd.wait_unloaded(&unit.name, Duration::from_secs(10))
+            .await?;
+    }
     let mut others: BTreeSet<&str> = env.units.iter().map(|(c, _)| c.name).collect();
     others.remove(c.name);
     preflight(env, &others)?;

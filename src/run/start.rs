@@ -172,6 +172,26 @@ async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e
     Ok(running)
 }
 
+/// Whether the environment is installed (`kubeunit install`): systemd has its target's unit file.
+pub async fn installed(env: &Env, sd: &Systemd) -> Result<bool, Error> {
+    Ok(sd.unit_file_state(&env.plan.target_name()).await?.is_some())
+}
+
+/// How many of the environment's units are active (or activating).
+pub async fn running_units(env: &Env, sd: &Systemd) -> Result<usize, Error> {
+    let mut n = 0;
+    for (_, unit) in &env.units {
+        if sd
+            .state(&unit.name)
+            .await?
+            .is_some_and(|s| !s.active_state.is_stopped())
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// The environment's slice, unless it runs.
 pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
     let name = &env.slice.name;
@@ -183,10 +203,13 @@ pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
         return Ok(());
     }
     sd.reset_failed(name).await?;
-    match sd
-        .start_transient(name, unit::properties(&env.slice)?)
-        .await?
-    {
+    let result = if installed(env, sd).await? {
+        sd.start_unit(name).await?
+    } else {
+        sd.start_transient(name, unit::properties(&env.slice)?)
+            .await?
+    };
+    match result {
         JobResult::Done => Ok(()),
         result => Err(Error::Start(format!("{name}: start job {result}"))),
     }
@@ -295,9 +318,13 @@ pub(super) async fn start_one(
             unit.name
         ))
     };
-    let result = sd
-        .start_transient(&unit.name, unit::properties(unit)?)
-        .await?;
+    // An installed environment's units are loaded from their files (`kubeunit install`).
+    let result = if sd.unit_file_state(&plan.target_name()).await?.is_some() {
+        sd.start_unit(&unit.name).await?
+    } else {
+        sd.start_transient(&unit.name, unit::properties(unit)?)
+            .await?
+    };
     let job_done = t0.elapsed().as_secs_f64();
     if result != JobResult::Done {
         let st = sd.state(&unit.name).await?.unwrap_or_default();

@@ -48,6 +48,11 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
         sd.kill_all(&format!("kubeunit-{}-kubepods.slice", env.plan.name()))
             .await?;
     }
+    // An installed environment's target goes too, so that starting it again starts everything.
+    let installed = super::start::installed(env, sd).await?;
+    if installed {
+        sd.stop(&env.plan.target_name()).await?;
+    }
     sd.stop(&env.slice.name).await?;
     for name in &debug_units {
         sd.stop(name).await?;
@@ -76,7 +81,8 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
     sd.reset_failed(&env.slice.name).await?;
     // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
     // that a caller sees no unit left (and a following start can reuse the names).
-    let gc_deadline = Instant::now() + Duration::from_secs(10);
+    // Installed units stay loaded (from their files): nothing to wait for.
+    let gc_deadline = Instant::now() + Duration::from_secs(if installed { 0 } else { 10 });
     let names: Vec<&str> = env
         .units
         .iter()

@@ -244,6 +244,11 @@ impl Plan {
         path
     }
 
+    /// The target an installed environment (`kubeunit install`) starts at boot.
+    pub fn target_name(&self) -> String {
+        format!("kubeunit-{}.target", self.profile.name)
+    }
+
     pub fn unit_name(&self, component: &str) -> String {
         format!("kubeunit-{}-{}.service", self.profile.name, component)
     }

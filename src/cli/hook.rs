@@ -1,0 +1,65 @@
+//! `kubeunit hook COMPONENT`: run what `start` does once a component is healthy (apply the addons,
+//! import the images), after waiting for it to be healthy. An installed environment's oneshot units
+//! run it at boot.
+
+use std::time::{Duration, Instant};
+
+use super::common::Target;
+use crate::error::Error;
+use crate::run::{hooks, probe};
+
+pub const AFTER_HELP: &str = "Examples:
+  kubeunit hook kube-apiserver        # apply STATE/addons again
+  kubeunit hook containerd            # import the profile's images into containerd";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
+    pub component: String,
+    /// Seconds to wait for the component to be healthy first.
+    #[arg(long, default_value_t = 240)]
+    pub timeout: u64,
+}
+
+pub fn exec(args: Args) -> Result<i32, Error> {
+    let env = args.target.env()?;
+    let usage = |e: Error| match e {
+        Error::Preflight { message, fix } => Error::Usage { message, fix },
+        e => e,
+    };
+    let (c, _) = env.unit(&args.component).map_err(usage)?;
+    let Some(hook) = c.after_healthy else {
+        return Err(Error::Usage {
+            message: format!("{} has no start hook", c.name),
+            fix: format!(
+                "components with one: {}",
+                env.units
+                    .iter()
+                    .filter(|(c, _)| c.after_healthy.is_some())
+                    .map(|(c, _)| c.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    };
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    while let Err(why) = probe::probe(&env.plan, c, Duration::from_secs(2)) {
+        if Instant::now() >= deadline {
+            eprintln!(
+                "error: {} not healthy after {}s: {why}",
+                c.name, args.timeout
+            );
+            return Ok(1);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let report = hooks::run(&env.plan, c, hook)?;
+    println!(
+        "{} {}: {} done",
+        c.name,
+        hook.as_str(),
+        report.applied.len() + report.imported.len()
+    );
+    Ok(0)
+}
