@@ -5,11 +5,14 @@
 # (tests/common/container.rs) use it. The rootfs is mounted with a volatile overlay, so containers never
 # change it and several can run at once.
 #
-#   container.sh boot NAME [--node] [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
+#   container.sh boot NAME [--node] [--persist=DIR] [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
 #       Boot NAME unless it runs already and wait until its systemd is up (running or degraded); print
 #       the host PID of its systemd. --bind directories are created first. nspawn's output goes to FILE
 #       (default RUN/NAME/console.log, which stop deletes). On failure: the log's tail on stderr, the
 #       container stopped, exit 1. --node: a container that can run a Kubernetes node (see node_flags).
+#       --persist=DIR: what the container writes to its root survives a stop: an overlay whose upper
+#       layer is DIR/upper (instead of a volatile one), so that booting again with the same DIR is a
+#       reboot of the same machine.
 #   container.sh leader NAME             host PID of NAME's systemd; exit 1 when NAME does not run
 #   container.sh exec NAME [--] CMD...   run CMD inside NAME (mount, UTS, IPC and PID namespaces, root and
 #                                        working directory of its systemd; the network is the host's)
@@ -145,10 +148,11 @@ prune() {
 cmd_boot() {
   local name=${1:?boot NAME}
   shift
-  local log="" binds=() node="" a
+  local log="" binds=() node="" persist="" a
   for a in "$@"; do
     case $a in
       --node) node=1 ;;
+      --persist=*) persist=${a#--persist=} ;;
       --log=*) log=${a#--log=} ;;
       --bind=*) mkdir -p "${a#--bind=}"; binds+=("$a") ;;
       --bind-ro=*) binds+=("$a") ;;
@@ -164,15 +168,38 @@ cmd_boot() {
     rootfs=$("$here/build-rootfs.sh")
     mkdir -p "$run_dir/$name" "$(dirname "$log")"
     # setsid: the container outlives this script and a Ctrl-C in the terminal that started it.
-    local extra=()
+    local extra=() root_flags=(--volatile=overlay -D "$rootfs")
     [ -z "$node" ] || extra=("${node_flags[@]}")
+    if [ -n "$persist" ]; then
+      # nspawn's overlays are volatile or below /: the persistent one over / is mounted here, and
+      # unmounted by stop.
+      mkdir -p "$persist/upper" "$persist/work" "$persist/root"
+      if [ -n "$node" ]; then
+        # A machine that boots a node by itself (an installed environment) needs the node setup
+        # before its units start, not once the boot is over: a unit of its own, early in the boot.
+        mkdir -p "$persist/upper/usr/local/sbin" "$persist/upper/etc/systemd/system/sysinit.target.wants"
+        printf '#!/bin/sh\nset -e\n%s\n' "$node_setup" >"$persist/upper/usr/local/sbin/kubeunit-node-setup"
+        chmod 755 "$persist/upper/usr/local/sbin/kubeunit-node-setup"
+        printf '%s\n' '[Unit]' 'Description=What a Kubernetes node needs of systemd-nspawn (scripts/container.sh)' \
+          'DefaultDependencies=no' 'Before=sysinit.target' '' '[Service]' 'Type=oneshot' 'RemainAfterExit=yes' \
+          'ExecStart=/usr/local/sbin/kubeunit-node-setup' '' '[Install]' 'WantedBy=sysinit.target' \
+          >"$persist/upper/etc/systemd/system/kubeunit-node-setup.service"
+        ln -sf ../kubeunit-node-setup.service \
+          "$persist/upper/etc/systemd/system/sysinit.target.wants/kubeunit-node-setup.service"
+      fi
+      mountpoint -q "$persist/root" ||
+        mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$persist/upper,workdir=$persist/work" \
+          "$persist/root" || { unlock; die "boot $name: cannot mount the overlay in $persist"; }
+      echo "$persist/root" >"$run_dir/$name/root"
+      root_flags=(-D "$persist/root")
+    fi
     # shellcheck disable=SC2016 # expanded by that shell
     KU_CGROUPS=$(own_cgroups "$name") setsid sh -c 'for d in $KU_CGROUPS; do
         mkdir -p "$d" && echo $$ >"$d/cgroup.procs" || exit 1
       done
       unset KU_CGROUPS
-      exec "$@"' sh systemd-nspawn --quiet --boot --register=no --keep-unit --volatile=overlay \
-      --machine="$name" -D "$rootfs" "${extra[@]}" "${binds[@]}" \
+      exec "$@"' sh systemd-nspawn --quiet --boot --register=no --keep-unit \
+      --machine="$name" "${root_flags[@]}" "${extra[@]}" "${binds[@]}" \
       </dev/null >"$log" 2>&1 {LOCK}>&- &
     local pid=$! i
     # Until setsid has exec'd it, the process is not systemd-nspawn yet (find_nspawn checks the name).
@@ -279,7 +306,12 @@ cmd_stop() {
   lock
   # Unless a boot of the same name has registered a new container meanwhile.
   if ! find_nspawn "$name"; then
-    rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log"
+    local root=""
+    read -r root 2>/dev/null <"$run_dir/$name/root" || true
+    if [ -n "$root" ] && mountpoint -q "$root"; then
+      umount "$root" || umount -l "$root" || true
+    fi
+    rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log" "$run_dir/$name/root"
     rmdir "$run_dir/$name" 2>/dev/null || true
     local d
     for d in $(own_cgroups "$name"); do
@@ -292,5 +324,5 @@ cmd_stop() {
 case ${1:-} in
   boot | leader | exec | stop) sub=$1; shift; "cmd_$sub" "$@" ;;
   cache-dir) kubeunit_cache ;;
-  *) sed -n '8,20s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+  *) sed -n '8,23s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

@@ -158,7 +158,11 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
         .lines()
         .filter(|l| !(l.contains("is not executable: No such file or directory")))
         .collect();
-    assert!(complaints.is_empty(), "systemd-analyze verify: {}", text(&out));
+    assert!(
+        complaints.is_empty(),
+        "systemd-analyze verify: {}",
+        text(&out)
+    );
     assert_eq!(
         text(&out).matches("is not executable").count(),
         3,
@@ -172,7 +176,8 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
         .map(|h| format!("kubeunit-equiv-{h}.service"));
     // Forward: the target and the hooks. Backward (Before= of what another unit is After=): the
     // environment's units, all loaded now, where the transient ones were loaded one at a time.
-    let added = |v: &str| v == target || hooks.contains(&v.to_string()) || v.starts_with("kubeunit-equiv-");
+    let added =
+        |v: &str| v == target || hooks.contains(&v.to_string()) || v.starts_with("kubeunit-equiv-");
     for (unit, transient) in transients {
         let installed = show_unit(c, unit);
         assert_eq!(
@@ -188,7 +193,8 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
             };
             match key {
                 // The target and the hooks: ordered around it, stopped with the target.
-                "After" | "Before" | "PartOf" | "WantedBy" | "RequiredBy" | "ConsistsOf" | "SliceOf" => {
+                "After" | "Before" | "PartOf" | "WantedBy" | "RequiredBy" | "ConsistsOf"
+                | "SliceOf" => {
                     let extra: Vec<String> = words(&installed)
                         .difference(&words(transient))
                         .cloned()
@@ -202,7 +208,7 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
                 "ExecStartPost" | "ExecStartPostEx" => {
                     let wait = exec_argv_of(&installed, key);
                     assert!(
-                        wait.contains(" wait --timeout 110 ")
+                        wait.contains(" wait --state-dir ") && wait.contains(" --timeout 110 ")
                             && exec_argv_of(transient, key).is_empty(),
                         "{unit}: {diff}"
                     );

@@ -99,10 +99,12 @@ pub fn entries(env: &Env, root: &Path, kubeunit: &Path) -> Result<Vec<Entry>, Er
             text,
         })
     };
+    // `kubeunit COMMAND --state-dir DIR ARGS...`
     let kubeunit_cmd = |args: &[&str]| -> String {
         std::iter::once(kubeunit.to_string_lossy().into_owned())
+            .chain(args.first().map(|a| a.to_string()))
             .chain(["--state-dir".into(), plan.state_dir.display().to_string()])
-            .chain(args.iter().map(|a| a.to_string()))
+            .chain(args.iter().skip(1).map(|a| a.to_string()))
             .map(|a| systemd_word(&a))
             .collect::<Vec<_>>()
             .join(" ")

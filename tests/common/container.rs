@@ -19,6 +19,10 @@ pub struct Container {
     /// Shared read-write directory, at the same path inside and out. Kept when the test fails.
     pub work: PathBuf,
     log: PathBuf,
+    /// Arguments after `boot NAME` (a reboot boots with them again).
+    boot_args: Vec<String>,
+    /// The persistent root's overlay dir (`boot_persistent`), removed with the work dir.
+    persist: Option<PathBuf>,
 }
 
 impl Container {
@@ -32,7 +36,41 @@ impl Container {
         Container::start(name, true)
     }
 
+    /// A node container whose root survives `reboot` (container.sh boot --persist).
+    pub fn boot_persistent(name: &str) -> Container {
+        Container::start_with(name, true, true)
+    }
+
+    /// Power the container off and boot it again on the same root (and binds); `leader` changes.
+    pub fn reboot(&mut self) {
+        let out = Command::new(script("container.sh"))
+            .args(["stop", &self.name])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/container.sh");
+        assert!(out.status.success(), "container.sh stop: {}", text(&out));
+        let out = Command::new(script("container.sh"))
+            .args(["boot", &self.name])
+            .args(&self.boot_args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/container.sh");
+        assert!(
+            out.status.success(),
+            "container.sh boot (reboot): {}",
+            text(&out)
+        );
+        self.leader = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("container.sh boot printed no PID ({e}): {}", text(&out)));
+    }
+
     fn start(name: &str, node: bool) -> Container {
+        Container::start_with(name, node, false)
+    }
+
+    fn start_with(name: &str, node: bool, persistent: bool) -> Container {
         remove_stale_work_dirs();
         let pid = std::process::id();
         let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{pid}"));
@@ -44,19 +82,29 @@ impl Container {
         std::fs::create_dir_all(&bin_cache).unwrap();
         let machine = format!("ku-{name}-{pid}");
         let machine = machine[..machine.len().min(64)].to_string();
-        let mut boot = Command::new(script("container.sh"));
-        boot.args(["boot", &machine]);
+        let mut boot_args: Vec<String> = Vec::new();
         if node {
-            boot.arg("--node").arg(format!(
+            boot_args.push("--node".into());
+            boot_args.push(format!(
                 "--bind-ro={}",
                 super::built_dir("images-").display()
             ));
         }
-        let out = boot
-            .arg(format!("--log={}", log.display()))
-            .arg(format!("--bind-ro={}", exe_dir.display()))
-            .arg(format!("--bind-ro={}", bin_cache.display()))
-            .arg(format!("--bind={}", work.display()))
+        // Next to the work dir, not in it: the work dir is bound into the container's root.
+        let persist = persistent.then(|| PathBuf::from(format!("{}.root", work.display())));
+        if let Some(p) = &persist {
+            let _ = std::fs::remove_dir_all(p);
+            boot_args.push(format!("--persist={}", p.display()));
+        }
+        boot_args.extend([
+            format!("--log={}", log.display()),
+            format!("--bind-ro={}", exe_dir.display()),
+            format!("--bind-ro={}", bin_cache.display()),
+            format!("--bind={}", work.display()),
+        ]);
+        let out = Command::new(script("container.sh"))
+            .args(["boot", &machine])
+            .args(&boot_args)
             .stdin(Stdio::null())
             .output()
             .expect("run scripts/container.sh");
@@ -74,6 +122,8 @@ impl Container {
             name: machine,
             work,
             log,
+            boot_args,
+            persist,
         }
     }
 
@@ -146,6 +196,9 @@ impl Drop for Container {
                 // Keep the work dir (container log, state dirs) of a failed test for a look.
                 if !std::thread::panicking() {
                     let _ = std::fs::remove_dir_all(&self.work);
+                    if let Some(p) = &self.persist {
+                        let _ = std::fs::remove_dir_all(p);
+                    }
                 }
             }
             Ok(o) => eprintln!("scripts/container.sh stop {}: {}", self.name, text(&o)),
@@ -161,7 +214,11 @@ fn remove_stale_work_dirs() {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+        let pid = name
+            .trim_end_matches(".root")
+            .rsplit('-')
+            .next()
+            .and_then(|p| p.parse::<u32>().ok());
         if pid
             .is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists())
         {
