@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cache=$(kubeunit_cache)
 # The name carries a revision: a change of the package list below makes a new rootfs, never a stale one.
-rootfs="$cache/rootfs-bookworm-r2"
+rootfs="$cache/rootfs-bookworm-r3"
 if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
 # One build at a time (tests boot containers in parallel); the others wait for it and reuse it.
 mkdir -p "$cache"
@@ -20,8 +20,9 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.so
 [ -n "$mirror" ] || { echo "build-rootfs: no Debian mirror found in apt's sources" >&2; exit 1; }
 rm -rf "$rootfs.tmp"
 # iptables and conntrack: kube-proxy and the CNI bridge's masquerading run them on a node.
+# libpam-systemd and dbus-user-session: a lingering user's own systemd and its session bus (rootless).
 debootstrap --variant=minbase \
-  --include=systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,iptables,conntrack \
+  --include=systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,iptables,conntrack,libpam-systemd,dbus-user-session \
   bookworm "$rootfs.tmp" "$mirror" >&2
 # A quiet, quick boot: no getty, no network management (the container shares the host network).
 chroot "$rootfs.tmp" systemctl mask console-getty.service getty.target systemd-networkd.service \

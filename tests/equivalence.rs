@@ -208,7 +208,8 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
                 "ExecStartPost" | "ExecStartPostEx" => {
                     let wait = exec_argv_of(&installed, key);
                     assert!(
-                        wait.contains(" wait --state-dir ") && wait.contains(" --timeout 110 ")
+                        wait.contains(" wait --state-dir ")
+                            && wait.contains(" --timeout 110 ")
                             && exec_argv_of(transient, key).is_empty(),
                         "{unit}: {diff}"
                     );

@@ -26,6 +26,7 @@ const FANCY_CONFIG: Template = Template {
 const FANCY: Component = Component {
     name: "kube-fancy",
     binary: "kube-fancy",
+    needs_root: false,
     required: false,
     stand_in: None,
     notify: false,

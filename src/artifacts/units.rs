@@ -92,6 +92,7 @@ pub fn units(
             "delegate": c.delegate,
             "kill_mode": c.kill_mode,
             "slice": slice,
+            "rootless": plan.profile.rootless,
             "syslog_identifier": format!("kubeunit-{}-{}", plan.name(), c.name),
         });
         let text = r.render(&render::SERVICE, &data)?;

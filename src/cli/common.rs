@@ -42,8 +42,10 @@ impl Target {
             .unwrap_or_else(|| default_state_dir(&self.env))
     }
 
-    pub fn bus(&self) -> Bus {
-        match (&self.bus, self.user) {
+    /// The manager `--bus`/`--user` name, else the one the environment was generated for (a
+    /// rootless profile's: the user's).
+    pub fn bus(&self, env: &Env) -> Bus {
+        match (&self.bus, self.user || env.plan.profile.rootless) {
             (Some(a), _) => Bus::Address(a.clone()),
             (None, true) => Bus::User,
             (None, false) => Bus::System,
@@ -73,8 +75,20 @@ impl Target {
         Ok((Env::load(&dir, &HostFacts::gather())?, lock))
     }
 
-    pub async fn systemd(&self) -> Result<Systemd, Error> {
-        Ok(Systemd::connect(&self.bus()).await?)
+    /// The systemd that runs `env`: a rootless environment's units are the user's, a root one's
+    /// the system's (the other is refused: its unit files are not written for it).
+    pub async fn systemd(&self, env: &Env) -> Result<Systemd, Error> {
+        let rootless = env.plan.profile.rootless;
+        if self.user && !rootless {
+            return Err(Error::Usage {
+                message: format!(
+                    "environment '{}' was generated for the system manager, not a user's (--user)",
+                    env.plan.name()
+                ),
+                fix: "drop --user, or generate it rootless: kubeunit gen --user --profile control-plane".into(),
+            });
+        }
+        Ok(Systemd::connect(&self.bus(env)).await?)
     }
 }
 

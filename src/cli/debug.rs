@@ -56,7 +56,7 @@ pub struct Args {
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
-    let sd = args.target.systemd().await?;
+    let sd = args.target.systemd(&env).await?;
     let timeout = Duration::from_secs(args.timeout);
     if args.stop {
         let t = run::stop_debug(&env, &sd, &args.component, timeout).await?;

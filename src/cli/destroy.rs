@@ -15,7 +15,7 @@ pub struct Args {
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
-    let sd = args.target.systemd().await?;
+    let sd = args.target.systemd(&env).await?;
     run::stop(&env, &sd).await?;
     let doomed = if args.all {
         // What `start` merged into the profile's kubeconfig goes with the state dir (as kind's delete).

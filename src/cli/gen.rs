@@ -42,6 +42,9 @@ pub struct Args {
     /// encryption key too: Secrets already stored in etcd become unreadable (destroy the data first).
     #[arg(long)]
     pub force: bool,
+    /// Rootless: for the calling user's systemd manager (`--set rootless=true`); the control plane only.
+    #[arg(long)]
+    pub user: bool,
     /// Compare the state dir with its manifest and the profile; write nothing; exit 1 on any difference.
     #[arg(long)]
     pub check: bool,
@@ -54,6 +57,9 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     let mut sets = Vec::new();
     if let Some(dir) = &args.bin_dir {
         sets.push(format!("binDir={}", dir.display()));
+    }
+    if args.user {
+        sets.push("rootless=true".into());
     }
     sets.extend(args.sets.iter().cloned());
     let mut profile = pipeline::profile(args.profile.as_deref().unwrap_or("dev"), &sets)?;

@@ -107,8 +107,17 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     let live = check_root(&args.root)?;
     let kubeunit = kubeunit_binary(args.kubeunit, live)?;
     let (env, _lock) = args.target.env_locked()?;
+    if env.plan.profile.rootless {
+        return Err(Error::Usage {
+            message: format!(
+                "environment '{}' is rootless: install writes system units (/etc/systemd/system)",
+                env.plan.name()
+            ),
+            fix: "start it with `kubeunit start` (lingering keeps it running after logout), or generate it without --user as root".into(),
+        });
+    }
     let sd = if live {
-        Some(args.target.systemd().await?)
+        Some(args.target.systemd(&env).await?)
     } else {
         None
     };
@@ -190,7 +199,7 @@ pub async fn exec_uninstall(args: UninstallArgs) -> Result<i32, Error> {
         return Ok(0);
     };
     if live {
-        let sd = args.target.systemd().await?;
+        let sd = args.target.systemd(&env).await?;
         sd.stop(&target).await?;
         run::stop(&env, &sd).await?;
         let removed = install::remove(&paths)?;

@@ -31,7 +31,7 @@ pub struct Args {
 pub fn exec(args: Args) -> Result<i32, Error> {
     let env = args.target.env()?;
     let mut cmd = std::process::Command::new("journalctl");
-    if args.target.user {
+    if args.target.user || env.plan.profile.rootless {
         cmd.arg("--user");
     }
     cmd.args(["--no-hostname", "-o", "short-precise", "-n"])

@@ -43,7 +43,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         set_binary(&args)?;
     }
     let (env, _lock) = args.target.env_locked()?;
-    let sd = args.target.systemd().await?;
+    let sd = args.target.systemd(&env).await?;
     let timeout = Duration::from_secs(args.timeout);
     let t = run::restart(&env, &sd, &args.component, timeout).await?;
     println!(

@@ -30,7 +30,7 @@ pub struct Args {
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
-    let sd = args.target.systemd().await?;
+    let sd = args.target.systemd(&env).await?;
     let text = args.output == Output::Text;
     let tty = std::io::stdout().is_terminal();
     if text {

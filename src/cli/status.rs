@@ -23,7 +23,7 @@ pub struct Args {
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let env = args.target.env()?;
-    let sd = args.target.systemd().await?;
+    let sd = args.target.systemd(&env).await?;
     let rows = run::status(&env, &sd).await?;
     match args.output {
         Output::Json => print_json(&rows),

@@ -12,7 +12,7 @@ pub struct Args {
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
-    let sd = args.target.systemd().await?;
+    let sd = args.target.systemd(&env).await?;
     let report = run::stop(&env, &sd).await?;
     println!(
         "environment '{}' stopped ({} units) in {:.1}s",

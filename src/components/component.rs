@@ -12,6 +12,8 @@ pub struct Component {
     pub name: &'static str,
     /// Default binary name inside binDir.
     pub binary: &'static str,
+    /// Needs root (network namespaces, iptables, mounts, cgroups): refused in a rootless profile.
+    pub needs_root: bool,
     /// Every environment has it (or what stands in for it).
     pub required: bool,
     /// Something outside the environment the profile can name instead (etcd: `datastore`): it is then

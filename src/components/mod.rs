@@ -89,6 +89,17 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
         if !on {
             continue;
         }
+        if c.needs_root && p.rootless {
+            errs.push(FieldError::new(
+                format!("components.{}.enabled", c.name),
+                true,
+                "needs root (a node: network namespace, iptables, mounts, cgroups); a rootless environment runs the control plane only",
+                format!(
+                    "disable {} (--profile control-plane has no node), or generate without rootless and run it as root",
+                    c.name
+                ),
+            ));
+        }
         for dep in c.needs {
             if !p.component(dep).enabled && !replaced(dep) {
                 errs.push(FieldError::new(

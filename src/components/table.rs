@@ -16,6 +16,7 @@ use crate::spec::Plan;
 const KUBERNETES: Component = Component {
     name: "",
     binary: "",
+    needs_root: false,
     required: false,
     stand_in: None,
     notify: false,
@@ -267,6 +268,7 @@ pub const COMPONENTS: &[Component] = &[
     // components join.
     Component {
         name: "node-network",
+        needs_root: true,
         binary: "/bin/sh",
         needs: &[],
         kubernetes: false,
@@ -301,6 +303,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "containerd",
+        needs_root: true,
         binary: "containerd",
         notify: true,
         needs: &["node-network"],
@@ -374,6 +377,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kubelet",
+        needs_root: true,
         binary: "kubelet",
         notify: true,
         needs: &["kube-apiserver", "node-network"],
@@ -431,6 +435,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kube-proxy",
+        needs_root: true,
         binary: "kube-proxy",
         gates_in_config: true,
         needs: &["kube-apiserver", "node-network"],

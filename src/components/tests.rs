@@ -135,6 +135,27 @@ fn an_external_datastore_stands_in_for_etcd() {
     );
 }
 
+#[test]
+fn a_rootless_profile_refuses_the_node() {
+    let sets = vec!["rootless=true".to_string()];
+    let (_, dev) = load::layered("dev", &sets).unwrap();
+    let fields: Vec<String> = validate(COMPONENTS, &dev)
+        .into_iter()
+        .map(|e| e.field)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "components.node-network.enabled",
+            "components.containerd.enabled",
+            "components.kubelet.enabled",
+            "components.kube-proxy.enabled",
+        ]
+    );
+    let (_, cp) = load::layered("control-plane", &sets).unwrap();
+    assert_eq!(validate(COMPONENTS, &cp), vec![]);
+}
+
 // Command lines.
 
 fn plan(sets: &[&str]) -> Plan {

@@ -164,7 +164,7 @@ async fn start_debug_unit(
             "{} under dlv ({}) failed: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
             c.name,
             unit.name,
-            journal_tail(&unit.name, 20),
+            journal_tail(plan, &unit.name, 20),
             unit.name
         ))
     };

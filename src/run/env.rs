@@ -76,9 +76,14 @@ pub fn debugger_address(description: &str) -> Option<&str> {
     description.split(" under dlv at ").nth(1)
 }
 
-/// The last lines of a unit's journal (for failure reports).
-pub fn journal_tail(unit: &str, lines: usize) -> String {
-    let out = std::process::Command::new("journalctl")
+/// The last lines of a unit's journal (for failure reports); a rootless environment's units are in
+/// the user's journal.
+pub fn journal_tail(plan: &Plan, unit: &str, lines: usize) -> String {
+    let mut cmd = std::process::Command::new("journalctl");
+    if plan.profile.rootless {
+        cmd.arg("--user");
+    }
+    let out = cmd
         .args(["--no-pager", "--no-hostname", "-o", "short-precise", "-n"])
         .arg(lines.to_string())
         .arg("-u")

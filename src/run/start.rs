@@ -314,7 +314,7 @@ pub(super) async fn start_one(
             "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
             c.name,
             unit.name,
-            journal_tail(&unit.name, 20),
+            journal_tail(plan, &unit.name, 20),
             unit.name
         ))
     };

@@ -25,6 +25,10 @@ pub struct Profile {
     pub name: String,
     /// Where component binaries live unless a component names an absolute `binary`.
     pub bin_dir: PathBuf,
+    /// Runs under a user's own systemd manager (`--user`): no component that needs root (a node),
+    /// and unit files without what only the system manager may set (LimitNOFILE= above the user's).
+    #[serde(default)]
+    pub rootless: bool,
     /// Runtime data (etcd data, audit log, kubelet root). Empty: `<state dir>/data`.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
