@@ -795,3 +795,78 @@ fn the_admin_identity_is_merged_into_a_kubeconfig_next_to_other_clusters() {
     ]);
     assert_eq!(text(&out), "kind-x kind-x");
 }
+
+#[test]
+fn restarting_etcd_takes_what_needs_it_down_and_back() {
+    let ports = Ports::allocate();
+    let c = Container::boot("restart-deps");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let state = gen_control_plane(&c, &version, &ports, &[]);
+    let cl = Cluster {
+        c: &c,
+        state: state.clone(),
+        kubectl: k8s_dir(&version).join("kubectl"),
+        ports: &ports,
+    };
+    let out = cl.ku(&["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let invocations = || -> Vec<String> {
+        [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ]
+        .iter()
+        .map(|comp| {
+            let unit = format!("kubeunit-control-plane-{comp}.service");
+            show_unit(&c, &unit)
+                .get("InvocationID")
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
+    };
+    let before = invocations();
+    // An edit to etcd's unit file (the transient unit is replaced, not restarted as it was).
+    let file = state.join("units/kubeunit-control-plane-etcd.service");
+    let text_before = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text_before.replace(
+            "[Service]\n",
+            "[Service]\nEnvironment=KUBEUNIT_RESTART_TEST=1\n",
+        ),
+    )
+    .unwrap();
+    let out = cl.ku(&["restart", "etcd", "--timeout", "60"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let after = invocations();
+    for (i, comp) in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_ne!(before[i], after[i], "{comp} restarted");
+        assert!(!after[i].is_empty(), "{comp} runs");
+    }
+    let env = show_unit(&c, "kubeunit-control-plane-etcd.service");
+    assert!(
+        env.get("Environment")
+            .is_some_and(|e| e.contains("KUBEUNIT_RESTART_TEST=1")),
+        "the edit took effect: {:?}",
+        env.get("Environment")
+    );
+    let st = cl.status();
+    assert!(
+        st.as_array().unwrap().iter().all(|r| r["healthy"] == true),
+        "{st}"
+    );
+    assert_eq!(cl.kubectl(&["get", "--raw", "/readyz"]).trim(), "ok");
+    let out = cl.ku(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -826,3 +826,134 @@ proptest::proptest! {
         }
     }
 }
+
+/// The commands that need no systemd to judge their input (wait, hook, install, uninstall,
+/// kubeconfig): wrong components, roots, binaries and files are refused with exit 2, before anything
+/// is read from systemd or written anywhere.
+#[test]
+fn operations_refuse_bad_input_before_touching_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("s");
+    assert!(gen(&state, &[]).status.success());
+    let before = contents(&state);
+    let sd = state.to_str().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let root_s = root.to_str().unwrap();
+    for (args, needles) in [
+        (
+            vec!["wait", "--state-dir", sd, "kubelet"],
+            vec!["no component 'kubelet'"],
+        ),
+        (
+            vec!["hook", "--state-dir", sd, "nope"],
+            vec!["no component 'nope'"],
+        ),
+        (
+            vec!["hook", "--state-dir", sd, "kube-scheduler"],
+            vec!["has no start hook"],
+        ),
+        (
+            vec!["install", "--state-dir", sd, "--root", "rel"],
+            vec!["--root rel"],
+        ),
+        (
+            vec![
+                "install",
+                "--state-dir",
+                sd,
+                "--root",
+                root_s,
+                "--kubeunit",
+                "k u",
+            ],
+            vec!["--kubeunit"],
+        ),
+        (
+            vec!["uninstall", "--state-dir", sd, "--root", "/nonexistent"],
+            vec!["--root /nonexistent"],
+        ),
+        (
+            vec!["kubeconfig", "--state-dir", sd, "--write", root_s],
+            vec!["not a regular file"],
+        ),
+        (
+            vec![
+                "kubeconfig",
+                "--state-dir",
+                sd,
+                "--write",
+                &format!("{sd}/kubeconfig/x"),
+            ],
+            vec!["inside the state dir"],
+        ),
+    ] {
+        refused(&run(kubeunit().args(&args)), &needles);
+    }
+    for args in [
+        vec!["wait", "--state-dir", "/nonexistent/state"],
+        vec![
+            "install",
+            "--state-dir",
+            "/nonexistent/state",
+            "--root",
+            root_s,
+        ],
+        vec!["kubeconfig", "--state-dir", "/nonexistent/state"],
+    ] {
+        assert_eq!(
+            run(kubeunit().args(&args)).status.code(),
+            Some(2),
+            "{args:?}"
+        );
+    }
+    assert_eq!(contents(&state), before, "the state dir is unchanged");
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        0,
+        "nothing installed"
+    );
+
+    // Into a root being built: exactly the target's files, and uninstall takes them all out again.
+    let out = run(kubeunit().args([
+        "install",
+        "--state-dir",
+        sd,
+        "--root",
+        root_s,
+        "--kubeunit",
+        "/usr/local/bin/kubeunit",
+        "-o",
+        "json",
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    let units = root.join("etc/systemd/system");
+    let link = units.join("multi-user.target.wants/kubeunit-ci.target");
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("/etc/systemd/system/kubeunit-ci.target")
+    );
+    let scheduler = std::fs::read_to_string(
+        units.join("kubeunit-ci-kube-scheduler.service.d/50-kubeunit-install.conf"),
+    )
+    .unwrap();
+    assert!(
+        scheduler.contains(&format!(
+            "ExecStartPost=/usr/local/bin/kubeunit wait --state-dir {sd} --timeout 110 kube-scheduler"
+        )),
+        "{scheduler}"
+    );
+    // A drop-in of the user's next to ours stays, with its directory.
+    let mine = units.join("kubeunit-ci-etcd.service.d/90-mine.conf");
+    std::fs::write(&mine, "[Service]\nNice=1\n").unwrap();
+    let out = run(kubeunit().args(["uninstall", "--state-dir", sd, "--root", root_s]));
+    assert!(out.status.success(), "{}", text(&out));
+    let left: Vec<PathBuf> = walkdir::WalkDir::new(&root)
+        .into_iter()
+        .flatten()
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| e.into_path())
+        .collect();
+    assert_eq!(left, vec![mine]);
+    assert_eq!(contents(&state), before, "the state dir is unchanged");
+}

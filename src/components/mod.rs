@@ -68,9 +68,9 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
             errs.push(FieldError::new(
                 format!("components.{}.enabled", c.name),
                 true,
-                format!("{} names an existing {} to use instead", s.field, c.name),
+                format!("{} names an existing {} to take instead", s.field, c.name),
                 format!(
-                    "set components.{}.enabled=false to use that one, or clear {}",
+                    "set components.{}.enabled=false to take that one, or clear {}",
                     c.name, s.field
                 ),
             ));

@@ -66,6 +66,26 @@ impl Env {
     }
 }
 
+/// Whether the environment is installed (`kubeunit install`): systemd has its target's unit file.
+pub async fn installed(env: &Env, sd: &crate::systemd::Systemd) -> Result<bool, Error> {
+    Ok(sd.unit_file_state(&env.plan.target_name()).await?.is_some())
+}
+
+/// How many of the environment's units are active (or activating).
+pub async fn running_units(env: &Env, sd: &crate::systemd::Systemd) -> Result<usize, Error> {
+    let mut n = 0;
+    for (_, unit) in &env.units {
+        if sd
+            .state(&unit.name)
+            .await?
+            .is_some_and(|s| !s.active_state.is_stopped())
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// The transient unit a component runs in under a debugger: `kubeunit-<env>-<component>-debug.service`.
 pub fn debug_unit_name(plan: &Plan, component: &str) -> String {
     format!("kubeunit-{}-{}-debug.service", plan.name(), component)

@@ -19,8 +19,8 @@ pub mod status;
 pub mod stop;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
-pub use env::{debug_unit_name, journal_tail, Env};
+pub use env::{debug_unit_name, installed, journal_tail, running_units, Env};
 pub use restart::restart;
-pub use start::{installed, running_units, start, Progress, StartReport, Timing};
+pub use start::{start, Progress, StartReport, Timing};
 pub use status::{status, ComponentStatus};
 pub use stop::{stop, StopReport};

@@ -8,11 +8,17 @@ use std::time::{Duration, Instant};
 use super::env::{debug_unit_name, Env};
 use super::preflight::preflight;
 use super::start::{start_one, start_slice, Progress, Timing};
+use crate::components::Component;
 use crate::error::Error;
 use crate::systemd::Systemd;
+use crate::unit::UnitFile;
 
 /// Stop one component and start it again from its unit file (so an edited file or a swapped binary
 /// takes effect), waiting until it is healthy.
+///
+/// A transient unit that loaded units refer to (Wants=, After=) stays loaded when it stops, with its
+/// old properties, and its name cannot be given to a new one: the components that need it (and
+/// theirs) go down first and come back after it, as systemd does with Requires=.
 pub async fn restart(
     env: &Env,
     sd: &Systemd,
@@ -28,20 +34,64 @@ pub async fn restart(
         sd.wait_gone(&debug, Duration::from_secs(60)).await?;
         sd.reset_failed(&debug).await?;
     }
-    sd.stop(&unit.name).await?;
-    sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
-    sd.reset_failed(&unit.name).await?;
-    // Its name is free for the new transient unit only once systemd unloaded the old one (an
-    // installed unit stays loaded: it starts from its file).
-    if !super::start::installed(env, sd).await? {
-        sd.wait_unloaded(&unit.name, Duration::from_secs(10))
-            .await?;
+    // An installed unit starts from its file again whatever refers to it.
+    let installed = super::env::installed(env, sd).await?;
+    let dependents = if installed {
+        vec![]
+    } else {
+        loaded_dependents(env, sd, c.name).await?
+    };
+    // Dependents first (last started, first stopped), then the component.
+    let names: Vec<&str> = dependents
+        .iter()
+        .rev()
+        .map(|(_, u)| u.name.as_str())
+        .chain([unit.name.as_str()])
+        .collect();
+    for name in &names {
+        sd.stop(name).await?;
+        sd.wait_gone(name, Duration::from_secs(60)).await?;
+        sd.reset_failed(name).await?;
+    }
+    if !installed {
+        // Its name is free for the new transient unit only once systemd unloaded the old one (a
+        // dependency only after what refers to it).
+        for name in &names {
+            sd.wait_unloaded(name, Duration::from_secs(10)).await?;
+        }
     }
     let mut others: BTreeSet<&str> = env.units.iter().map(|(c, _)| c.name).collect();
     others.remove(c.name);
+    for (d, _) in &dependents {
+        others.remove(d.name);
+    }
     preflight(env, &others)?;
     start_slice(env, sd).await?;
     let mut quiet = |_: Progress| {};
     let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
-    start_one(&env.plan, sd, c, unit, t0, t0 + timeout, &progress).await
+    let deadline = t0 + timeout;
+    let timing = start_one(&env.plan, sd, c, unit, t0, deadline, &progress).await?;
+    for (d, u) in &dependents {
+        start_one(&env.plan, sd, d, u, t0, deadline, &progress).await?;
+    }
+    Ok(timing)
+}
+
+/// The loaded units of components that need `name`, directly or through others, in table order.
+async fn loaded_dependents(
+    env: &Env,
+    sd: &Systemd,
+    name: &str,
+) -> Result<Vec<(&'static Component, UnitFile)>, Error> {
+    let mut needing: BTreeSet<&str> = BTreeSet::from([name]);
+    let mut out = Vec::new();
+    for (d, u) in &env.units {
+        if d.deps(&env.plan).iter().any(|dep| needing.contains(dep))
+            && sd.state(&u.name).await?.is_some()
+        {
+            needing.insert(d.name);
+            out.push((*d, u.clone()));
+        }
+    }
+    Ok(out)
 }

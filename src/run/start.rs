@@ -172,26 +172,6 @@ async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e
     Ok(running)
 }
 
-/// Whether the environment is installed (`kubeunit install`): systemd has its target's unit file.
-pub async fn installed(env: &Env, sd: &Systemd) -> Result<bool, Error> {
-    Ok(sd.unit_file_state(&env.plan.target_name()).await?.is_some())
-}
-
-/// How many of the environment's units are active (or activating).
-pub async fn running_units(env: &Env, sd: &Systemd) -> Result<usize, Error> {
-    let mut n = 0;
-    for (_, unit) in &env.units {
-        if sd
-            .state(&unit.name)
-            .await?
-            .is_some_and(|s| !s.active_state.is_stopped())
-        {
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
 /// The environment's slice, unless it runs.
 pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
     let name = &env.slice.name;
@@ -203,7 +183,7 @@ pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
         return Ok(());
     }
     sd.reset_failed(name).await?;
-    let result = if installed(env, sd).await? {
+    let result = if super::env::installed(env, sd).await? {
         sd.start_unit(name).await?
     } else {
         sd.start_transient(name, unit::properties(&env.slice)?)
