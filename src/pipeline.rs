@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::artifacts::{self, Generated, Options};
 use crate::components::{self, COMPONENTS};
 use crate::error::{Error, FieldErrors};
+use crate::pki;
 use crate::spec::{self, paths, HostFacts, Plan, Profile, Source};
 use crate::state::{self, Access, Difference, Found, Manifest, Previous, WriteSummary};
 
@@ -85,16 +86,7 @@ pub fn gen(
         let recovered = state::recover(&root)?;
         let (previous, generated) = render(plan, opts)?;
         same_environment(plan, &previous, opts)?;
-        let profile = serde_json::to_value(plan.resolved_profile())
-            .map_err(|e| Error::Internal(format!("profile as JSON: {e}")))?;
-        let manifest = Manifest::new(
-            plan.name(),
-            plan.state_dir.clone(),
-            &generated.tree,
-            generated.cert_digests.clone(),
-            generated.inputs.clone(),
-            profile,
-        );
+        let manifest = manifest_of(plan, &generated)?;
         wrote = true;
         let mut summary = state::write(&root, &previous, &generated.tree, &manifest)?;
         summary.notes.extend(recovered);
@@ -104,6 +96,124 @@ pub fn gen(
         undo.run();
     }
     result
+}
+
+/// The manifest of what `generated` will write.
+fn manifest_of(plan: &Plan, generated: &Generated) -> Result<Manifest, Error> {
+    let profile = serde_json::to_value(plan.resolved_profile())
+        .map_err(|e| Error::Internal(format!("profile as JSON: {e}")))?;
+    let mut manifest = Manifest::new(
+        plan.name(),
+        plan.state_dir.clone(),
+        &generated.tree,
+        generated.cert_digests.clone(),
+        generated.inputs.clone(),
+        profile,
+    );
+    manifest.renewed = generated.renewed.clone();
+    Ok(manifest)
+}
+
+/// The leaf certificates `names` asks `certs renew` for (`all`: every leaf of the environment),
+/// in table order. Unknown names, CAs (renewing one would make every certificate it signed
+/// useless: `gen --force` replaces the PKI) and certificates of disabled components are refused.
+pub fn renewable(plan: &Plan, names: &[String]) -> Result<Vec<String>, Error> {
+    let specs = pki::specs(plan);
+    let leaves: Vec<&str> = specs
+        .iter()
+        .filter(|s| s.usage != pki::Usage::Ca)
+        .map(|s| s.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return Err(Error::Usage {
+            message: "no certificate named".into(),
+            fix: format!("name certificates or `all`: {}", leaves.join(", ")),
+        });
+    }
+    let mut wanted: Vec<&str> = Vec::new();
+    for name in names {
+        if name == "all" {
+            wanted.extend(&leaves);
+            continue;
+        }
+        if let Some(spec) = specs.iter().find(|s| &s.name == name) {
+            if spec.usage == pki::Usage::Ca {
+                return Err(Error::Usage {
+                    message: format!(
+                        "{name} is a CA: certs renew re-issues leaf certificates from the existing CAs and never replaces a CA"
+                    ),
+                    fix: format!(
+                        "renew the certificates it signed (kubeunit certs renew all); a new CA takes `kubeunit gen --force --state-dir {}`, which replaces the whole PKI",
+                        plan.state_dir.display()
+                    ),
+                });
+            }
+            wanted.push(&spec.name);
+            continue;
+        }
+        let disabled = pki::CERTS
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| match c.when {
+                pki::When::Component(comp) => Some(comp),
+                pki::When::Always => None,
+            });
+        return Err(Error::Usage {
+            message: match disabled {
+                Some(comp) => format!(
+                    "no certificate '{name}' in environment '{}': it exists for {comp}, which is not enabled",
+                    plan.name()
+                ),
+                None => format!("no certificate '{name}' in environment '{}'", plan.name()),
+            },
+            fix: format!("name one of: {}, or all", leaves.join(", ")),
+        });
+    }
+    Ok(leaves
+        .into_iter()
+        .filter(|l| wanted.contains(l))
+        .map(String::from)
+        .collect())
+}
+
+/// `kubeunit certs renew`: re-issue the leaf certificates `renewal` names from the existing CAs and
+/// keys, through the same pipeline as `gen` (the state dir's profile -> plan -> artifacts), so the
+/// kubeconfigs embedding them are rewritten and the manifest records them (`gen --check` stays
+/// clean; a later `gen` keeps them). The caller holds the state dir's exclusive lock. A state dir
+/// that differs from what `gen` would write is refused (untouched): renewing must not also write
+/// whatever else changed.
+pub fn renew(plan: &Plan, renewal: &pki::Renewal) -> Result<(Generated, WriteSummary), Error> {
+    let opts = Options {
+        entropy: pki::Entropy::Os,
+        force: false,
+    };
+    let differences = check(plan, &opts)?;
+    if !differences.is_empty() {
+        let list: Vec<String> = differences
+            .iter()
+            .take(8)
+            .map(|d| format!("{} {}", d.kind.as_str(), d.path))
+            .collect();
+        let more = differences.len().saturating_sub(list.len());
+        return Err(Error::state(
+            &plan.state_dir,
+            format!(
+                "differs from what `gen` would write ({}{}): renewing would write that too",
+                list.join(", "),
+                if more > 0 { format!(", {more} more") } else { String::new() }
+            ),
+            format!(
+                "see `kubeunit gen --check --state-dir {dir}`, bring it in line with `kubeunit gen --state-dir {dir}` (keys and CAs are kept), then renew",
+                dir = plan.state_dir.display()
+            ),
+        ));
+    }
+    let root = state::Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
+    let previous = Previous::load(&plan.state_dir)?;
+    let generated = artifacts::generate_renewing(plan, &previous, &opts, renewal)?;
+    let manifest = manifest_of(plan, &generated)?;
+    let summary = state::write(&root, &previous, &generated.tree, &manifest)?;
+    Ok((generated, summary))
 }
 
 /// A state dir belongs to one environment: another profile's `gen` would rename it (and remove the

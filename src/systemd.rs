@@ -243,6 +243,22 @@ impl Systemd {
         }
     }
 
+    /// Restart a loaded unit in place (RestartUnit, mode replace) and wait for the job: it keeps its
+    /// properties and stays loaded, so units that Want= it are not disturbed.
+    pub async fn restart(&self, name: &str) -> Result<JobResult, SystemdError> {
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .map_err(call("subscribing to JobRemoved"))?;
+        let job = self
+            .manager
+            .restart_unit(name.to_string(), "replace".into())
+            .await
+            .map_err(call(format!("RestartUnit {name}")))?;
+        wait_job(&mut removed, &job).await
+    }
+
     /// Names of the active (or activating) units matching a glob such as `kubeunit-*-kubelet.service`.
     pub async fn active_units(&self, pattern: &str) -> Result<Vec<String>, SystemdError> {
         let units = self

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::pki::{Decision, Entropy};
-use crate::state::{Artifact, Tree};
+use crate::state::{Artifact, Renewed, Tree};
 
 pub struct Generated {
     pub tree: Tree,
@@ -15,6 +15,8 @@ pub struct Generated {
     pub inputs: BTreeMap<String, String>,
     /// Decisions the user should hear about (a CA kept against the profile, a key kept, ...).
     pub notes: Vec<String>,
+    /// Renewed certificates (`certs renew`, now or before and kept since), for the manifest.
+    pub renewed: BTreeMap<String, Renewed>,
 }
 
 impl Generated {

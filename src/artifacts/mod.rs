@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::components::{Component, COMPONENTS};
 use crate::error::{Error, FieldError};
+use crate::pki::Renewal;
 use crate::render::Renderer;
 use crate::spec::{paths, Plan};
 use crate::state::manifest::sha256_file;
@@ -32,6 +33,27 @@ pub fn generate_with(
     old: &Previous,
     opts: &Options,
 ) -> Result<Generated, Error> {
+    build(table, plan, old, opts, None)
+}
+
+/// `generate`, with the leaf certificates `renewal` names issued anew (`certs renew`): the same
+/// pipeline, so the kubeconfigs embedding them follow and everything else comes out as `gen`'s.
+pub fn generate_renewing(
+    plan: &Plan,
+    old: &Previous,
+    opts: &Options,
+    renewal: &Renewal,
+) -> Result<Generated, Error> {
+    build(COMPONENTS, plan, old, opts, Some(renewal))
+}
+
+fn build(
+    table: &[Component],
+    plan: &Plan,
+    old: &Previous,
+    opts: &Options,
+    renewal: Option<&Renewal>,
+) -> Result<Generated, Error> {
     let renderer = Renderer::new();
     let mut g = Generated {
         tree: Tree::new(),
@@ -39,8 +61,9 @@ pub fn generate_with(
         certs: Vec::new(),
         inputs: BTreeMap::new(),
         notes: Vec::new(),
+        renewed: BTreeMap::new(),
     };
-    let certs = pki::certificates(plan, old, opts, &mut g)?;
+    let certs = pki::certificates(plan, old, opts, renewal, &mut g)?;
     let secrets = pki::secrets(plan, old, opts, &mut g)?;
     kubeconfigs::kubeconfigs(plan, &renderer, &certs, &mut g)?;
     files::component_files(table, plan, &secrets, &renderer, &mut g)?;

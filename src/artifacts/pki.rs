@@ -9,9 +9,9 @@ use base64::Engine;
 use super::generated::{put, Generated, Options};
 use crate::error::Error;
 use crate::pki::issue::{self, Prior};
-use crate::pki::{self, Ca, CertSpec, Decision, Key, PkiError, Secrets, Usage};
+use crate::pki::{self, Ca, CertSpec, Decision, Key, PkiError, Renewal, Secrets, Usage};
 use crate::spec::{paths, Plan};
-use crate::state::{Previous, MODE_PUBLIC, MODE_SECRET};
+use crate::state::{Previous, Renewed, MODE_PUBLIC, MODE_SECRET};
 
 fn pki_err(plan: &Plan, rel: &str) -> impl FnOnce(PkiError) -> Error {
     let path = plan.state_dir.join(rel);
@@ -127,6 +127,7 @@ pub fn certificates(
     plan: &Plan,
     old: &Previous,
     opts: &Options,
+    renewal: Option<&Renewal>,
     g: &mut Generated,
 ) -> Result<Issued, Error> {
     let specs = pki::specs(plan);
@@ -152,9 +153,15 @@ pub fn certificates(
             };
         let digest = issue::spec_digest(spec, plan, &key, issuer.map(|ca| ca.cert_pem.as_str()));
         let previous_digest = old.cert_digest(&spec.name);
-        // An explicit pki.epoch that differs from the certificate's start reissues a leaf.
+        // An explicit pki.epoch that differs from the certificate's start reissues a leaf; a
+        // renewed one started later on purpose, and moves when the epoch it was renewed at does.
         let starts = old_cert.as_deref().and_then(issue::not_before);
-        let epoch_moved = explicit_epoch && starts.is_some_and(|t| t != plan.epoch);
+        let renewed_before = old.renewed(&spec.name).filter(|_| !opts.force);
+        let epoch_moved = explicit_epoch
+            && match renewed_before {
+                Some(r) => !r.at_epoch(plan.epoch),
+                None => starts.is_some_and(|t| t != plan.epoch),
+            };
         let prior = Prior {
             exists: old_cert.is_some(),
             key_reused: reused,
@@ -162,7 +169,13 @@ pub fn certificates(
             intact: old.intact(&crt),
             epoch_moved,
         };
-        let decision = issue::decide(spec.usage, &prior);
+        let renewing = renewal
+            .filter(|r| spec.usage != Usage::Ca && r.names.contains(&spec.name))
+            .filter(|_| old_cert.is_some());
+        let decision = match renewing {
+            Some(_) => Decision::Renewed,
+            None => issue::decide(spec.usage, &prior),
+        };
         match (decision, spec.usage) {
             (Decision::Kept, Usage::Ca) => {
                 if let Some(t) = starts.filter(|_| epoch_moved) {
@@ -189,9 +202,21 @@ pub fn certificates(
             (Decision::Kept, Usage::Ca) => previous_digest.unwrap_or_default(),
             _ => digest,
         };
+        match (decision, renewing, renewed_before) {
+            (Decision::Renewed, Some(r), _) => {
+                let start = issue::renewal_start(r.at);
+                g.renewed
+                    .insert(spec.name.clone(), Renewed::new(start, plan.epoch));
+            }
+            (Decision::Kept, _, Some(r)) => {
+                g.renewed.insert(spec.name.clone(), r.clone());
+            }
+            _ => {}
+        }
         let (cert_pem, key) = match (decision, old_cert) {
             (Decision::Kept, Some(c)) => (c, key),
-            _ => issue::issue(spec, plan, key, &digest, issuer).map_err(pki_err(plan, &crt))?,
+            _ => issue::issue_renewing(spec, plan, key, &digest, issuer, renewing)
+                .map_err(pki_err(plan, &crt))?,
         };
         g.certs.push((crt.clone(), decision));
         g.cert_digests.insert(spec.name.clone(), digest);

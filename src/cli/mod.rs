@@ -2,6 +2,7 @@
 //! environment and a systemd (`Target`), output formats and exit codes (0 ok, 1 failed check,
 //! operation or I/O, 2 bad input; `status` 3 when something is unhealthy).
 
+mod certs;
 mod cmdline;
 mod common;
 mod completion;
@@ -78,6 +79,12 @@ pub enum Command {
     /// Run a component's start hook (apply addons, import images) once it is healthy.
     #[command(after_help = hook::AFTER_HELP)]
     Hook(hook::Args),
+    /// Certificates: when they expire (check-expiration), and renewing leaf certificates (renew).
+    #[command(after_help = certs::AFTER_HELP)]
+    Certs {
+        #[command(subcommand)]
+        command: certs::Command,
+    },
     /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
     /// Inspect built-in profiles.
@@ -107,6 +114,7 @@ pub fn run() -> i32 {
         Command::Uninstall(args) => block_on(install::exec_uninstall(args)),
         Command::Wait(args) => wait::exec(args),
         Command::Hook(args) => hook::exec(args),
+        Command::Certs { command } => block_on(certs::exec(command)),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),

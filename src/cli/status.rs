@@ -4,11 +4,16 @@ use std::fmt;
 
 use super::common::{print_json, Output, Target};
 use crate::error::Error;
+use crate::run::certs::CertExpiry;
 use crate::run::{self, ComponentStatus};
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit status
   kubeunit status -o json | jq '.[] | select(.healthy | not)'
+  kubeunit status -o json | jq '.[] | {component, certificatesExpiring}'
+
+Certificates that expire within 30 days are named below the table (and per component in
+`certificatesExpiring` of -o json); `kubeunit certs check-expiration` lists them all.
 
 Exit codes: 0 every component healthy, 3 any not running or unhealthy (like systemctl is-active).";
 
@@ -27,7 +32,13 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     let rows = run::status(&env, &sd).await?;
     match args.output {
         Output::Json => print_json(&rows),
-        Output::Text => print!("{}", Table(&rows)),
+        Output::Text => {
+            print!("{}", Table(&rows));
+            match run::certificates_expiring(&env) {
+                Ok(certs) => print!("{}", ExpiryWarning(&certs)),
+                Err(e) => println!("WARNING: cannot read the certificates: {e}"),
+            }
+        }
     }
     Ok(if rows.iter().all(|r| r.healthy) { 0 } else { 3 })
 }
@@ -83,6 +94,45 @@ impl fmt::Display for Table<'_> {
                     r.component, r.component
                 )?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// One line when certificates expire within 30 days, with the command that renews them.
+struct ExpiryWarning<'a>(&'a [CertExpiry]);
+
+impl fmt::Display for ExpiryWarning<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = self
+            .0
+            .iter()
+            .map(|c| match c.residual_seconds {
+                s if s < 0 => format!("{} (expired)", c.name),
+                _ => format!("{} (in {})", c.name, c.residual()),
+            })
+            .collect();
+        writeln!(
+            f,
+            "WARNING: certificates expire within 30 days: {}",
+            list.join(", ")
+        )?;
+        let (cas, leaves): (Vec<&CertExpiry>, Vec<&CertExpiry>) =
+            self.0.iter().partition(|c| c.is_ca);
+        if !leaves.is_empty() {
+            writeln!(
+                f,
+                "  renew them: kubeunit certs renew all (see kubeunit certs check-expiration)"
+            )?;
+        }
+        if !cas.is_empty() {
+            writeln!(
+                f,
+                "  a CA is not renewed: kubeunit gen --force replaces the whole PKI"
+            )?;
         }
         Ok(())
     }

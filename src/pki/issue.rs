@@ -25,6 +25,18 @@ pub enum Decision {
     Kept,
     /// The previous one's inputs changed, or it was altered.
     Reissued,
+    /// `certs renew` issued it anew from its key and CA, valid from now.
+    Renewed,
+}
+
+/// A renewal of leaf certificates (`kubeunit certs renew`): the named ones are issued again with
+/// their keys and CAs, valid from `at` (not from the epoch: a renewal is for certificates running
+/// out, so its validity starts when it is made) for `pki.certValidity`.
+#[derive(Debug, Clone)]
+pub struct Renewal {
+    pub names: std::collections::BTreeSet<String>,
+    /// When it happens: NotBefore is this time in whole seconds, the serial derives from all of it.
+    pub at: time::OffsetDateTime,
 }
 
 /// What the previous run left of one certificate.
@@ -61,6 +73,7 @@ impl Decision {
             Decision::Created => "created",
             Decision::Kept => "kept",
             Decision::Reissued => "reissued",
+            Decision::Renewed => "renewed",
         }
     }
 }
@@ -95,6 +108,7 @@ fn params_for(
     plan: &Plan,
     key: &Key,
     digest: &str,
+    renewal: Option<&Renewal>,
 ) -> Result<CertificateParams, PkiError> {
     let mut p = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -109,14 +123,24 @@ fn params_for(
     } else {
         plan.cert_validity
     };
-    p.not_before = plan.epoch;
-    // Plan::new checked that the end fits; checked here too rather than trusted.
+    let start = match renewal {
+        Some(r) => renewal_start(r.at),
+        None => plan.epoch,
+    };
+    p.not_before = start;
+    // Plan::new checked that the end fits from the epoch; checked here too rather than trusted.
     p.not_after = time::Duration::try_from(validity)
         .ok()
-        .and_then(|d| plan.epoch.checked_add(d))
-        .ok_or_else(|| PkiError::Validity(format!("{} + {validity:?}", plan.epoch)))?;
+        .and_then(|d| start.checked_add(d))
+        .filter(|end| end.year() <= 9999)
+        .ok_or_else(|| PkiError::Validity(format!("{start} + {validity:?}")))?;
     let mut serial = Sha256::new();
     serial.update(digest.as_bytes());
+    // A renewed certificate has the same inputs as the one it replaces, but a serial of its own.
+    if let Some(r) = renewal {
+        serial.update(b"\0renewed\0");
+        serial.update(r.at.unix_timestamp_nanos().to_be_bytes());
+    }
     let mut serial: Vec<u8> = serial.finalize()[..16].to_vec();
     serial[0] = (serial[0] & 0x7f) | 0x40; // positive, fixed length
     p.serial_number = Some(SerialNumber::from_slice(&serial));
@@ -190,12 +214,77 @@ pub fn issue(
     digest: &str,
     ca: Option<&Ca>,
 ) -> Result<(String, Key), PkiError> {
-    let params = params_for(spec, plan, &key, digest)?;
+    issue_renewing(spec, plan, key, digest, ca, None)
+}
+
+/// `issue`, valid from the renewal's time instead of the epoch when `renewal` is given.
+pub fn issue_renewing(
+    spec: &CertSpec,
+    plan: &Plan,
+    key: Key,
+    digest: &str,
+    ca: Option<&Ca>,
+    renewal: Option<&Renewal>,
+) -> Result<(String, Key), PkiError> {
+    let params = params_for(spec, plan, &key, digest, renewal)?;
     let cert = match ca {
         None => params.self_signed(&key),
         Some(ca) => params.signed_by(&key, &ca.issuer),
     }?;
     Ok((cert.pem(), key))
+}
+
+/// A renewed certificate's NotBefore: the renewal's time in whole seconds (X.509 time has no
+/// fractions), so never after the moment it was made. No backdating as kubeadm does (5 minutes):
+/// every component runs on this host's clock, and a validity of a few minutes (tests) would be gone.
+pub fn renewal_start(at: time::OffsetDateTime) -> time::OffsetDateTime {
+    at.replace_nanosecond(0).unwrap_or(at)
+}
+
+/// What `certs check-expiration` shows of a certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertInfo {
+    pub not_before: time::OffsetDateTime,
+    pub not_after: time::OffsetDateTime,
+    /// Serial number, lowercase hex.
+    pub serial: String,
+    /// Issuer and subject distinguished names (RFC 4514-like text).
+    pub issuer: String,
+    pub subject: String,
+}
+
+/// Read a certificate PEM.
+pub fn inspect(cert_pem: &str) -> Result<CertInfo, PkiError> {
+    let bad = |what: &str| PkiError::Encode(format!("not a PEM certificate: {what}"));
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).map_err(|e| bad(&e.to_string()))?;
+    let cert = pem.parse_x509().map_err(|e| bad(&e.to_string()))?;
+    let time = |t: x509_parser::time::ASN1Time| {
+        time::OffsetDateTime::from_unix_timestamp(t.timestamp()).map_err(|e| bad(&e.to_string()))
+    };
+    Ok(CertInfo {
+        not_before: time(cert.validity().not_before)?,
+        not_after: time(cert.validity().not_after)?,
+        serial: hex::encode(cert.raw_serial()),
+        issuer: cert.issuer().to_string(),
+        subject: cert.subject().to_string(),
+    })
+}
+
+/// Whether `cert_pem` carries a valid signature of the CA certificate `ca_pem`'s key.
+pub fn signed_by(cert_pem: &str, ca_pem: &str) -> bool {
+    let parse = |pem: &str| {
+        x509_parser::pem::parse_x509_pem(pem.as_bytes())
+            .ok()
+            .map(|(_, p)| p)
+    };
+    let (Some(cert), Some(ca)) = (parse(cert_pem), parse(ca_pem)) else {
+        return false;
+    };
+    let (Ok(cert), Ok(ca)) = (cert.parse_x509(), ca.parse_x509()) else {
+        return false;
+    };
+    cert.verify_signature(Some(ca.public_key())).is_ok()
 }
 
 /// The start of a certificate's validity.

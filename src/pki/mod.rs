@@ -7,7 +7,7 @@ pub mod key;
 mod table;
 
 pub use error::PkiError;
-pub use issue::{Ca, Decision};
+pub use issue::{Ca, CertInfo, Decision, Renewal};
 pub use key::{Entropy, Key};
 pub use table::{
     check_tree, specs, specs_of, Cert, CertSpec, Cn, Sans, TreeError, Usage, When, CERTS,

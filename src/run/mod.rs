@@ -4,6 +4,7 @@
 //! hook and journal tails.
 
 pub mod addons;
+pub mod certs;
 pub mod cleanup;
 pub mod debug;
 mod env;
@@ -22,5 +23,5 @@ pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
 pub use env::{debug_unit_name, installed, journal_tail, running_units, Env};
 pub use restart::restart;
 pub use start::{start, Progress, StartReport, Timing};
-pub use status::{status, ComponentStatus};
+pub use status::{certificates_expiring, status, ComponentStatus};
 pub use stop::{stop, StopReport};

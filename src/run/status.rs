@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::certs::{self, CertExpiry};
 use super::env::{debug_unit_name, debugger_address, Env};
 use super::probe;
 use crate::error::Error;
@@ -26,6 +27,35 @@ pub struct ComponentStatus {
     pub debugger: Option<String>,
     /// The binary the profile names instead of the default one (`restart --binary`).
     pub binary_override: Option<String>,
+    /// Certificates it uses that expire within 30 days (or have expired).
+    pub certificates_expiring: Vec<Expiring>,
+}
+
+/// A certificate that expires soon.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Expiring {
+    pub name: String,
+    pub not_after: String,
+    pub residual_seconds: i64,
+}
+
+impl From<&CertExpiry> for Expiring {
+    fn from(c: &CertExpiry) -> Expiring {
+        Expiring {
+            name: c.name.clone(),
+            not_after: c.not_after.clone(),
+            residual_seconds: c.residual_seconds,
+        }
+    }
+}
+
+/// Every certificate of the environment that expires within 30 days (CAs and those no component
+/// uses too); `Err` when the state dir's certificates cannot be read.
+pub fn certificates_expiring(env: &Env) -> Result<Vec<CertExpiry>, Error> {
+    let users = certs::users(env);
+    let all = certs::expiration(&env.plan, &users, time::OffsetDateTime::now_utc())?;
+    Ok(certs::expiring(&all).into_iter().cloned().collect())
 }
 
 pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Error> {
@@ -33,6 +63,9 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0);
+    // A state dir whose certificates cannot be read shows no expiry here (`certs
+    // check-expiration` says why); the components' health shows the consequences.
+    let expiring = certificates_expiring(env).unwrap_or_default();
     let mut out = Vec::new();
     for (c, unit) in &env.units {
         let debug_name = debug_unit_name(&env.plan, c.name);
@@ -77,6 +110,11 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
             debugger,
             binary_override: Some(env.plan.profile.component(c.name).binary)
                 .filter(|b| !b.is_empty()),
+            certificates_expiring: expiring
+                .iter()
+                .filter(|e| e.used_by.iter().any(|u| u == c.name))
+                .map(Expiring::from)
+                .collect(),
         });
     }
     Ok(out)

@@ -506,16 +506,30 @@ fn ports(p: &Profile, errs: &mut Vec<FieldError>) {
 }
 
 fn pki(p: &Profile, errs: &mut Vec<FieldError>) {
-    for (field, v) in [
-        ("pki.caValidity", &p.pki.ca_validity),
-        ("pki.certValidity", &p.pki.cert_validity),
+    // Leaf certificates may be short-lived (minutes: tests of expiry and `certs renew`); a CA
+    // lives at least an hour.
+    for (field, v, min, least, example) in [
+        (
+            "pki.caValidity",
+            &p.pki.ca_validity,
+            3600,
+            "one hour",
+            "3650d or 8760h",
+        ),
+        (
+            "pki.certValidity",
+            &p.pki.cert_validity,
+            60,
+            "one minute",
+            "365d, 8760h or 2m",
+        ),
     ] {
-        if !matches!(humantime::parse_duration(v), Ok(d) if d.as_secs() >= 3600) {
+        if !matches!(humantime::parse_duration(v), Ok(d) if d.as_secs() >= min) {
             errs.push(FieldError::new(
                 field,
                 v,
-                "not a duration of at least one hour",
-                "write e.g. 3650d or 8760h",
+                format!("not a duration of at least {least}"),
+                format!("write e.g. {example}"),
             ));
         }
     }
@@ -649,7 +663,7 @@ mod tests {
             "network.extraSANs=[ok.example, 'bad name']",
             "ports.scheduler=6443",
             "ports.kubelet=0",
-            "pki.certValidity=5m",
+            "pki.certValidity=30s",
             "pki.epoch=yesterday",
             "audit.policy=Verbose",
             "apiserver.authorizationMode=[]",

@@ -29,6 +29,42 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, String>,
     pub profile: serde_json::Value,
+    /// Certificate name -> its renewal, for the leaf certificates `certs renew` issued (valid from
+    /// then, not from the epoch) that `gen` keeps. Absent from a fresh `gen`'s manifest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub renewed: BTreeMap<String, Renewed>,
+}
+
+/// A certificate `certs renew` issued.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Renewed {
+    /// Its NotBefore (RFC 3339).
+    pub not_before: String,
+    /// The epoch `gen` issued at then (RFC 3339): with an explicit `pki.epoch`, a `gen` at another
+    /// epoch reissues it at that one, as it would a certificate issued at the epoch.
+    pub epoch: String,
+}
+
+impl Renewed {
+    pub fn new(not_before: time::OffsetDateTime, epoch: time::OffsetDateTime) -> Renewed {
+        Renewed {
+            not_before: rfc3339(not_before),
+            epoch: rfc3339(epoch),
+        }
+    }
+
+    /// Whether it was renewed while `gen` issued at `epoch`.
+    pub fn at_epoch(&self, epoch: time::OffsetDateTime) -> bool {
+        self.epoch == rfc3339(epoch)
+    }
+}
+
+/// RFC 3339 text of a time (UTC), as the manifest and JSON output write it.
+pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -109,6 +145,7 @@ impl Manifest {
             certs,
             inputs,
             profile,
+            renewed: BTreeMap::new(),
         }
     }
 }

@@ -21,7 +21,7 @@ pub mod write;
 pub use check::{check, DiffKind, Difference};
 pub use dir::Found;
 pub use lock::{Access, Lock};
-pub use manifest::Manifest;
+pub use manifest::{Manifest, Renewed};
 pub use previous::Previous;
 pub use root::Root;
 pub use tree::{Artifact, Tree, MODE_PUBLIC, MODE_SECRET};

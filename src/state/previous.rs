@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::manifest::{sha256_hex, Manifest};
+use super::manifest::{sha256_hex, Manifest, Renewed};
 use super::root::Root;
 use crate::error::Error;
 use crate::spec::paths::MANIFEST;
@@ -90,6 +90,11 @@ impl Previous {
 
     pub fn cert_digest(&self, name: &str) -> Option<String> {
         self.manifest.as_ref()?.certs.get(name).cloned()
+    }
+
+    /// The recorded renewal of a certificate (`certs renew`), if it was renewed.
+    pub fn renewed(&self, name: &str) -> Option<&Renewed> {
+        self.manifest.as_ref()?.renewed.get(name)
     }
 }
 

@@ -1,0 +1,400 @@
+//! Certificates at run time: when each one of the state dir expires (`certs check-expiration`,
+//! `status`), which components use it, and restarting those after `certs renew`.
+//!
+//! Which component uses which certificate is read from what the component is given, not from a
+//! list: a component uses a certificate when its unit (command line, environment file) or one of
+//! its config files names the certificate, its key, or the kubeconfig that embeds it. An extraArgs
+//! flag pointing at another certificate counts as well.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::env::{debug_unit_name, journal_tail, Env};
+use super::probe;
+use crate::components::Component;
+use crate::error::Error;
+use crate::pki::{self, issue, CertSpec, Usage};
+use crate::spec::{paths, Plan};
+use crate::state::manifest::rfc3339;
+use crate::state::Root;
+use crate::systemd::{JobResult, Systemd};
+use crate::unit::Value;
+
+/// `status` warns about certificates that expire sooner than this.
+pub const WARN_WITHIN: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// One certificate of the state dir and how long it has left.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertExpiry {
+    pub name: String,
+    /// Relative to the state dir: `pki/<name>.crt`.
+    pub path: String,
+    /// Its issuing CA (`None` for a CA).
+    pub ca: Option<String>,
+    pub is_ca: bool,
+    /// The kubeconfig that embeds it (`kubeconfig/<name>.kubeconfig`).
+    pub kubeconfig: Option<String>,
+    pub not_before: String,
+    pub not_after: String,
+    /// Seconds until NotAfter (negative: expired that long ago).
+    pub residual_seconds: i64,
+    pub expired: bool,
+    /// Serial number (hex).
+    pub serial: String,
+    /// Its signature verifies against its CA's certificate in the state dir (a CA: against itself).
+    pub signed_by_ca: bool,
+    /// Components whose unit or config files name it (restarted by `certs renew`).
+    pub used_by: Vec<String>,
+}
+
+impl CertExpiry {
+    /// Residual time as `certs check-expiration` and `status` print it.
+    pub fn residual(&self) -> String {
+        residual(self.residual_seconds)
+    }
+}
+
+/// kubeadm's RESIDUAL TIME, finer for short validities: `expired`, `45s`, `4m05s`, `3h07m`,
+/// `364d`, `9y`.
+pub fn residual(secs: i64) -> String {
+    match secs {
+        s if s < 0 => "expired".into(),
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s if s < 86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        s if s < 365 * 86_400 => format!("{}d", s / 86_400),
+        s => format!("{}y", s / (365 * 86_400)),
+    }
+}
+
+/// Certificate name -> the components that use it, in table order.
+pub type Users = BTreeMap<String, Vec<&'static str>>;
+
+/// Which components use which certificate, from their unit files and config files in the state dir.
+pub fn users(env: &Env) -> Users {
+    let plan = &env.plan;
+    let root = Root::open(&plan.state_dir).ok();
+    let read = |rel: &str| {
+        root.as_ref()
+            .and_then(|r| r.read_string(rel).ok())
+            .unwrap_or_default()
+    };
+    let texts: Vec<(&'static Component, String)> = env
+        .units
+        .iter()
+        .map(|(c, unit)| {
+            let mut text = String::new();
+            for (_, value) in &unit.properties {
+                match value {
+                    Value::Str(s) => text.push_str(s),
+                    Value::Strings(list) => text.push_str(&list.join("\n")),
+                    Value::Exec(cmds) => {
+                        for (path, argv, _) in cmds {
+                            text.push_str(path);
+                            text.push('\n');
+                            text.push_str(&argv.join("\n"));
+                        }
+                    }
+                    Value::EnvFiles(_) => text.push_str(&read(&paths::env_file(c.name))),
+                    Value::Bool(_) | Value::U64(_) | Value::I32(_) => {}
+                }
+                text.push('\n');
+            }
+            for file in c.files.iter().filter(|f| (f.when)(plan)) {
+                text.push_str(&read(file.path));
+                text.push('\n');
+            }
+            (*c, text)
+        })
+        .collect();
+    pki::specs(plan)
+        .into_iter()
+        .map(|spec| {
+            let mut names = vec![paths::cert(&spec.name), paths::key(&spec.name)];
+            names.extend(spec.kubeconfig.map(paths::kubeconfig));
+            let needles: Vec<String> = names.iter().map(|rel| plan.path(rel)).collect();
+            let using = texts
+                .iter()
+                .filter(|(_, text)| needles.iter().any(|n| names_path(text, n)))
+                .map(|(c, _)| c.name)
+                .collect();
+            (spec.name, using)
+        })
+        .collect()
+}
+
+/// Whether `text` names the path `needle` as a whole (not as the start of a longer path).
+fn names_path(text: &str, needle: &str) -> bool {
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "._-/".contains(c);
+    text.match_indices(needle).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + needle.len()..].chars().next();
+        !before.is_some_and(path_char) && !after.is_some_and(path_char)
+    })
+}
+
+/// Every certificate of the environment (CAs first, table order) with its expiry, read from the
+/// state dir. A certificate that is missing or unreadable is an error naming it.
+pub fn expiration(
+    plan: &Plan,
+    users: &Users,
+    now: time::OffsetDateTime,
+) -> Result<Vec<CertExpiry>, Error> {
+    let root = Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
+    let specs = pki::specs(plan);
+    let read = |spec: &CertSpec| -> Result<String, Error> {
+        let rel = paths::cert(&spec.name);
+        root.read_string(&rel).map_err(|e| Error::Artifact {
+            path: plan.state_dir.join(&rel),
+            message: format!("cannot read the certificate: {e}"),
+            fix: "restore it with `kubeunit gen` (keys and CAs are kept)".into(),
+        })
+    };
+    let mut out = Vec::new();
+    for spec in &specs {
+        let pem = read(spec)?;
+        let rel = paths::cert(&spec.name);
+        let info = issue::inspect(&pem).map_err(|e| Error::Artifact {
+            path: plan.state_dir.join(&rel),
+            message: e.to_string(),
+            fix: "restore it with `kubeunit gen` (keys and CAs are kept)".into(),
+        })?;
+        let ca_pem = match spec.ca {
+            None => Some(pem.clone()),
+            Some(ca) => specs
+                .iter()
+                .find(|s| s.name == ca)
+                .and_then(|s| read(s).ok()),
+        };
+        let residual = (info.not_after - now).whole_seconds();
+        out.push(CertExpiry {
+            name: spec.name.clone(),
+            path: rel,
+            ca: spec.ca.map(String::from),
+            is_ca: spec.usage == Usage::Ca,
+            kubeconfig: spec.kubeconfig.map(paths::kubeconfig),
+            not_before: rfc3339(info.not_before),
+            not_after: rfc3339(info.not_after),
+            residual_seconds: residual,
+            expired: info.not_after <= now,
+            serial: info.serial,
+            signed_by_ca: ca_pem.is_some_and(|ca| issue::signed_by(&pem, &ca)),
+            used_by: users
+                .get(&spec.name)
+                .map(|u| u.iter().map(|s| s.to_string()).collect())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// The certificates that expire within `WARN_WITHIN` of `now` (or have expired).
+pub fn expiring(certs: &[CertExpiry]) -> Vec<&CertExpiry> {
+    let limit = WARN_WITHIN.as_secs() as i64;
+    certs
+        .iter()
+        .filter(|c| c.residual_seconds < limit)
+        .collect()
+}
+
+/// What `certs renew` did about one component that uses a renewed certificate.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartOutcome {
+    pub component: String,
+    pub unit: String,
+    pub action: RestartAction,
+    /// The renewed certificates it uses.
+    pub certificates: Vec<String>,
+    /// Seconds until it was healthy again (restarted ones).
+    pub healthy_after: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RestartAction {
+    /// Restarted, and healthy again.
+    Restarted,
+    /// Not running: it reads the new certificates when it starts.
+    NotRunning,
+    /// Runs under a debugger (`kubeunit debug`): left alone, restarting it is the user's call.
+    UnderDebugger,
+    /// `--no-restart`: it still runs with the old certificates.
+    Skipped,
+}
+
+impl RestartAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartAction::Restarted => "restarted",
+            RestartAction::NotRunning => "not running",
+            RestartAction::UnderDebugger => "under a debugger",
+            RestartAction::Skipped => "not restarted (--no-restart)",
+        }
+    }
+}
+
+/// The components (table order) that use any of `renewed`, with the renewed certificates each uses.
+pub fn affected<'e>(
+    env: &'e Env,
+    users: &Users,
+    renewed: &[String],
+) -> Vec<(&'static Component, &'e crate::unit::UnitFile, Vec<String>)> {
+    env.units
+        .iter()
+        .filter_map(|(c, unit)| {
+            let certs: Vec<String> = renewed
+                .iter()
+                .filter(|name| users.get(*name).is_some_and(|u| u.contains(&c.name)))
+                .cloned()
+                .collect();
+            (!certs.is_empty()).then_some((*c, unit, certs))
+        })
+        .collect()
+}
+
+/// Restart the running components that use any of `renewed`, one after another in table order
+/// (what a component needs comes back before it), each waited for until it is healthy; then wait
+/// until every running component of the environment is healthy again (the API server's readiness
+/// follows etcd's restart).
+///
+/// systemd restarts each transient unit in place (RestartUnit): its properties are unchanged by a
+/// renewal (the certificates keep their paths), and the unit stays loaded, so the units that
+/// Want= it keep running. (Stopping and starting it anew, as `restart` does to pick up an edited
+/// unit file, would leave a unit that others Want= loaded and its name taken.)
+pub async fn restart_users(
+    env: &Env,
+    sd: &Systemd,
+    renewed: &[String],
+    timeout: Duration,
+) -> Result<Vec<RestartOutcome>, Error> {
+    let users = users(env);
+    let t0 = Instant::now();
+    let deadline = t0 + timeout;
+    let mut out = Vec::new();
+    for (c, unit, certs) in affected(env, &users, renewed) {
+        let debug = debug_unit_name(&env.plan, c.name);
+        let mut outcome = RestartOutcome {
+            component: c.name.into(),
+            unit: unit.name.clone(),
+            action: RestartAction::NotRunning,
+            certificates: certs,
+            healthy_after: None,
+        };
+        if sd
+            .state(&debug)
+            .await?
+            .is_some_and(|s| s.active_state.is_running())
+        {
+            outcome.action = RestartAction::UnderDebugger;
+            outcome.unit = debug;
+        } else if let Some(before) = sd
+            .state(&unit.name)
+            .await?
+            .filter(|s| s.active_state.is_running())
+        {
+            let result = sd.restart(&unit.name).await?;
+            if result != JobResult::Done {
+                return Err(failed(c, &unit.name, &format!("restart job {result}")));
+            }
+            wait_healthy(&env.plan, sd, c, &unit.name, before.restarts, deadline).await?;
+            outcome.action = RestartAction::Restarted;
+            outcome.healthy_after = Some(t0.elapsed().as_secs_f64());
+        }
+        out.push(outcome);
+    }
+    if out.iter().any(|o| o.action == RestartAction::Restarted) {
+        for (c, unit) in &env.units {
+            if let Some(st) = sd
+                .state(&unit.name)
+                .await?
+                .filter(|s| s.active_state.is_running())
+            {
+                wait_healthy(&env.plan, sd, c, &unit.name, st.restarts, deadline).await?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn failed(c: &Component, unit: &str, reason: &str) -> Error {
+    Error::Start(format!(
+        "{} ({unit}) did not come back after its certificates were renewed: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {unit} ---",
+        c.name,
+        journal_tail(unit, 20),
+    ))
+}
+
+/// Wait until a running unit's probe passes; a crash (systemd restarting it, or it stopping) fails.
+async fn wait_healthy(
+    plan: &Plan,
+    sd: &Systemd,
+    c: &'static Component,
+    unit: &str,
+    restarts_before: u32,
+    deadline: Instant,
+) -> Result<(), Error> {
+    loop {
+        let st = sd.state(unit).await?.unwrap_or_default();
+        if st.active_state.is_stopped() || st.restarts > restarts_before {
+            return Err(failed(
+                c,
+                unit,
+                &format!(
+                    "the process exited (state {}/{}, Result={}, exit status {})",
+                    st.active_state.as_str(),
+                    st.sub_state,
+                    st.result,
+                    st.exec_main_status
+                ),
+            ));
+        }
+        match probe::probe_async(plan, c, Duration::from_secs(2)).await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(failed(
+                    c,
+                    unit,
+                    &format!("not healthy before the timeout: {e}"),
+                ))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residual_times_read_like_kubeadm_but_finer() {
+        for (secs, want) in [
+            (-5, "expired"),
+            (0, "0s"),
+            (59, "59s"),
+            (245, "4m05s"),
+            (3600 + 7 * 60 + 3, "1h07m"),
+            (364 * 86_400 + 5, "364d"),
+            (3650 * 86_400, "10y"),
+        ] {
+            assert_eq!(residual(secs), want, "{secs}");
+        }
+    }
+
+    #[test]
+    fn a_path_is_named_only_as_a_whole() {
+        let text = "--cert-file=/s/pki/etcd/server.crt\nkubeconfig: \"/s/kubeconfig/scheduler.kubeconfig\"\n/s/pki/ca.crt.bak";
+        assert!(names_path(text, "/s/pki/etcd/server.crt"));
+        assert!(names_path(text, "/s/kubeconfig/scheduler.kubeconfig"));
+        assert!(!names_path(text, "/s/pki/ca.crt"), "only a longer path");
+        assert!(
+            !names_path(text, "/pki/etcd/server.crt"),
+            "a suffix of a path"
+        );
+        assert!(!names_path(text, "/s/pki/etcd/server"));
+    }
+}
