@@ -199,3 +199,132 @@ fn certificate_decisions_on_a_rerun() {
         Some(Hook::ApplyAddons)
     );
 }
+
+/// Write `g` as `gen` does (manifest with the renewals) and load it back.
+fn write_generated(p: &Plan, old: &Previous, g: &Generated) -> Previous {
+    let mut manifest = crate::state::Manifest::new(
+        p.name(),
+        p.state_dir.clone(),
+        &g.tree,
+        g.cert_digests.clone(),
+        g.inputs.clone(),
+        serde_json::Value::Null,
+    );
+    manifest.renewed = g.renewed.clone();
+    let root = crate::state::Root::open(&p.state_dir).unwrap();
+    crate::state::write(&root, old, &g.tree, &manifest).unwrap();
+    Previous::load(&p.state_dir).unwrap()
+}
+
+/// Seconds after 2026-01-01T00:00:00Z.
+fn t(secs: i64) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp(1_767_225_600 + secs).unwrap()
+}
+
+fn text(g: &Generated, rel: &str) -> String {
+    String::from_utf8(g.tree[rel].bytes.clone()).unwrap()
+}
+
+#[test]
+fn a_renewal_reissues_the_named_leaves_from_now_and_later_gens_keep_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let epoch = "2026-01-01T00:00:00Z";
+    let profile = plan(&["pki.certValidity=10m", &format!("pki.epoch={epoch}")]).profile;
+    let host = HostFacts::fixed(Some("192.0.2.5"));
+    let p = Plan::new(profile.clone(), dir.path(), &host).unwrap();
+    let empty = Previous::load(dir.path()).unwrap();
+    let g = generate(&p, &empty, &opts()).unwrap();
+    let old = write_generated(&p, &empty, &g);
+
+    let at = t(7 * 60 + 30) + time::Duration::milliseconds(250);
+    let renewal = crate::pki::Renewal {
+        names: ["scheduler".to_string(), "apiserver".to_string()].into(),
+        at,
+    };
+    let r = generate_renewing(&p, &old, &opts(), &renewal).unwrap();
+    let renewed: Vec<&str> = r
+        .certs
+        .iter()
+        .filter(|(_, d)| *d == Decision::Renewed)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(renewed, vec!["pki/apiserver.crt", "pki/scheduler.crt"]);
+    assert_eq!(r.count(Decision::Kept), r.certs.len() - 2);
+    let ca = text(&g, "pki/ca.crt");
+    for name in ["apiserver", "scheduler"] {
+        let crt = crate::pki::issue::inspect(&text(&r, &paths::cert(name))).unwrap();
+        let before = crate::pki::issue::inspect(&text(&g, &paths::cert(name))).unwrap();
+        assert_ne!(crt.serial, before.serial, "{name}: a serial of its own");
+        assert_eq!(crt.subject, before.subject);
+        assert_eq!(crt.not_before, t(7 * 60 + 30));
+        assert_eq!(crt.not_after, t(17 * 60 + 30));
+        assert!(crate::pki::issue::signed_by(&text(&r, &paths::cert(name)), &ca));
+        // Same key, same CA.
+        assert_eq!(r.tree[&paths::key(name)], g.tree[&paths::key(name)]);
+        assert_eq!(r.cert_digests[name], g.cert_digests[name]);
+    }
+    // What changed: the two certificates and the kubeconfig embedding the scheduler's.
+    let changed: Vec<&str> = r
+        .tree
+        .iter()
+        .filter(|(rel, a)| g.tree[*rel].bytes != a.bytes)
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    assert_eq!(
+        changed,
+        vec![
+            "kubeconfig/scheduler.kubeconfig",
+            "pki/apiserver.crt",
+            "pki/scheduler.crt"
+        ]
+    );
+    assert_eq!(
+        r.renewed.keys().collect::<Vec<_>>(),
+        vec!["apiserver", "scheduler"]
+    );
+
+    // A gen afterwards (same explicit epoch) keeps them, and their record.
+    let old = write_generated(&p, &old, &r);
+    let again = generate(&p, &old, &opts()).unwrap();
+    assert_eq!(again.count(Decision::Kept), again.certs.len());
+    assert_eq!(again.tree, r.tree);
+    assert_eq!(again.renewed, r.renewed);
+    // Another explicit epoch reissues them at it, as every leaf, and forgets the renewal.
+    let mut moved = p.resolved_profile();
+    moved.pki.epoch = Some("2026-01-01T00:05:00Z".into());
+    let p2 = Plan::new(moved, dir.path(), &host).unwrap();
+    let third = generate(&p2, &old, &opts()).unwrap();
+    assert_eq!(third.count(Decision::Reissued), third.certs.len() - 3);
+    assert!(third.renewed.is_empty());
+    let crt = crate::pki::issue::inspect(&text(&third, "pki/scheduler.crt")).unwrap();
+    assert_eq!(crt.not_before, t(5 * 60));
+}
+
+#[test]
+fn only_leaves_already_there_are_renewed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Plan::new(
+        plan(&[]).profile,
+        dir.path(),
+        &HostFacts::fixed(Some("192.0.2.5")),
+    )
+    .unwrap();
+    let empty = Previous::load(dir.path()).unwrap();
+    // A CA named in a renewal (the CLI refuses it) is kept; nothing there yet is created.
+    let renewal = crate::pki::Renewal {
+        names: ["ca".to_string(), "admin".to_string()].into(),
+        at: time::OffsetDateTime::now_utc(),
+    };
+    let g = generate_renewing(&p, &empty, &opts(), &renewal).unwrap();
+    assert_eq!(g.count(Decision::Created), g.certs.len());
+    let old = write_generated(&p, &empty, &g);
+    let r = generate_renewing(&p, &old, &opts(), &renewal).unwrap();
+    let renewed: Vec<&str> = r
+        .certs
+        .iter()
+        .filter(|(_, d)| *d != Decision::Kept)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(renewed, vec!["pki/admin.crt"]);
+    assert_eq!(r.tree["pki/ca.crt"], g.tree["pki/ca.crt"]);
+}

@@ -644,6 +644,22 @@ mod tests {
     }
 
     #[test]
+    fn leaf_certificates_may_last_minutes_cas_an_hour() {
+        assert_eq!(errors(&["pki.certValidity=2m"]), vec![]);
+        assert_eq!(errors(&["pki.certValidity=1m"]), vec![]);
+        let e = errors(&["pki.certValidity=59s", "pki.caValidity=59m"]);
+        let fields: Vec<(&str, &str)> = e
+            .iter()
+            .map(|e| (e.field.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            vec![("pki.caValidity", "59m"), ("pki.certValidity", "59s")]
+        );
+        assert!(e[1].message.contains("one minute"), "{}", e[1].message);
+    }
+
+    #[test]
     fn built_in_profiles_are_valid() {
         for (name, _) in crate::spec::profile::BUILTIN {
             let (_, p) = load::layered(name, &[]).unwrap();
