@@ -258,7 +258,10 @@ fn a_renewal_reissues_the_named_leaves_from_now_and_later_gens_keep_them() {
         assert_eq!(crt.subject, before.subject);
         assert_eq!(crt.not_before, t(7 * 60 + 30));
         assert_eq!(crt.not_after, t(17 * 60 + 30));
-        assert!(crate::pki::issue::signed_by(&text(&r, &paths::cert(name)), &ca));
+        assert!(crate::pki::issue::signed_by(
+            &text(&r, &paths::cert(name)),
+            &ca
+        ));
         // Same key, same CA.
         assert_eq!(r.tree[&paths::key(name)], g.tree[&paths::key(name)]);
         assert_eq!(r.cert_digests[name], g.cert_digests[name]);
