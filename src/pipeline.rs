@@ -9,7 +9,7 @@ use crate::components::{self, COMPONENTS};
 use crate::error::{Error, FieldErrors};
 use crate::pki;
 use crate::spec::{self, paths, HostFacts, Plan, Profile, Source};
-use crate::state::{self, Access, Difference, Found, Manifest, Previous, WriteSummary};
+use crate::state::{self, Access, DiffKind, Difference, Found, Manifest, Previous, WriteSummary};
 
 /// Load a profile (a built-in name or a file) with `--set` overrides, and validate all of it.
 pub fn profile(name_or_path: &str, sets: &[String]) -> Result<Profile, Error> {
@@ -178,16 +178,19 @@ pub fn renewable(plan: &Plan, names: &[String]) -> Result<Vec<String>, Error> {
 
 /// `kubeunit certs renew`: re-issue the leaf certificates `renewal` names from the existing CAs and
 /// keys, through the same pipeline as `gen` (the state dir's profile -> plan -> artifacts), so the
-/// kubeconfigs embedding them are rewritten and the manifest records them (`gen --check` stays
-/// clean; a later `gen` keeps them). The caller holds the state dir's exclusive lock. A state dir
-/// that differs from what `gen` would write is refused (untouched): renewing must not also write
-/// whatever else changed.
+/// kubeconfigs embedding them are rewritten and the manifest records them (`gen --check` finds
+/// what it found before; a later `gen` keeps them). The caller holds the state dir's exclusive
+/// lock. A state dir that differs from what `gen` would write in more than the user's own edits
+/// (`start` uses those as they are: edited units and addons, files that are not kubeunit's) is
+/// refused untouched: renewing must not also write whatever else changed. The user's edits stay.
 pub fn renew(plan: &Plan, renewal: &pki::Renewal) -> Result<(Generated, WriteSummary), Error> {
     let opts = Options {
         entropy: pki::Entropy::Os,
         force: false,
     };
-    let differences = check(plan, &opts)?;
+    let (edits, differences): (Vec<Difference>, Vec<Difference>) = check(plan, &opts)?
+        .into_iter()
+        .partition(Difference::is_users_edit);
     if !differences.is_empty() {
         let list: Vec<String> = differences
             .iter()
@@ -211,8 +214,22 @@ pub fn renew(plan: &Plan, renewal: &pki::Renewal) -> Result<(Generated, WriteSum
     let root = state::Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
     let previous = Previous::load(&plan.state_dir)?;
     let generated = artifacts::generate_renewing(plan, &previous, &opts, renewal)?;
+    // The manifest records what kubeunit generates; an edited file stays as the user left it.
     let manifest = manifest_of(plan, &generated)?;
-    let summary = state::write(&root, &previous, &generated.tree, &manifest)?;
+    let mut tree = generated.tree.clone();
+    for edit in edits.iter().filter(|d| d.kind == DiffKind::Tampered) {
+        let ours = tree.get_mut(&edit.path);
+        match (ours, previous.read_bytes(&edit.path)) {
+            (Some(artifact), Some(bytes)) => artifact.bytes = bytes,
+            _ => {
+                return Err(Error::Internal(format!(
+                    "{}: edited, but not generated or not readable",
+                    edit.path
+                )))
+            }
+        }
+    }
+    let summary = state::write(&root, &previous, &tree, &manifest)?;
     Ok((generated, summary))
 }
 

@@ -556,10 +556,53 @@ fn renew_without_restart_and_help() {
     ));
     let check = run(kubeunit().args(["gen", "--check", "--state-dir", d]));
     assert!(check.status.success(), "{}", text(&check));
-    // Its residual time is the full validity again, the others' less.
     let out = run(kubeunit().args(["certs", "check-expiration", "--state-dir", d]));
     let table = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(table.contains("USED BY"), "{table}");
+
+    // The user's own edits (a unit file, an addon of theirs) do not stop a renewal, and stay.
+    let unit = dir.join("units/kubeunit-control-plane-kube-scheduler.service");
+    let mut edited = std::fs::read_to_string(&unit).unwrap();
+    edited.push_str("# my edit\n");
+    std::fs::write(&unit, &edited).unwrap();
+    std::fs::write(dir.join("addons/50-mine.yaml"), "kind: Namespace\n").unwrap();
+    let differences = |out: &Output| {
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        j["differences"].clone()
+    };
+    let before = differences(&run(kubeunit().args([
+        "gen",
+        "--check",
+        "--state-dir",
+        d,
+        "-o",
+        "json",
+    ])));
+    assert_eq!(before.as_array().unwrap().len(), 2, "{before}");
+    let scheduler = std::fs::read(dir.join("pki/scheduler.crt")).unwrap();
+    let out = run(kubeunit().args([
+        "certs",
+        "renew",
+        "scheduler",
+        "--no-restart",
+        "--state-dir",
+        d,
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_ne!(
+        std::fs::read(dir.join("pki/scheduler.crt")).unwrap(),
+        scheduler
+    );
+    assert_eq!(std::fs::read_to_string(&unit).unwrap(), edited);
+    let after = differences(&run(kubeunit().args([
+        "gen",
+        "--check",
+        "--state-dir",
+        d,
+        "-o",
+        "json",
+    ])));
+    assert_eq!(after, before);
 
     for args in [
         vec!["certs", "--help"],

@@ -38,8 +38,9 @@ for pki.certValidity (not from pki.epoch); the kubeconfigs that embed it are rew
 components that use a renewed certificate (their unit or config files name it, its key or its
 kubeconfig) are restarted in place one by one and waited for until healthy; the others keep
 running. CAs are never renewed (`kubeunit gen --force` replaces the whole PKI). A state dir that
-differs from what `gen` would write is refused: run `kubeunit gen` first. Later gens keep the
-renewed certificates, and `gen --check` finds the state dir consistent.";
+differs from what `gen` would write is refused (run `kubeunit gen` first), except for your edited
+unit files and addons, which stay. Later gens keep the renewed certificates, and `gen --check` finds
+the state dir as consistent as before.";
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {

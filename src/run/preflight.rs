@@ -39,14 +39,13 @@ fn state_dir_intact(env: &Env, _: &Running, notes: &mut Vec<String>) -> Result<(
     };
     let mut problems = Vec::new();
     for d in pipeline::check(plan, &opts)? {
-        let editable = paths::is_in(&d.path, paths::EDITABLE_DIRS);
         match d.kind {
-            DiffKind::Tampered if editable => notes.push(format!("using your edited {}", d.path)),
+            _ if !d.is_users_edit() => problems.push(format!("{} {}", d.kind.as_str(), d.path)),
             DiffKind::Unknown if paths::is_in(&d.path, &[paths::ADDONS]) => {
                 notes.push(format!("applying your {} too", d.path))
             }
             DiffKind::Unknown => notes.push(format!("{} is not kubeunit's; left alone", d.path)),
-            kind => problems.push(format!("{} {}", kind.as_str(), d.path)),
+            _ => notes.push(format!("using your edited {}", d.path)),
         }
     }
     if problems.is_empty() {

@@ -10,7 +10,7 @@ use super::previous::Previous;
 use super::root::Kind;
 use super::tree::Tree;
 use crate::error::Error;
-use crate::spec::paths::{JOURNAL, MANAGED_DIRS, MANIFEST};
+use crate::spec::paths::{is_in, EDITABLE_DIRS, JOURNAL, MANAGED_DIRS, MANIFEST};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
@@ -50,6 +50,18 @@ impl DiffKind {
 pub struct Difference {
     pub path: String,
     pub kind: DiffKind,
+}
+
+impl Difference {
+    /// A difference users may make, which `start` uses as it is: an edited unit file or addon, or
+    /// a file in a managed directory that is not kubeunit's.
+    pub fn is_users_edit(&self) -> bool {
+        match self.kind {
+            DiffKind::Tampered => is_in(&self.path, EDITABLE_DIRS),
+            DiffKind::Unknown => true,
+            _ => false,
+        }
+    }
 }
 
 /// Compare the state dir with its manifest and with what `gen` would write now.
