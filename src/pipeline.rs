@@ -206,7 +206,7 @@ pub fn renew(plan: &Plan, renewal: &pki::Renewal) -> Result<(Generated, WriteSum
                 if more > 0 { format!(", {more} more") } else { String::new() }
             ),
             format!(
-                "see `kubeunit gen --check --state-dir {dir}`, bring it in line with `kubeunit gen --state-dir {dir}` (keys and CAs are kept), then renew",
+                "see `kubeunit gen --check --state-dir {dir}`, bring it in line with `kubeunit gen --profile {dir}/profile.yaml --state-dir {dir}` (keys and CAs are kept), then renew",
                 dir = plan.state_dir.display()
             ),
         ));

@@ -44,6 +44,8 @@ fn unix(rfc3339: &str) -> i64 {
 
 struct Env<'a> {
     c: &'a Container,
+    /// The environment's name (its units are `kubeunit-NAME-COMPONENT.service`).
+    name: String,
     state: PathBuf,
     kubectl: PathBuf,
     ports: &'a Ports,
@@ -87,7 +89,7 @@ impl Env<'_> {
     }
 
     fn unit(&self, component: &str) -> String {
-        format!("kubeunit-{ENV}-{component}.service")
+        format!("kubeunit-{}-{component}.service", self.name)
     }
 
     /// Each component's InvocationID (new on every start of its unit).
@@ -186,6 +188,7 @@ fn renew_replaces_certificates_and_restarts_only_their_users() {
     let state = gen_in(&c, "state", &ports, &args);
     let e = Env {
         c: &c,
+        name: ENV.to_string(),
         state: state.clone(),
         kubectl: kubernetes_bin_dir().join("kubectl"),
         ports: &ports,
@@ -396,6 +399,123 @@ fn renew_replaces_certificates_and_restarts_only_their_users() {
     e.ku_ok(&["gen", "--profile", profile.to_str().unwrap()]);
     assert_eq!(std::fs::read(e.pki("apiserver.crt")).unwrap(), crt);
 
+    e.ku_ok(&["stop"]);
+}
+
+/// Certificates that run out: named as expired, the cluster breaks (kubectl refuses the API
+/// server's certificate), and `renew all` brings it back while it runs. A stopped environment
+/// whose certificates expired is not started (preflight names them and the fix); renewed, it is.
+#[test]
+fn expired_certificates_are_named_and_renewal_brings_the_cluster_back() {
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let ports = Ports::allocate();
+    let c = Container::boot("certs-exp");
+    let validity = 120;
+    let epoch = now_secs();
+    let mut args = control_plane_args(&version);
+    for set in [
+        format!("name={ENV}x"),
+        "pki.certValidity=2m".to_string(),
+        format!("pki.epoch={epoch}"),
+    ] {
+        args.push("--set".into());
+        args.push(set);
+    }
+    let state = gen_in(&c, "state", &ports, &args);
+    let e = Env {
+        c: &c,
+        name: format!("{ENV}x"),
+        state: state.clone(),
+        kubectl: kubernetes_bin_dir().join("kubectl"),
+        ports: &ports,
+    };
+    e.ku_ok(&["start"]);
+    e.readyz();
+    let wait = epoch + validity + 2 - now_secs();
+    assert!(wait > 0, "started after the certificates ran out");
+    std::thread::sleep(Duration::from_secs(wait as u64));
+
+    for (name, row) in e.leaves() {
+        assert_eq!(row["expired"], true, "{name}: {row}");
+        assert!(row["residualSeconds"].as_i64().unwrap() < 0, "{name}");
+    }
+    let table = e.ku_ok(&["certs", "check-expiration"]);
+    assert!(
+        table.contains("expired certificates: renew them"),
+        "{table}"
+    );
+    let status_text = String::from_utf8_lossy(&e.ku(&["status"]).stdout).into_owned();
+    assert!(status_text.contains("apiserver (expired)"), "{status_text}");
+    let out = run(Command::new(&e.kubectl)
+        .arg("--kubeconfig")
+        .arg(state.join("kubeconfig/admin.kubeconfig"))
+        .args(["get", "--raw", "/readyz"]));
+    assert!(
+        !out.status.success(),
+        "an expired serving certificate is refused"
+    );
+    assert!(text(&out).contains("expired"), "{}", text(&out));
+
+    let ids = e.invocations();
+    let j = e.json(&["certs", "renew", "all", "-o", "json"]);
+    let actions: Vec<(&str, &str)> = j["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["component"].as_str().unwrap(),
+                o["action"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        COMPONENTS
+            .iter()
+            .map(|c| (*c, "restarted"))
+            .collect::<Vec<_>>()
+    );
+    let now = e.invocations();
+    for comp in COMPONENTS {
+        assert_ne!(ids[comp], now[comp], "{comp}");
+    }
+    e.readyz();
+    e.all_healthy();
+
+    // Stopped with expired certificates (issued at an epoch long gone): start refuses before
+    // anything starts, and names the fix; after the renewal it starts.
+    e.ku_ok(&["stop"]);
+    let profile = state.join("profile.yaml");
+    let old = format!("pki.epoch={}", now_secs() - 3600);
+    e.ku_ok(&["gen", "--profile", profile.to_str().unwrap(), "--set", &old]);
+    let out = e.ku(&["start"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("certificates expired: apiserver")
+            && text(&out).contains("kubeunit certs renew all"),
+        "{}",
+        text(&out)
+    );
+    let active = c.run(&[
+        "systemctl",
+        "list-units",
+        "--state=active",
+        "--no-legend",
+        "--plain",
+        &format!("kubeunit-{ENV}x-*"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&active.stdout).trim(),
+        "",
+        "nothing started"
+    );
+    let j = e.json(&["certs", "renew", "all", "-o", "json"]);
+    for o in j["components"].as_array().unwrap() {
+        assert_eq!(o["action"], "notRunning", "{o}");
+    }
+    e.ku_ok(&["start"]);
+    e.readyz();
     e.ku_ok(&["stop"]);
 }
 

@@ -101,7 +101,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         return Ok(if check.differences.is_empty() { 0 } else { 1 });
     }
     let (generated, mut summary) = pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
-    summary.notes.extend(validity_warning(&plan));
+    summary.notes.extend(validity_warning(&plan, &generated));
     let report = GenReport {
         plan: &plan,
         generated: &generated,
@@ -128,8 +128,16 @@ pub fn exec(args: Args) -> Result<i32, Error> {
 
 /// Certificates that are not valid now (an old SOURCE_DATE_EPOCH or pki.epoch, or one in the
 /// future) make an environment that cannot start: said loudly, since reproducible output may want
-/// exactly that.
-fn validity_warning(plan: &Plan) -> Option<String> {
+/// exactly that. Renewed certificates (`certs renew`, kept by this gen) start at their renewal:
+/// when every leaf is one, the epoch says nothing about them.
+fn validity_warning(plan: &Plan, generated: &Generated) -> Option<String> {
+    let all_renewed = crate::pki::specs(plan)
+        .iter()
+        .filter(|s| s.usage != crate::pki::Usage::Ca)
+        .all(|s| generated.renewed.contains_key(&s.name));
+    if all_renewed {
+        return None;
+    }
     let now = time::OffsetDateTime::now_utc();
     let end = time::Duration::try_from(plan.cert_validity)
         .ok()

@@ -42,6 +42,8 @@ pub struct CertExpiry {
     /// Seconds until NotAfter (negative: expired that long ago).
     pub residual_seconds: i64,
     pub expired: bool,
+    /// NotBefore is still ahead (an epoch in the future).
+    pub not_yet_valid: bool,
     /// Serial number (hex).
     pub serial: String,
     /// Its signature verifies against its CA's certificate in the state dir (a CA: against itself).
@@ -180,6 +182,7 @@ pub fn expiration(
             not_after: rfc3339(info.not_after),
             residual_seconds: residual,
             expired: info.not_after <= now,
+            not_yet_valid: info.not_before > now,
             serial: info.serial,
             signed_by_ca: ca_pem.is_some_and(|ca| issue::signed_by(&pem, &ca)),
             used_by: users

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use super::certs::{self, CertExpiry};
 use super::env::Env;
 use super::probe;
 use crate::artifacts::Options;
@@ -20,7 +21,14 @@ pub type Running<'a> = BTreeSet<&'a str>;
 /// A check: fails with the fix, or adds notes for the user.
 type Check = fn(&Env, &Running, &mut Vec<String>) -> Result<(), Error>;
 
-const CHECKS: &[Check] = &[state_dir_intact, binaries, host, versions, ports_free];
+const CHECKS: &[Check] = &[
+    state_dir_intact,
+    certificates_valid,
+    binaries,
+    host,
+    versions,
+    ports_free,
+];
 
 /// Run every check; the notes say what kubeunit will use that is not its own.
 pub fn preflight(env: &Env, running: &Running) -> Result<Vec<String>, Error> {
@@ -59,6 +67,44 @@ fn state_dir_intact(env: &Env, _: &Running, notes: &mut Vec<String>) -> Result<(
             plan.state_dir.display()
         ),
     ))
+}
+
+/// Every certificate is valid now: components refuse expired ones (and those not valid yet) with
+/// TLS errors in their journals, long after `start` began.
+fn certificates_valid(env: &Env, _: &Running, _: &mut Vec<String>) -> Result<(), Error> {
+    let now = time::OffsetDateTime::now_utc();
+    let certs = certs::expiration(&env.plan, &certs::Users::new(), now)?;
+    let expired: Vec<&CertExpiry> = certs.iter().filter(|c| c.expired).collect();
+    let early: Vec<&CertExpiry> = certs.iter().filter(|c| c.not_yet_valid).collect();
+    let dir = env.plan.state_dir.display();
+    if !expired.is_empty() {
+        let names: Vec<String> = expired
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.not_after))
+            .collect();
+        let fix = if expired.iter().any(|c| c.is_ca) {
+            format!("a CA is not renewed: `kubeunit gen --force --state-dir {dir}` replaces the whole PKI")
+        } else {
+            format!("renew them: kubeunit certs renew all --state-dir {dir}")
+        };
+        return Err(Error::Preflight {
+            message: format!("certificates expired: {}", names.join(", ")),
+            fix,
+        });
+    }
+    if !early.is_empty() {
+        let names: Vec<String> = early
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.not_before))
+            .collect();
+        return Err(Error::Preflight {
+            message: format!("certificates not valid yet: {}", names.join(", ")),
+            fix: format!(
+                "wait until then, or issue them from now: kubeunit gen --profile {dir}/profile.yaml --state-dir {dir} --set pki.epoch=$(date +%s)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
