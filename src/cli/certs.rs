@@ -30,7 +30,7 @@ pub const RENEW_HELP: &str = "Examples:
   kubeunit certs renew all                          # every leaf certificate, then restart their users
   kubeunit certs renew apiserver                    # restarts kube-apiserver only
   kubeunit certs renew admin                        # rewrites kubeconfig/admin.kubeconfig, restarts nothing
-  kubeunit certs renew scheduler scheduler-server --no-restart
+  kubeunit certs renew scheduler scheduler-server --no-restart   # then: systemctl restart UNIT
   kubeunit certs renew all -o json | jq '.components[] | select(.action == \"restarted\")'
 
 Each named certificate is issued again with its own key, signed by its unchanged CA, valid from now
@@ -268,7 +268,7 @@ impl fmt::Display for RenewReport<'_> {
                 }
                 (RestartAction::UnderDebugger, _) => writeln!(
                     f,
-                    "{}: {} ({}); it uses the old certificates until `kubeunit restart {}`",
+                    "{}: {} ({}); it uses the old certificates until `kubeunit debug {} --stop` returns it to its unit",
                     o.component,
                     o.action.as_str(),
                     o.unit,
@@ -276,10 +276,10 @@ impl fmt::Display for RenewReport<'_> {
                 )?,
                 (RestartAction::Skipped, _) => writeln!(
                     f,
-                    "{}: {}; it uses the old certificates until `kubeunit restart {}`",
+                    "{}: {}; it uses the old certificates until it restarts: systemctl restart {}",
                     o.component,
                     o.action.as_str(),
-                    o.component
+                    o.unit
                 )?,
                 (action, _) => writeln!(
                     f,
