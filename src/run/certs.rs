@@ -388,6 +388,120 @@ mod tests {
         }
     }
 
+    /// gen a built-in profile with `sets` into a temp dir and load it as `start` does.
+    fn generated(profile: &str, sets: &[&str]) -> (tempfile::TempDir, Env) {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = generated_at(&tmp.path().join("state"), profile, sets);
+        (tmp, env)
+    }
+
+    fn generated_at(dir: &std::path::Path, profile: &str, sets: &[&str]) -> Env {
+        use crate::spec::HostFacts;
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let profile = crate::pipeline::profile(profile, &sets).unwrap();
+        let host = HostFacts::fixed(Some("192.0.2.5"));
+        let plan = Plan::new(profile, dir, &host).unwrap();
+        let opts = crate::artifacts::Options {
+            entropy: crate::pki::Entropy::Seed(7),
+            force: false,
+        };
+        crate::pipeline::gen(&plan, &opts, Duration::from_secs(5), &mut |_| {}).unwrap();
+        Env::load(dir, &host).unwrap()
+    }
+
+    #[test]
+    fn who_uses_which_certificate_follows_from_units_and_config_files() {
+        let (_tmp, env) = generated("dev", &[]);
+        let used = users(&env);
+        let of = |name: &str| used[name].clone();
+        for (cert, want) in [
+            ("apiserver", &["kube-apiserver"][..]),
+            ("apiserver-kubelet-client", &["kube-apiserver"]),
+            ("apiserver-etcd-client", &["kube-apiserver"]),
+            ("front-proxy-client", &["kube-apiserver"]),
+            ("etcd/server", &["etcd"]),
+            ("etcd/peer", &["etcd"]),
+            // kubeunit's own identities: etcd's probe, the addons and the user.
+            ("etcd/healthcheck-client", &[]),
+            ("admin", &[]),
+            ("controller-manager", &["kube-controller-manager"]),
+            ("controller-manager-server", &["kube-controller-manager"]),
+            // Its kubeconfig is named in its config file, not on its command line.
+            ("scheduler", &["kube-scheduler"]),
+            ("scheduler-server", &["kube-scheduler"]),
+            // The serving certificate in the kubelet's config file, the client one by kubeconfig.
+            ("kubelet", &["kubelet"]),
+            ("kubelet-client", &["kubelet"]),
+            ("kube-proxy", &["kube-proxy"]),
+        ] {
+            assert_eq!(of(cert), want.to_vec(), "{cert}");
+        }
+        assert!(
+            of("ca").contains(&"kube-controller-manager"),
+            "its signing key"
+        );
+        assert!(of("etcd/ca").contains(&"etcd"));
+
+        // A flag the profile adds counts as much as kubeunit's own.
+        let (_tmp, env) = generated(
+            "control-plane",
+            &["components.kube-scheduler.extraArgs.tls-cert-file=/s/none.crt"],
+        );
+        assert_eq!(
+            users(&env)["scheduler-server"],
+            vec!["kube-scheduler"],
+            "its key is still named"
+        );
+        let (_tmp, env) = generated(
+            "control-plane",
+            &[
+                "components.kube-scheduler.extraArgs.tls-cert-file=/s/none.crt",
+                "components.kube-scheduler.extraArgs.tls-private-key-file=/s/none.key",
+            ],
+        );
+        assert_eq!(
+            users(&env)["scheduler-server"],
+            vec![] as Vec<&str>,
+            "no longer named"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let flag = format!(
+            "components.kube-scheduler.extraArgs.tls-cert-file={}",
+            dir.join(paths::cert("front-proxy-client")).display()
+        );
+        let env = generated_at(&dir, "control-plane", &[flag.as_str()]);
+        assert_eq!(
+            users(&env)["front-proxy-client"],
+            vec!["kube-apiserver", "kube-scheduler"]
+        );
+    }
+
+    #[test]
+    fn expiry_is_read_from_the_certificates() {
+        // HostFacts::fixed issues at the Unix epoch: 365d leaves, 3650d CAs.
+        let (_tmp, env) = generated("control-plane", &[]);
+        let day = time::Duration::days(1);
+        let now = time::OffsetDateTime::UNIX_EPOCH + day * 100;
+        let certs = expiration(&env.plan, &users(&env), now).unwrap();
+        assert_eq!(certs.iter().filter(|c| c.is_ca).count(), 3);
+        for c in &certs {
+            let days: i64 = if c.is_ca { 3650 } else { 365 };
+            assert_eq!(c.residual_seconds, (days - 100) * 86_400, "{}", c.name);
+            assert_eq!(c.not_before, "1970-01-01T00:00:00Z");
+            assert!(c.signed_by_ca && !c.expired && !c.not_yet_valid, "{c:?}");
+        }
+        assert_eq!(expiring(&certs).len(), 0);
+        let late = time::OffsetDateTime::UNIX_EPOCH + day * 340;
+        let certs = expiration(&env.plan, &users(&env), late).unwrap();
+        let soon: Vec<&str> = expiring(&certs).iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(soon.len(), 12, "every leaf within 30 days: {soon:?}");
+        let after = time::OffsetDateTime::UNIX_EPOCH + day * 400;
+        let certs = expiration(&env.plan, &users(&env), after).unwrap();
+        assert!(certs.iter().all(|c| c.expired != c.is_ca));
+        assert_eq!(certs[3].residual(), "expired");
+    }
+
     #[test]
     fn a_path_is_named_only_as_a_whole() {
         let text = "--cert-file=/s/pki/etcd/server.crt\nkubeconfig: \"/s/kubeconfig/scheduler.kubeconfig\"\n/s/pki/ca.crt.bak";
