@@ -176,7 +176,7 @@ async fn renew(args: RenewArgs) -> Result<i32, Error> {
     let sd = if args.no_restart {
         None
     } else {
-        Some(args.target.systemd().await?)
+        Some(args.target.systemd(&env).await?)
     };
     let at = time::OffsetDateTime::now_utc();
     let renewal = Renewal {

@@ -301,7 +301,12 @@ pub async fn restart_users(
         {
             let result = sd.restart(&unit.name).await?;
             if result != JobResult::Done {
-                return Err(failed(c, &unit.name, &format!("restart job {result}")));
+                return Err(failed(
+                    &env.plan,
+                    c,
+                    &unit.name,
+                    &format!("restart job {result}"),
+                ));
             }
             wait_healthy(&env.plan, sd, c, &unit.name, before.restarts, deadline).await?;
             outcome.action = RestartAction::Restarted;
@@ -323,11 +328,11 @@ pub async fn restart_users(
     Ok(out)
 }
 
-fn failed(c: &Component, unit: &str, reason: &str) -> Error {
+fn failed(plan: &Plan, c: &Component, unit: &str, reason: &str) -> Error {
     Error::Start(format!(
         "{} ({unit}) did not come back after its certificates were renewed: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {unit} ---",
         c.name,
-        journal_tail(unit, 20),
+        journal_tail(plan, unit, 20),
     ))
 }
 
@@ -344,6 +349,7 @@ async fn wait_healthy(
         let st = sd.state(unit).await?.unwrap_or_default();
         if st.active_state.is_stopped() || st.restarts > restarts_before {
             return Err(failed(
+                plan,
                 c,
                 unit,
                 &format!(
@@ -359,6 +365,7 @@ async fn wait_healthy(
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() >= deadline => {
                 return Err(failed(
+                    plan,
                     c,
                     unit,
                     &format!("not healthy before the timeout: {e}"),
