@@ -59,6 +59,8 @@ const FANCY: Component = Component {
     after_stop: &[],
     validate: |_| vec![],
     host_checks: &[],
+    enabled_by: None,
+    timer: None,
 };
 
 #[test]

@@ -19,8 +19,27 @@ use crate::error::FieldError;
 use crate::spec::Profile;
 
 pub use command::{command_line, feature_gates};
-pub use component::{Cleanup, Component, Content, File, FileContext, Hook, HostCheck, Probe};
-pub use table::COMPONENTS;
+pub use component::{
+    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, HostCheck, Probe, Timer,
+};
+pub use table::{COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX};
+
+/// etcd's companion tool `tool` (etcdctl, etcdutl): the profile's `etcd.snapshot.<tool>`, else the
+/// binary of that name next to etcd's.
+pub fn etcd_tool(plan: &crate::spec::Plan, tool: &str) -> std::path::PathBuf {
+    let s = &plan.profile.etcd.snapshot;
+    let given = match tool {
+        "etcdctl" => &s.etcdctl,
+        _ => &s.etcdutl,
+    };
+    if !given.as_os_str().is_empty() {
+        return given.clone();
+    }
+    let etcd = find("etcd")
+        .map(|c| c.binary_path(plan))
+        .unwrap_or_default();
+    etcd.parent().unwrap_or(&plan.profile.bin_dir).join(tool)
+}
 
 pub fn find(name: &str) -> Option<&'static Component> {
     COMPONENTS.iter().find(|c| c.name == name)
@@ -34,9 +53,7 @@ pub fn enabled<'t, 'p>(
 where
     't: 'p,
 {
-    table
-        .iter()
-        .filter(move |c| profile.component(c.name).enabled)
+    table.iter().filter(move |c| c.is_enabled(profile))
 }
 
 /// The profile checks that need the table: known names, required components, dependencies, and each
@@ -55,7 +72,17 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
         }
     }
     for c in table {
-        let on = p.component(c.name).enabled;
+        let on = c.is_enabled(p);
+        if let Some(by) = &c.enabled_by {
+            if p.components.get(c.name).is_some_and(|s| s.enabled) {
+                errs.push(FieldError::new(
+                    format!("components.{}.enabled", c.name),
+                    true,
+                    format!("{} is enabled by {}, not here", c.name, by.field),
+                    format!("remove components.{}.enabled and set {}", c.name, by.field),
+                ));
+            }
+        }
         if c.required && !on {
             errs.push(FieldError::new(
                 format!("components.{}.enabled", c.name),

@@ -28,17 +28,22 @@ pub async fn restart(
         sd.wait_gone(&debug, Duration::from_secs(60)).await?;
         sd.reset_failed(&debug).await?;
     }
-    sd.stop(&unit.name).await?;
-    sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
-    sd.reset_failed(&unit.name).await?;
-    // Its name is free for the new transient unit only once systemd unloaded the old one.
-    sd.wait_unloaded(&unit.name, Duration::from_secs(10))
-        .await?;
+    let timer = env.timer(c.name);
+    // A timer first (it would start its service again), then the service.
+    for name in timer.iter().map(|t| &t.name).chain([&unit.name]) {
+        sd.stop(name).await?;
+        sd.wait_gone(name, Duration::from_secs(60)).await?;
+        sd.reset_failed(name).await?;
+    }
+    // Its names are free for the new transient units only once systemd unloaded the old ones.
+    for name in timer.iter().map(|t| &t.name).chain([&unit.name]) {
+        sd.wait_unloaded(name, Duration::from_secs(10)).await?;
+    }
     let mut others: BTreeSet<&str> = env.units.iter().map(|(c, _)| c.name).collect();
     others.remove(c.name);
     preflight(env, &others)?;
     start_slice(env, sd).await?;
     let mut quiet = |_: Progress| {};
     let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
-    start_one(&env.plan, sd, c, unit, t0, t0 + timeout, &progress).await
+    start_one(&env.plan, sd, c, unit, timer, t0, t0 + timeout, &progress).await
 }
