@@ -11,6 +11,7 @@ mod gen;
 mod logs;
 mod profile;
 mod restart;
+mod snapshot;
 mod start;
 mod status;
 mod stop;
@@ -61,6 +62,12 @@ pub enum Command {
     Cmdline(cmdline::Args),
     /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
+    /// etcd snapshots: save, list, restore (scheduled ones: etcd.snapshot.schedule).
+    #[command(after_help = snapshot::AFTER_HELP)]
+    Snapshot {
+        #[command(subcommand)]
+        command: snapshot::Command,
+    },
     /// Inspect built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -84,6 +91,7 @@ pub fn run() -> i32 {
         Command::Debug(args) => block_on(debug::exec(args)),
         Command::Cmdline(args) => cmdline::exec(args),
         Command::Destroy(args) => block_on(destroy::exec(args)),
+        Command::Snapshot { command } => block_on(snapshot::exec(command)),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),
     };

@@ -24,6 +24,9 @@ pub use component::{
 };
 pub use table::{COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX};
 
+/// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
+pub const ETCD: &str = "etcd";
+
 /// etcd's companion tool `tool` (etcdctl, etcdutl): the profile's `etcd.snapshot.<tool>`, else the
 /// binary of that name next to etcd's.
 pub fn etcd_tool(plan: &crate::spec::Plan, tool: &str) -> std::path::PathBuf {
@@ -35,9 +38,7 @@ pub fn etcd_tool(plan: &crate::spec::Plan, tool: &str) -> std::path::PathBuf {
     if !given.as_os_str().is_empty() {
         return given.clone();
     }
-    let etcd = find("etcd")
-        .map(|c| c.binary_path(plan))
-        .unwrap_or_default();
+    let etcd = find(ETCD).map(|c| c.binary_path(plan)).unwrap_or_default();
     etcd.parent().unwrap_or(&plan.profile.bin_dir).join(tool)
 }
 
