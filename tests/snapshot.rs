@@ -160,6 +160,11 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
     );
     let timers = c.list_units("kubeunit-snap-*.timer");
     assert!(timers.contains("active waiting"), "{timers}");
+    // restart takes the timer and its service down and up again; a second start changes nothing.
+    e.ku_ok(&["restart", "etcd-snapshot"]);
+    let timers = c.list_units("kubeunit-snap-*.timer");
+    assert!(timers.contains("active waiting"), "{timers}");
+    assert!(e.ku_ok(&["start"]).contains("already running"));
     // It fires by itself: a scheduled snapshot appears, and status shows the run.
     wait_for(
         "the timer's first snapshot",
@@ -301,6 +306,31 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
     assert!(c
         .list_units("kubeunit-snap-*.timer")
         .contains("active waiting"));
+
+    // A restore whose start fails (the API server's port taken while the environment is down)
+    // is rolled back: etcd's data from before stays, and nothing of the restore is left.
+    e.kubectl_ok(
+        &configmap("d")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    e.ku_ok(&["stop"]);
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", ports.port("apiserver"))).unwrap();
+    let out = e.ku(&["snapshot", "restore", &file, "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("rolled back") && text(&out).contains("is already in use"),
+        "{}",
+        text(&out)
+    );
+    drop(squatter);
+    assert!(!state.join("data/etcd.restore").exists());
+    e.ku_ok(&["start"]);
+    assert!(
+        e.exists("d") && e.exists("c"),
+        "the data from before the failed restore"
+    );
 
     let out = e.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));

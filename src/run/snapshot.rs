@@ -102,7 +102,7 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
     }
     Err(usage(
         format!("--prefix {prefix:?} is not a file-name word"),
-        "use letters, digits, '_', '.' and '-', starting with a letter or digit (at most 64), e.g. --prefix before-upgrade",
+        "pick a prefix of letters, digits, '_', '.' and '-', starting with a letter or digit (at most 64), e.g. --prefix before-upgrade",
     ))
 }
 
@@ -532,25 +532,34 @@ pub async fn restore(
             })
         }
         Err(e) => {
-            // `start` stopped what it started. Back to the data from before, and up again.
+            // `start` stopped what it started. Back to the data from before, and up again; the
+            // restored copy goes (the snapshot file is still there).
             let back = if had_data {
-                exchange(&fresh, &data).map(|()| fresh.clone())
+                exchange(&fresh, &data)
             } else {
                 std::fs::rename(&data, &fresh)
-                    .map(|()| fresh.clone())
                     .map_err(Error::io(&fresh, "move the restored data away"))
             };
-            let again = match &back {
-                Ok(_) => start(env, sd, timeout, &mut |_| {})
-                    .await
-                    .map(|_| "started again on the data from before")
-                    .unwrap_or("not started again (see `kubeunit status`)"),
-                Err(_) => "the swap back failed",
+            let again = match back {
+                Ok(()) => {
+                    let _ = std::fs::remove_dir_all(&fresh);
+                    match start(env, sd, timeout, &mut |_| {}).await {
+                        Ok(_) => "etcd's data from before is back and the environment started on it".to_string(),
+                        Err(_) => format!(
+                            "etcd's data from before is back in {}; the environment did not start on it either: see `kubeunit status --state-dir {}`",
+                            data.display(),
+                            plan.state_dir.display()
+                        ),
+                    }
+                }
+                Err(swap) => format!(
+                    "swapping back failed ({swap}): the restored data is in {}, the data from before in {}",
+                    data.display(),
+                    fresh.display()
+                ),
             };
             Err(Error::Start(format!(
-                "the environment did not start on the restored data: {e}\nrolled back: etcd's data from before is in {} again, {again}; the restored data was kept in {} (delete it when done)",
-                data.display(),
-                fresh.display()
+                "the environment did not start on the restored data: {e}\nrolled back: {again}"
             )))
         }
     }
