@@ -204,6 +204,11 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         .find(|r| r["component"] == "etcd-snapshot")
         .unwrap();
     assert!(row["lastRun"].is_string(), "{row}");
+    let status = e.ku_ok(&["status"]);
+    assert!(
+        status.contains("etcd-snapshot (kubeunit-snap-etcd-snapshot.timer): next run 20"),
+        "{status}"
+    );
     let journal = c.run(&["journalctl", "-u", service, "--no-pager"]);
     assert!(text(&journal).contains("saved "), "{}", text(&journal));
 
@@ -224,6 +229,11 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
     );
     assert!(file.contains("/before-b-"), "{file}");
     let revision = saved["snapshot"]["revision"].as_i64().unwrap();
+    let listed = e.ku_ok(&["snapshot", "list"]);
+    assert!(
+        listed.contains("REVISION") && listed.contains(&format!(" {revision} ")),
+        "{listed}"
+    );
     e.kubectl_ok(
         &configmap("b")
             .iter()

@@ -112,7 +112,7 @@ pub async fn exec(command: Command) -> Result<i32, Error> {
 fn save(args: SaveArgs) -> Result<i32, Error> {
     let env = args.target.env()?;
     let path = match &args.path {
-        Some(p) => Some(crate::spec::host::absolute(p)?),
+        Some(p) => Some(absolute(p)?),
         None => None,
     };
     let report = snapshot::save(
@@ -156,7 +156,7 @@ async fn restore(args: RestoreArgs) -> Result<i32, Error> {
             fix: "add --yes to go ahead".into(),
         });
     }
-    let path = crate::spec::host::absolute(&args.path)?;
+    let path = absolute(&args.path)?;
     let (env, _lock) = args.target.env_locked()?;
     // Bad input is refused before anything else (restore checks it again).
     snapshot::check_file(&env.plan, &path)?;
@@ -189,6 +189,14 @@ async fn restore(args: RestoreArgs) -> Result<i32, Error> {
         ),
     }
     Ok(0)
+}
+
+/// A snapshot path from the command line, made absolute (the unit and etcdutl get it).
+fn absolute(p: &std::path::Path) -> Result<PathBuf, Error> {
+    std::path::absolute(p).map_err(|e| Error::Usage {
+        message: format!("{}: cannot resolve the path: {e}", p.display()),
+        fix: "give an absolute path".into(),
+    })
 }
 
 struct Saved<'a>(&'a SaveReport);
