@@ -49,7 +49,10 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
             .as_ref()
             .map(|s| debugger_address(&s.description).unwrap_or("?").to_string());
         if let Some(timer) = env.timer(c.name) {
-            out.push(scheduled(sd, c.name, timer, unit).await?);
+            let mut row = scheduled(sd, c.name, timer, unit).await?;
+            row.binary_override =
+                Some(env.plan.profile.component(c.name).binary).filter(|b| !b.is_empty());
+            out.push(row);
             continue;
         }
         let (unit_name, st) = match debug {
