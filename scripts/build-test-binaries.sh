@@ -14,7 +14,7 @@
 #       # adds bin/debug-kubernetes-<newest>/kube-controller-manager (for dlv exec, kubeunit debug --binary).
 #
 # Output: $KUBEUNIT_CACHE/bin/kubernetes-<ver>/{kube-apiserver,...,kubectl}
-#         $KUBEUNIT_CACHE/bin/etcd-<ver>/{etcd,etcdctl}
+#         $KUBEUNIT_CACHE/bin/etcd-<ver>/{etcd,etcdctl,etcdutl}
 #         $KUBEUNIT_CACHE/bin/containerd-<ver>/{containerd,containerd-shim-runc-v2,ctr}
 #         $KUBEUNIT_CACHE/bin/runc-<ver>/runc
 #         $KUBEUNIT_CACHE/bin/cni-plugins-<ver>/{bridge,host-local,loopback,portmap}
@@ -169,23 +169,38 @@ k8s_build() (
 # The normal builds: stripped, as upstream releases them.
 kubernetes_build() { k8s_build "$1" "$tmp" "-s -w" -- "${k8s_cmds[@]}"; }
 
+# The etcd tools: etcd, etcdctl (client: `kubeunit snapshot save`) and etcdutl (offline: `snapshot status`,
+# `snapshot restore`), all of one version. A dir stamped complete before etcdutl was added here lacks it: the
+# missing tools are built next to the others (hard links of those there, the dir replaced as a whole).
+etcd_tools=(etcd etcdctl etcdutl)
+etcd_pkg() {
+  case $1 in
+    etcd) echo go.etcd.io/etcd/server/v3 ;;
+    etcdctl) echo go.etcd.io/etcd/etcdctl/v3 ;;
+    etcdutl) echo go.etcd.io/etcd/etcdutl/v3 ;;
+  esac
+}
+
 build_etcd() {
-  local ver=$1 out="$cache/bin/etcd-$1"
-  if [ -f "$out/.complete" ]; then echo "etcd $ver: cached in $out"; return; fi
-  local work; work=$(mktemp -d)
-  echo "etcd $ver: building into $out"
-  (
-    cd "$work"
-    go mod init kubeunit.test/etcd >/dev/null 2>&1
-    go get "go.etcd.io/etcd/server/v3@$ver" "go.etcd.io/etcd/etcdctl/v3@$ver" >/dev/null
-    ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver"
-    mkdir -p "$out.tmp"
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
-    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3
-  )
-  rm -rf "$work" "$out"
-  mv "$out.tmp" "$out"
-  touch "$out/.complete"
+  local ver=$1 out="$cache/bin/etcd-$1" t missing=()
+  for t in "${etcd_tools[@]}"; do
+    if [ ! -f "$out/.complete" ] || [ ! -x "$out/$t" ]; then missing+=("$t"); fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "etcd $ver: cached in $out"; return; fi
+  build_dir etcd "$ver (${missing[*]})" "$out" etcd_build "$ver" "${missing[@]}"
+}
+
+# etcd_build VERSION TOOL...: the etcd TOOLs at VERSION into $tmp, next to what $tmp's dir holds already.
+etcd_build() {
+  local ver=$1 t mods=(); shift
+  if [ -f "${tmp%.tmp}/.complete" ]; then cp -al "${tmp%.tmp}/." "$tmp/"; rm -f "$tmp/.complete"; fi
+  for t in "$@"; do mods+=("$(etcd_pkg "$t")@$ver"); done
+  go_get "${mods[@]}"
+  local ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver"
+  for t in "$@"; do
+    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$t" "$(etcd_pkg "$t")")
+  done
+  "$tmp/etcdutl" version | grep -qx "etcdutl version: ${ver#v}" || die "the etcdutl built is not $ver"
 }
 
 # --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---

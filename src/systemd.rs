@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use zbus::proxy::CacheProperties;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant};
-use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, UnitProxy};
+use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, TimerProxy, UnitProxy};
 
 /// Which manager to talk to.
 #[derive(Debug, Clone)]
@@ -151,6 +151,10 @@ pub struct UnitState {
     pub active_enter_us: u64,
     pub result: String,
     pub exec_main_status: i32,
+    /// A timer's next run, CLOCK_REALTIME microseconds (`None`: not a timer, or no next run).
+    pub next_elapse_us: Option<u64>,
+    /// A timer's last run, CLOCK_REALTIME microseconds (0 if never).
+    pub last_trigger_us: u64,
 }
 
 impl Systemd {
@@ -191,6 +195,17 @@ impl Systemd {
         name: &str,
         properties: Vec<(String, OwnedVariant)>,
     ) -> Result<JobResult, SystemdError> {
+        self.start_transient_with(name, properties, vec![]).await
+    }
+
+    /// Start a transient unit with auxiliary transient units, which systemd loads but does not start
+    /// (a timer's service, as `systemd-run --on-calendar` does); waits for the start job.
+    pub async fn start_transient_with(
+        &self,
+        name: &str,
+        properties: Vec<(String, OwnedVariant)>,
+        aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
+    ) -> Result<JobResult, SystemdError> {
         // An inactive unit of that name that systemd has not unloaded yet (or whose transient file
         // it has not removed yet) refuses the name for a moment: clear it and try again. Each try
         // subscribes afresh, so that no unread subscription holds up the connection's signals.
@@ -203,7 +218,12 @@ impl Systemd {
                 .map_err(call("subscribing to JobRemoved"))?;
             let result = self
                 .manager
-                .start_transient_unit(name.to_string(), "fail".into(), properties.clone(), vec![])
+                .start_transient_unit(
+                    name.to_string(),
+                    "fail".into(),
+                    properties.clone(),
+                    aux.clone(),
+                )
                 .await;
             match result {
                 Ok(job) => return wait_job(&mut removed, &job).await,
@@ -216,8 +236,10 @@ impl Systemd {
                     {
                         return Err(call(format!("StartTransientUnit {name}"))(e));
                     }
-                    self.stop(name).await?;
-                    self.reset_failed(name).await?;
+                    for n in std::iter::once(name).chain(aux.iter().map(|(n, _)| n.as_str())) {
+                        self.stop(n).await?;
+                        self.reset_failed(n).await?;
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => return Err(call(format!("StartTransientUnit {name}"))(e)),
@@ -324,6 +346,22 @@ impl Systemd {
             st.exec_main_status = svc.exec_main_status().await.unwrap_or(0);
             // u64::MAX means "not accounted".
             st.memory_bytes = svc.memory_current().await.ok().filter(|m| *m != u64::MAX);
+        }
+        if name.ends_with(".timer") {
+            let timer = TimerProxy::builder(&self.conn)
+                .path(path.clone())
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await
+                .map_err(call("timer proxy"))?;
+            st.result = timer.result().await.unwrap_or_default();
+            // u64::MAX and 0 mean "none".
+            st.next_elapse_us = timer
+                .next_elapse_u_sec_realtime()
+                .await
+                .ok()
+                .filter(|t| *t != 0 && *t != u64::MAX);
+            st.last_trigger_us = timer.last_trigger_u_sec().await.unwrap_or(0);
         }
         Ok(Some(st))
     }

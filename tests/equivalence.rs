@@ -43,6 +43,9 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
         "components.kube-apiserver.extraArgs.service-account-jwks-uri=https://example.test/a b%20$x",
         "--set",
         "components.kube-proxy.env.GODEBUG=x509sha1=1",
+        // The etcd-snapshot service and its timer.
+        "--set",
+        "etcd.snapshot.schedule=Mon..Fri *-*-* 02:30",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -53,7 +56,11 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     units.sort_by_key(|u| !u.ends_with(".slice"));
-    assert_eq!(units.len(), 10, "slice + 9 components: {units:?}");
+    assert_eq!(
+        units.len(),
+        12,
+        "slice + 10 components' services + a timer: {units:?}"
+    );
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -66,8 +73,17 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
     for unit in &units {
         let file = UnitFile::read(&state.join("units").join(unit)).unwrap();
         // Transient, through kubeunit's translation. The job result does not matter: the binaries
-        // of a node cannot run here; the configuration is what is compared.
-        rt.block_on(sd.start_transient(unit, properties(&file).unwrap()))
+        // of a node cannot run here; the configuration is what is compared. A timer is started as
+        // `start` does, with its service loaded alongside.
+        let aux = match unit.strip_suffix(".timer") {
+            Some(base) => {
+                let service = format!("{base}.service");
+                let f = UnitFile::read(&state.join("units").join(&service)).unwrap();
+                vec![(service, properties(&f).unwrap())]
+            }
+            None => vec![],
+        };
+        rt.block_on(sd.start_transient_with(unit, properties(&file).unwrap(), aux.clone()))
             .unwrap();
         let transient = show_unit(&c, unit);
         assert_eq!(
@@ -75,10 +91,28 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
             Some("yes"),
             "{unit}"
         );
+        if unit.ends_with(".timer") {
+            assert_eq!(
+                transient.get("ActiveState").map(String::as_str),
+                Some("active"),
+                "{unit}: the timer waits"
+            );
+            assert!(
+                transient
+                    .get("TimersCalendar")
+                    .is_some_and(|v| v.contains("OnCalendar=Mon..Fri *-*-* 02:30:00")),
+                "{unit}: {:?}",
+                transient.get("TimersCalendar")
+            );
+        }
         rt.block_on(sd.stop(unit)).unwrap();
         rt.block_on(sd.reset_failed(unit)).unwrap();
         rt.block_on(sd.wait_gone(unit, Duration::from_secs(30)))
             .unwrap();
+        for (aux, _) in &aux {
+            rt.block_on(sd.wait_unloaded(aux, Duration::from_secs(30)))
+                .unwrap();
+        }
 
         // Installed: the same file under /run/systemd/system, loaded by systemd itself.
         let text = std::fs::read_to_string(state.join("units").join(unit)).unwrap();
@@ -151,8 +185,9 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
         ]
         .concat(),
     );
-    // This test's bin dir has the Kubernetes binaries only: etcd's, containerd's and the cloud
-    // controller manager's are missing, which verify reports. Nothing else may be.
+    // This test's bin dir has the Kubernetes binaries only: etcd's, containerd's, the cloud
+    // controller manager's and kubeunit (the snapshot service runs the one in binDir) are missing,
+    // which verify reports. Nothing else may be.
     let complaints: Vec<&str> = std::str::from_utf8(&out.stderr)
         .unwrap()
         .lines()
@@ -165,7 +200,7 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
     );
     assert_eq!(
         text(&out).matches("is not executable").count(),
-        3,
+        4,
         "{}",
         text(&out)
     );
@@ -194,7 +229,7 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
             match key {
                 // The target and the hooks: ordered around it, stopped with the target.
                 "After" | "Before" | "PartOf" | "WantedBy" | "RequiredBy" | "ConsistsOf"
-                | "SliceOf" => {
+                | "SliceOf" | "TriggeredBy" => {
                     let extra: Vec<String> = words(&installed)
                         .difference(&words(transient))
                         .cloned()

@@ -41,6 +41,10 @@ const CASES: &[(&str, &[&str])] = &[
             "node.name=golden-node",
             "--set",
             "audit.policy=RequestResponse",
+            "--set",
+            "etcd.snapshot.schedule=Mon..Fri *-*-* 02:30:00",
+            "--set",
+            "etcd.snapshot.retention=3",
         ],
     ),
 ];

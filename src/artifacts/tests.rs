@@ -61,6 +61,8 @@ const FANCY: Component = Component {
     after_stop: &[],
     validate: |_| vec![],
     host_checks: &[],
+    enabled_by: None,
+    timer: None,
 };
 
 #[test]
@@ -330,4 +332,61 @@ fn only_leaves_already_there_are_renewed() {
         .collect();
     assert_eq!(renewed, vec!["pki/admin.crt"]);
     assert_eq!(r.tree["pki/ca.crt"], g.tree["pki/ca.crt"]);
+}
+
+#[test]
+fn a_snapshot_schedule_renders_a_oneshot_service_and_its_timer() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let g = generate(&plan(&[]), &empty, &opts()).unwrap();
+    assert!(
+        !g.tree.keys().any(|k| k.contains("etcd-snapshot")),
+        "no schedule, no timer"
+    );
+    let p = plan(&[
+        "etcd.snapshot.schedule=*:0/15",
+        "etcd.snapshot.retention=3",
+        "components.etcd-snapshot.binary=/opt/kubeunit",
+    ]);
+    let g = generate(&p, &empty, &opts()).unwrap();
+    let unit = |name: &str| String::from_utf8(g.tree[name].bytes.clone()).unwrap();
+    let service = unit("units/kubeunit-dev-etcd-snapshot.service");
+    assert!(
+        service.contains(
+            "ExecStart=/opt/kubeunit \\\n    snapshot \\\n    save \\\n    --state-dir=/s \\\n    --prefix=scheduled \\\n    --prune-to=3\n"
+        ),
+        "{service}"
+    );
+    assert!(service.contains("Type=oneshot\n"), "{service}");
+    assert!(
+        service.contains("After=kubeunit-dev-etcd.service\n"),
+        "{service}"
+    );
+    // It never starts etcd, is never kept active (the timer could not start it again) and is
+    // not restarted: a failed run shows in `status` until the next one.
+    for absent in ["Wants=", "RemainAfterExit=", "Restart="] {
+        assert!(!service.contains(absent), "{absent}: {service}");
+    }
+    let timer = unit("units/kubeunit-dev-etcd-snapshot.timer");
+    assert!(
+        timer.contains("[Timer]\nOnCalendar=*:0/15\nPersistent=no\n"),
+        "{timer}"
+    );
+    // Both read back as the unit files `start` hands to systemd.
+    let parsed = crate::unit::parse(std::path::Path::new("/s/u/x.timer"), &timer).unwrap();
+    assert_eq!(
+        parsed.get("TimersCalendar"),
+        Some(&crate::unit::Value::Calendar(vec![(
+            "OnCalendar".into(),
+            "*:0/15".into()
+        )]))
+    );
+    crate::unit::parse(std::path::Path::new("/s/u/x.service"), &service).unwrap();
+    // The schedule enables it; components.etcd-snapshot.enabled is refused.
+    let errs = components::validate(
+        COMPONENTS,
+        &plan(&["components.etcd-snapshot.enabled=true"]).profile,
+    );
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].field, "components.etcd-snapshot.enabled");
+    assert!(errs[0].fix.contains("etcd.snapshot.schedule"), "{errs:?}");
 }

@@ -1,5 +1,5 @@
-//! systemd unit files: the environment's slice and one service per component, from
-//! `units/*.hbs`. The command line is quoted for ExecStart=; a component's environment goes to a 0600
+//! systemd unit files: the environment's slice, one service per component and a timer for each
+//! component that runs on a schedule, from `units/*.hbs`. The command line is quoted for ExecStart=; a component's environment goes to a 0600
 //! file under `env/` (never into the unit).
 
 use serde_json::json;
@@ -33,14 +33,21 @@ pub fn units(
     );
     for c in components::enabled(table, &plan.profile) {
         let unit = |n: &&str| plan.unit_name(n);
-        // A need that a stand-in replaces (an external etcd) has no unit.
-        let wants: Vec<String> = c
+        // A need that a stand-in replaces (an external etcd) has no unit. A timer's service is
+        // ordered after what it needs but never starts it: a run while the environment is stopped
+        // fails rather than starting etcd behind `stop`'s back.
+        let needs: Vec<String> = c
             .needs
             .iter()
             .filter(|n| plan.enabled(n))
             .map(unit)
             .collect();
-        let mut after = wants.clone();
+        let wants = if c.timer.is_some() {
+            vec![]
+        } else {
+            needs.clone()
+        };
+        let mut after = needs;
         after.extend(
             c.after_if_enabled
                 .iter()
@@ -77,12 +84,13 @@ pub fn units(
             "component": c.name,
             "wants": wants,
             "after": after,
-            "type": match (c.oneshot, c.notify) {
+            "type": match (c.oneshot || c.timer.is_some(), c.notify) {
                 (true, _) => "oneshot",
                 (_, true) => "notify",
                 _ => "exec",
             },
-            "oneshot": c.oneshot,
+            "remain_after_exit": c.oneshot,
+            "triggered": c.timer.is_some(),
             "exec_stop_post": stop_post,
             "netns": netns,
             "notify": c.notify,
@@ -102,6 +110,23 @@ pub fn units(
             text.into_bytes(),
             MODE_PUBLIC,
         );
+        if let Some(timer) = &c.timer {
+            let data = json!({
+                "version": version,
+                "env": plan.name(),
+                "component": c.name,
+                "service": plan.unit_name(c.name),
+                "on_calendar": (timer.on_calendar)(plan),
+                "persistent": timer.persistent,
+            });
+            let text = r.render(&render::TIMER, &data)?;
+            put(
+                &mut g.tree,
+                &paths::unit(&plan.timer_name(c.name)),
+                text.into_bytes(),
+                MODE_PUBLIC,
+            );
+        }
     }
     Ok(())
 }

@@ -210,7 +210,10 @@ fn binary_overrides(plan: &Plan) -> Vec<String> {
     plan.profile
         .components
         .iter()
-        .filter(|(_, c)| c.enabled && !c.binary.is_empty())
+        .filter(|(name, c)| {
+            let on = crate::components::find(name).is_some_and(|t| t.is_enabled(&plan.profile));
+            on && !c.binary.is_empty()
+        })
         .map(|(name, c)| format!("components.{name}.binary={}", c.binary))
         .collect()
 }

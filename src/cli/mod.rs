@@ -15,6 +15,7 @@ mod kubeconfig;
 mod logs;
 mod profile;
 mod restart;
+mod snapshot;
 mod start;
 mod status;
 mod stop;
@@ -87,6 +88,12 @@ pub enum Command {
     },
     /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
+    /// etcd snapshots: save, list, restore (scheduled ones: etcd.snapshot.schedule).
+    #[command(after_help = snapshot::AFTER_HELP)]
+    Snapshot {
+        #[command(subcommand)]
+        command: snapshot::Command,
+    },
     /// Inspect built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -116,6 +123,7 @@ pub fn run() -> i32 {
         Command::Hook(args) => hook::exec(args),
         Command::Certs { command } => block_on(certs::exec(command)),
         Command::Destroy(args) => block_on(destroy::exec(args)),
+        Command::Snapshot { command } => block_on(snapshot::exec(command)),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),
     };

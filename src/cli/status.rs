@@ -87,6 +87,14 @@ impl fmt::Display for Table<'_> {
                     r.component, r.unit, r.component
                 )?;
             }
+            if let Some(next) = &r.next_run {
+                let last = r.last_run.as_deref().unwrap_or("never");
+                writeln!(
+                    f,
+                    "{} ({}): next run {next}, last run {last}",
+                    r.component, r.unit
+                )?;
+            }
             if let Some(binary) = &r.binary_override {
                 writeln!(
                     f,

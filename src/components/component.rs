@@ -67,6 +67,29 @@ pub struct Component {
     pub validate: fn(&Profile) -> Vec<FieldError>,
     /// What the host must offer it, checked by `start`'s preflight before anything starts.
     pub host_checks: &'static [HostCheck],
+    /// Enabled by another setting of the profile instead of `components.NAME.enabled` (which
+    /// must then stay unset).
+    pub enabled_by: Option<EnabledBy>,
+    /// Runs on a schedule: a oneshot service (no restart, not kept active) that a timer of the same
+    /// name starts. `start` starts the timer (its service loaded, not run), `status` shows its next
+    /// run, `stop` stops both.
+    pub timer: Option<Timer>,
+}
+
+/// Whether a profile enables a component, and the setting that does (`etcd.snapshot.schedule`).
+#[derive(Clone, Copy)]
+pub struct EnabledBy {
+    pub field: &'static str,
+    pub when: fn(&Profile) -> bool,
+}
+
+/// A component's timer (`units/timer.hbs`).
+#[derive(Clone, Copy)]
+pub struct Timer {
+    /// OnCalendar=: a calendar expression the profile's validation checked.
+    pub on_calendar: fn(&Plan) -> String,
+    /// Persistent=: catch up on a run missed while the timer was stopped.
+    pub persistent: bool,
 }
 
 /// An existing service that replaces a component.
@@ -177,6 +200,14 @@ pub enum Content {
 }
 
 impl Component {
+    /// Whether the profile runs it: `components.NAME.enabled`, or what `enabled_by` says.
+    pub fn is_enabled(&self, profile: &Profile) -> bool {
+        match &self.enabled_by {
+            Some(by) => (by.when)(profile),
+            None => profile.component(self.name).enabled,
+        }
+    }
+
     /// Absolute path of its binary: the profile's `binary` (absolute, or a name in binDir), else the
     /// usual name in binDir.
     pub fn binary_path(&self, plan: &Plan) -> std::path::PathBuf {

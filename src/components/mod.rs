@@ -20,9 +20,28 @@ use crate::spec::Profile;
 
 pub use command::{command_line, feature_gates};
 pub use component::{
-    Cleanup, Component, Content, File, FileContext, Hook, HostCheck, Probe, StandIn,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, HostCheck, Probe, StandIn,
+    Timer,
 };
-pub use table::COMPONENTS;
+pub use table::{COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX};
+
+/// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
+pub const ETCD: &str = "etcd";
+
+/// etcd's companion tool `tool` (etcdctl, etcdutl): the profile's `etcd.snapshot.<tool>`, else the
+/// binary of that name next to etcd's.
+pub fn etcd_tool(plan: &crate::spec::Plan, tool: &str) -> std::path::PathBuf {
+    let s = &plan.profile.etcd.snapshot;
+    let given = match tool {
+        "etcdctl" => &s.etcdctl,
+        _ => &s.etcdutl,
+    };
+    if !given.as_os_str().is_empty() {
+        return given.clone();
+    }
+    let etcd = find(ETCD).map(|c| c.binary_path(plan)).unwrap_or_default();
+    etcd.parent().unwrap_or(&plan.profile.bin_dir).join(tool)
+}
 
 pub fn find(name: &str) -> Option<&'static Component> {
     COMPONENTS.iter().find(|c| c.name == name)
@@ -36,9 +55,7 @@ pub fn enabled<'t, 'p>(
 where
     't: 'p,
 {
-    table
-        .iter()
-        .filter(move |c| profile.component(c.name).enabled)
+    table.iter().filter(move |c| c.is_enabled(profile))
 }
 
 /// The profile checks that need the table: known names, required components, dependencies, and each
@@ -63,7 +80,7 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
             .is_some_and(|c| c.replaced(p))
     };
     for c in table {
-        let on = p.component(c.name).enabled;
+        let on = c.is_enabled(p);
         if let Some(s) = c.stand_in.filter(|_| on && c.replaced(p)) {
             errs.push(FieldError::new(
                 format!("components.{}.enabled", c.name),
@@ -74,6 +91,16 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
                     c.name, s.field
                 ),
             ));
+        }
+        if let Some(by) = &c.enabled_by {
+            if p.components.get(c.name).is_some_and(|s| s.enabled) {
+                errs.push(FieldError::new(
+                    format!("components.{}.enabled", c.name),
+                    true,
+                    format!("{} is enabled by {}, not here", c.name, by.field),
+                    format!("remove components.{}.enabled and set {}", c.name, by.field),
+                ));
+            }
         }
         if c.required && !on && !c.replaced(p) {
             errs.push(FieldError::new(

@@ -4,7 +4,9 @@
 use serde_json::json;
 
 use super::command::feature_gates;
-use super::component::{Cleanup, Component, Content, File, FileContext, Hook, Probe, StandIn};
+use super::component::{
+    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, Probe, StandIn, Timer,
+};
 use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::paths;
@@ -41,6 +43,8 @@ const KUBERNETES: Component = Component {
     after_stop: &[],
     validate: |_| vec![],
     host_checks: &[],
+    enabled_by: None,
+    timer: None,
 };
 
 /// An HTTPS health endpoint whose serving certificate the cluster CA signed.
@@ -82,6 +86,9 @@ const fn template(
         content,
     }
 }
+
+/// The name prefix of the snapshots the etcd-snapshot timer takes (and prunes).
+pub const SCHEDULED_SNAPSHOT_PREFIX: &str = "scheduled";
 
 // Config files that flags name too.
 const AUDIT_POLICY_FILE: &str = "config/audit-policy.yaml";
@@ -465,6 +472,33 @@ pub const COMPONENTS: &[Component] = &[
                 }),
             ))
         })],
+        ..KUBERNETES
+    },
+    // Scheduled etcd snapshots: a timer runs `kubeunit snapshot save` (kubeunit from binDir, or
+    // components.etcd-snapshot.binary), which keeps the newest `retention` of them.
+    Component {
+        name: "etcd-snapshot",
+        binary: "kubeunit",
+        needs: &["etcd"],
+        kubernetes: false,
+        version: |_| "",
+        enabled_by: Some(EnabledBy {
+            field: "etcd.snapshot.schedule",
+            when: |p| !p.etcd.snapshot.schedule.is_empty(),
+        }),
+        timer: Some(Timer {
+            on_calendar: |plan| plan.profile.etcd.snapshot.schedule.clone(),
+            // A run missed while the environment was stopped is not caught up at its start.
+            persistent: false,
+        }),
+        args: |_| vec!["snapshot".into(), "save".into()],
+        flags: |plan| {
+            vec![
+                flag("state-dir", plan.state_dir.to_string_lossy()),
+                flag("prefix", SCHEDULED_SNAPSHOT_PREFIX),
+                flag("prune-to", plan.profile.etcd.snapshot.retention.to_string()),
+            ]
+        },
         ..KUBERNETES
     },
 ];

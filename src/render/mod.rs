@@ -20,6 +20,10 @@ pub const SERVICE: Template = Template {
     name: "units/service.hbs",
     text: include_str!("../../units/service.hbs"),
 };
+pub const TIMER: Template = Template {
+    name: "units/timer.hbs",
+    text: include_str!("../../units/timer.hbs"),
+};
 pub const SLICE: Template = Template {
     name: "units/slice.hbs",
     text: include_str!("../../units/slice.hbs"),

@@ -101,7 +101,7 @@ pub fn users(env: &Env) -> Users {
                         }
                     }
                     Value::EnvFiles(_) => text.push_str(&read(&paths::env_file(c.name))),
-                    Value::Bool(_) | Value::U64(_) | Value::I32(_) => {}
+                    Value::Bool(_) | Value::U64(_) | Value::I32(_) | Value::Calendar(_) => {}
                 }
                 text.push('\n');
             }

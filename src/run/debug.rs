@@ -54,6 +54,19 @@ pub struct DebugReport {
 pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<DebugReport, Error> {
     let plan = &env.plan;
     let (c, unit) = env.unit(req.component)?;
+    if c.timer.is_some() {
+        return Err(Error::Preflight {
+            message: format!(
+                "{} runs on a schedule, not as a process to attach to",
+                c.name
+            ),
+            fix: format!(
+                "run its command yourself: kubeunit cmdline {} --state-dir {}",
+                c.name,
+                plan.state_dir.display()
+            ),
+        });
+    }
     let name = debug_unit_name(plan, c.name);
     if let Some(st) = sd.state(&name).await? {
         if st.active_state.is_running() {
@@ -171,7 +184,7 @@ async fn start_debug_unit(
     if req.run {
         let mut quiet = |_: Progress| {};
         let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
-        start_one(plan, sd, c, unit, t0, deadline, &progress).await?;
+        start_one(plan, sd, c, unit, None, t0, deadline, &progress).await?;
         return Ok(true);
     }
     match sd

@@ -13,7 +13,10 @@ use crate::unit::UnitFile;
 pub struct Env {
     pub plan: Plan,
     pub slice: UnitFile,
+    /// Each enabled component's service.
     pub units: Vec<(&'static Component, UnitFile)>,
+    /// The timers of the components that run on a schedule (`Component::timer`), by component.
+    pub timers: Vec<(&'static str, UnitFile)>,
 }
 
 impl Env {
@@ -34,7 +37,30 @@ impl Env {
         let units = components::enabled(COMPONENTS, &plan.profile)
             .map(|c| Ok((c, read(&plan.unit_name(c.name))?)))
             .collect::<Result<Vec<_>, Error>>()?;
-        Ok(Env { plan, slice, units })
+        let timers = units
+            .iter()
+            .filter(|(c, _)| c.timer.is_some())
+            .map(|(c, _)| Ok((c.name, read(&plan.timer_name(c.name))?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Env {
+            plan,
+            slice,
+            units,
+            timers,
+        })
+    }
+
+    /// The timer of a component that runs on a schedule.
+    pub fn timer(&self, component: &str) -> Option<&UnitFile> {
+        self.timers
+            .iter()
+            .find(|(c, _)| *c == component)
+            .map(|(_, u)| u)
+    }
+
+    /// The unit that says whether a component runs: its timer if it has one, else its service.
+    pub fn running_unit<'a>(&'a self, component: &str, service: &'a UnitFile) -> &'a UnitFile {
+        self.timer(component).unwrap_or(service)
     }
 
     /// A component of this environment, or an error listing the ones there are.

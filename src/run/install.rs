@@ -3,8 +3,8 @@
 //! story: gen on a build host, copy the state dir and binaries, install, reboot).
 //!
 //! What is installed, in `<root>/etc/systemd/system`:
-//! - the state dir's unit files as they are (slice and one service per component): the same files
-//!   `start` hands to systemd as transient units;
+//! - the state dir's unit files as they are (slice, one service per component, the timer of one on a
+//!   schedule): the same files `start` hands to systemd as transient units;
 //! - per service a drop-in with what boot needs that `start` does itself: `PartOf=` the target, and
 //!   for components without sd_notify readiness an `ExecStartPost=kubeunit wait` health gate;
 //! - per start hook (apply addons, import images) a oneshot that runs `kubeunit hook` once its
@@ -12,8 +12,9 @@
 //! - `kubeunit-NAME.target`, wanting all of them and wanted by multi-user.target (the symlink
 //!   `systemctl enable` would make).
 //!
-//! The target's `Wants=` lists every unit install wrote: `uninstall` reads it back and removes exactly
-//! those, their drop-ins, the slice, the target and the link.
+//! The target's `Wants=` lists every unit install wrote (for a component on a schedule its timer,
+//! whose service has its name): `uninstall` reads it back and removes exactly those, their drop-ins,
+//! the slice, the target and the link.
 
 use std::path::{Path, PathBuf};
 
@@ -113,7 +114,14 @@ pub fn entries(env: &Env, root: &Path, kubeunit: &Path) -> Result<Vec<Entry>, Er
     let mut wants = Vec::new();
     for (c, unit) in &env.units {
         out.push(copy(&unit.name)?);
-        wants.push(unit.name.clone());
+        // A component on a schedule: the target wants its timer, which starts the service.
+        match env.timer(c.name) {
+            Some(timer) => {
+                out.push(copy(&timer.name)?);
+                wants.push(timer.name.clone());
+            }
+            None => wants.push(unit.name.clone()),
+        }
         // sd_notify components are ready when systemd says so; a oneshot when it exited.
         let wait = (!c.notify && !c.oneshot && c.probe.is_some())
             .then(|| kubeunit_cmd(&["wait", "--timeout", "110", c.name]));
@@ -203,11 +211,20 @@ pub fn installed(env: &Env, root: &Path) -> Result<Option<Vec<PathBuf>>, Error> 
         };
         let name = name.trim();
         // Only names of this environment's units, never a path.
-        if !name.starts_with(&prefix) || name.contains('/') || !name.ends_with(".service") {
+        if !name.starts_with(&prefix) || name.contains('/') {
             continue;
         }
-        paths.push(unit_dir.join(name));
-        paths.push(unit_dir.join(format!("{name}.d")).join(DROPIN));
+        let service = match name.strip_suffix(".timer") {
+            // A timer's service has its name.
+            Some(stem) => {
+                paths.push(unit_dir.join(name));
+                format!("{stem}.service")
+            }
+            None if name.ends_with(".service") => name.to_string(),
+            None => continue,
+        };
+        paths.push(unit_dir.join(&service));
+        paths.push(unit_dir.join(format!("{service}.d")).join(DROPIN));
     }
     paths.push(path);
     paths.push(unit_dir.join(format!("{WANTED_BY}.wants")).join(&target));

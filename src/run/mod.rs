@@ -1,6 +1,6 @@
 //! A generated state dir at run time, through systemd: `preflight` (checks before anything starts),
 //! `start` (components in dependency waves as their needs become healthy, then their hooks), `stop`,
-//! `status`, `restart`, and what they share: the loaded environment, health `probe`s, the `addons`
+//! `status`, `restart`, etcd `snapshot`s, and what they share: the loaded environment, health `probe`s, the `addons`
 //! hook and journal tails.
 
 pub mod addons;
@@ -15,6 +15,7 @@ pub mod kubeconfig;
 pub mod preflight;
 pub mod probe;
 pub mod restart;
+pub mod snapshot;
 pub mod start;
 pub mod status;
 pub mod stop;

@@ -34,6 +34,7 @@ pub async fn restart(
         sd.wait_gone(&debug, Duration::from_secs(60)).await?;
         sd.reset_failed(&debug).await?;
     }
+    let timer = env.timer(c.name);
     // An installed unit starts from its file again whatever refers to it.
     let installed = super::env::installed(env, sd).await?;
     let dependents = if installed {
@@ -41,13 +42,20 @@ pub async fn restart(
     } else {
         loaded_dependents(env, sd, c.name).await?
     };
-    // Dependents first (last started, first stopped), then the component.
-    let names: Vec<&str> = dependents
+    // Dependents first (last started, first stopped), then the component; a timer before its
+    // service (it would start it again).
+    let mut names: Vec<&str> = Vec::new();
+    for (d, u) in dependents
         .iter()
         .rev()
-        .map(|(_, u)| u.name.as_str())
-        .chain([unit.name.as_str()])
-        .collect();
+        .map(|(d, u)| (*d, u))
+        .chain([(*c, unit)])
+    {
+        if let Some(t) = env.timer(d.name) {
+            names.push(&t.name);
+        }
+        names.push(&u.name);
+    }
     for name in &names {
         sd.stop(name).await?;
         sd.wait_gone(name, Duration::from_secs(60)).await?;
@@ -70,9 +78,19 @@ pub async fn restart(
     let mut quiet = |_: Progress| {};
     let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
     let deadline = t0 + timeout;
-    let timing = start_one(&env.plan, sd, c, unit, t0, deadline, &progress).await?;
+    let timing = start_one(&env.plan, sd, c, unit, timer, t0, deadline, &progress).await?;
     for (d, u) in &dependents {
-        start_one(&env.plan, sd, d, u, t0, deadline, &progress).await?;
+        start_one(
+            &env.plan,
+            sd,
+            d,
+            u,
+            env.timer(d.name),
+            t0,
+            deadline,
+            &progress,
+        )
+        .await?;
     }
     Ok(timing)
 }

@@ -161,12 +161,17 @@ async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e
             running.insert(c.name);
             continue;
         }
-        match sd.state(&unit.name).await? {
+        // A component on a schedule runs while its timer does (its service runs now and then).
+        let probe = env.running_unit(c.name, unit);
+        match sd.state(&probe.name).await? {
             Some(st) if st.active_state.is_running() => {
                 running.insert(c.name);
             }
-            Some(_) => sd.reset_failed(&unit.name).await?,
+            Some(_) => sd.reset_failed(&probe.name).await?,
             None => {}
+        }
+        if probe.name != unit.name {
+            sd.reset_failed(&unit.name).await?;
         }
     }
     Ok(running)
@@ -230,8 +235,9 @@ async fn start_components<'e>(
         });
         pending = rest;
         for (c, unit) in ready {
+            let timer = env.timer(c.name);
             events.push(Box::pin(async move {
-                let result = start_one(plan, sd, c, unit, t0, deadline, progress).await;
+                let result = start_one(plan, sd, c, unit, timer, t0, deadline, progress).await;
                 Event::Healthy(c, result)
             }));
         }
@@ -278,17 +284,21 @@ async fn start_components<'e>(
     Ok((timings, gated))
 }
 
-/// Start one component's transient unit, wait for its job, then for its health probe.
+/// Start one component's transient unit, wait for its job, then for its health probe. A component
+/// on a schedule: its timer, with its service loaded (not started) alongside.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn start_one(
     plan: &Plan,
     sd: &Systemd,
     c: &'static Component,
-    unit: &UnitFile,
+    service: &UnitFile,
+    timer: Option<&UnitFile>,
     t0: Instant,
     deadline: Instant,
     progress: &ProgressCell<'_>,
 ) -> Result<Timing, Error> {
     let submitted = t0.elapsed().as_secs_f64();
+    let unit = timer.unwrap_or(service);
     let fail = |reason: String| {
         Error::Start(format!(
             "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
@@ -299,11 +309,18 @@ pub(super) async fn start_one(
         ))
     };
     // An installed environment's units are loaded from their files (`kubeunit install`).
-    let result = if sd.unit_file_state(&plan.target_name()).await?.is_some() {
-        sd.start_unit(&unit.name).await?
-    } else {
-        sd.start_transient(&unit.name, unit::properties(unit)?)
-            .await?
+    let installed = sd.unit_file_state(&plan.target_name()).await?.is_some();
+    let result = match timer {
+        _ if installed => sd.start_unit(&unit.name).await?,
+        Some(timer) => {
+            let aux = vec![(service.name.clone(), unit::properties(service)?)];
+            sd.start_transient_with(&timer.name, unit::properties(timer)?, aux)
+                .await?
+        }
+        None => {
+            sd.start_transient(&unit.name, unit::properties(unit)?)
+                .await?
+        }
     };
     let job_done = t0.elapsed().as_secs_f64();
     if result != JobResult::Done {

@@ -8,7 +8,8 @@ use super::certs::{self, CertExpiry};
 use super::env::{debug_unit_name, debugger_address, Env};
 use super::probe;
 use crate::error::Error;
-use crate::systemd::{Systemd, UnitState};
+use crate::systemd::{ActiveState, Systemd, UnitState};
+use crate::unit::UnitFile;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,6 +30,10 @@ pub struct ComponentStatus {
     pub binary_override: Option<String>,
     /// Certificates it uses that expire within 30 days (or have expired).
     pub certificates_expiring: Vec<Expiring>,
+    /// A component on a schedule: its timer's next run (RFC 3339, UTC).
+    pub next_run: Option<String>,
+    /// ... and its last run, if any.
+    pub last_run: Option<String>,
 }
 
 /// A certificate that expires soon.
@@ -76,6 +81,13 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         let debugger = debug
             .as_ref()
             .map(|s| debugger_address(&s.description).unwrap_or("?").to_string());
+        if let Some(timer) = env.timer(c.name) {
+            let mut row = scheduled(sd, c.name, timer, unit).await?;
+            row.binary_override =
+                Some(env.plan.profile.component(c.name).binary).filter(|b| !b.is_empty());
+            out.push(row);
+            continue;
+        }
         let (unit_name, st) = match debug {
             Some(st) => (debug_name, st),
             None => (
@@ -115,7 +127,61 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
                 .filter(|e| e.used_by.iter().any(|u| u == c.name))
                 .map(Expiring::from)
                 .collect(),
+            next_run: None,
+            last_run: None,
         });
     }
     Ok(out)
+}
+
+/// A component on a schedule: healthy while its timer waits and its service's last run did not fail.
+async fn scheduled(
+    sd: &Systemd,
+    component: &str,
+    timer: &UnitFile,
+    service: &UnitFile,
+) -> Result<ComponentStatus, Error> {
+    let st = sd.state(&timer.name).await?.unwrap_or_else(|| UnitState {
+        sub_state: "dead".into(),
+        ..Default::default()
+    });
+    let svc = sd.state(&service.name).await?.unwrap_or_default();
+    let active = st.active_state.is_running();
+    let (healthy, detail) = match (active, svc.active_state) {
+        (false, _) => (false, "timer not running".to_string()),
+        (true, ActiveState::Failed) => (
+            false,
+            format!(
+                "its last run failed (Result={}, exit status {}): journalctl -u {}",
+                svc.result, svc.exec_main_status, service.name
+            ),
+        ),
+        (true, _) => (true, "ok".to_string()),
+    };
+    Ok(ComponentStatus {
+        component: component.into(),
+        unit: timer.name.clone(),
+        active_state: st.active_state.as_str().to_string(),
+        sub_state: st.sub_state,
+        pid: svc.main_pid,
+        memory_bytes: None,
+        restarts: 0,
+        uptime_seconds: None,
+        healthy,
+        health_detail: detail,
+        debugger: None,
+        binary_override: None,
+        certificates_expiring: vec![],
+        next_run: st.next_elapse_us.filter(|_| active).and_then(rfc3339),
+        last_run: Some(st.last_trigger_us)
+            .filter(|t| *t != 0 && *t != u64::MAX)
+            .and_then(rfc3339),
+    })
+}
+
+/// CLOCK_REALTIME microseconds as RFC 3339 (UTC, whole seconds).
+fn rfc3339(us: u64) -> Option<String> {
+    let t = time::OffsetDateTime::from_unix_timestamp((us / 1_000_000) as i64).ok()?;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .ok()
 }

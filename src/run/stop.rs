@@ -31,10 +31,22 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
         .iter()
         .map(|(c, _)| debug_unit_name(&env.plan, c.name))
         .collect();
-    for name in env.units.iter().map(|(_, u)| &u.name).chain(&debug_units) {
+    let timers: Vec<&str> = env.timers.iter().map(|(_, u)| u.name.as_str()).collect();
+    for name in env
+        .units
+        .iter()
+        .map(|(_, u)| u.name.as_str())
+        .chain(debug_units.iter().map(String::as_str))
+        .chain(timers.iter().copied())
+    {
         if sd.state(name).await?.is_some() {
-            stopped.push(name.clone());
+            stopped.push(name.to_string());
         }
+    }
+    // Timers first: they are in no slice, and would start their service again.
+    for name in &timers {
+        sd.stop(name).await?;
+        sd.reset_failed(name).await?;
     }
     // A node first: the kubelet (which would restart what dies), containerd and kube-proxy stop,
     // then the pods are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop
@@ -89,6 +101,7 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
         .rev()
         .map(|(_, u)| u.name.as_str())
         .chain(debug_units.iter().map(String::as_str))
+        .chain(timers.iter().copied())
         .chain([env.slice.name.as_str()])
         .collect();
     loop {

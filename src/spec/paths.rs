@@ -11,6 +11,8 @@ pub const LOCK: &str = ".lock";
 pub const JOURNAL: &str = ".kubeunit-journal.json";
 /// Default data dir, when the profile names none.
 pub const DATA: &str = "data";
+/// Default snapshot dir, in the data dir (`etcd.snapshot.dir`).
+pub const SNAPSHOTS: &str = "snapshots";
 pub const UNITS: &str = "units";
 pub const ADDONS: &str = "addons";
 /// Image archives a user drops in; `start` imports them with the profile's `images`.

@@ -40,6 +40,8 @@ pub struct Plan {
     pub runtime: PathBuf,
     /// The veth pair between this host and the node's network namespace.
     pub link: NodeLink,
+    /// Where etcd snapshots go (`etcd.snapshot.dir`, else `<dataDir>/snapshots`).
+    pub snapshot_dir: PathBuf,
 }
 
 /// The node's network namespace and its link to this host (`node.link`).
@@ -183,7 +185,12 @@ impl Plan {
             r => r.clone(),
         };
         let link = NodeLink::new(&profile)?;
+        let snapshot_dir = match &profile.etcd.snapshot.dir {
+            d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
+            d => d.clone(),
+        };
         Ok(Plan {
+            snapshot_dir,
             link,
             state_dir: state_dir.to_path_buf(),
             data_dir,
@@ -214,6 +221,7 @@ impl Plan {
         p.data_dir = Some(self.data_dir.clone());
         p.containerd.socket = self.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
+        p.etcd.snapshot.dir = self.snapshot_dir.clone();
         p
     }
 
@@ -253,6 +261,13 @@ impl Plan {
         format!("kubeunit-{}-{}.service", self.profile.name, component)
     }
 
+    /// The timer of a component that runs on a schedule: `kubeunit-<env>-<component>.timer`.
+    pub fn timer_name(&self, component: &str) -> String {
+        format!("kubeunit-{}-{}.timer", self.profile.name, component)
+    }
+
+    /// Whether a component the profile switches on with `components.NAME.enabled` is on (one that
+    /// another setting enables, `enabled_by` in the component table, is not asked about here).
     pub fn enabled(&self, component: &str) -> bool {
         self.profile.component(component).enabled
     }

@@ -223,6 +223,46 @@ pub struct Etcd {
     /// Skip fsync: fast and unsafe, for throwaway CI clusters.
     #[serde(default)]
     pub unsafe_no_fsync: bool,
+    /// Snapshots of etcd's keyspace: `kubeunit snapshot save/list/restore`, and on a schedule.
+    #[serde(default)]
+    pub snapshot: Snapshot,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Snapshot {
+    /// When to take one, as a systemd calendar expression (`OnCalendar=`, e.g. `hourly`,
+    /// `*:0/15`). Empty: no scheduled snapshots (no `etcd-snapshot` timer).
+    #[serde(default)]
+    pub schedule: String,
+    /// How many scheduled snapshots to keep; older ones are deleted after each new one.
+    #[serde(default = "default_retention")]
+    pub retention: u32,
+    /// Where snapshots go. Empty: `<dataDir>/snapshots`.
+    #[serde(default)]
+    pub dir: PathBuf,
+    /// etcdctl (takes a snapshot from the running etcd). Empty: `etcdctl` next to etcd's binary.
+    #[serde(default)]
+    pub etcdctl: PathBuf,
+    /// etcdutl (checks and restores snapshot files). Empty: `etcdutl` next to etcd's binary.
+    #[serde(default)]
+    pub etcdutl: PathBuf,
+}
+
+fn default_retention() -> u32 {
+    5
+}
+
+impl Default for Snapshot {
+    fn default() -> Snapshot {
+        Snapshot {
+            schedule: String::new(),
+            retention: default_retention(),
+            dir: PathBuf::new(),
+            etcdctl: PathBuf::new(),
+            etcdutl: PathBuf::new(),
+        }
+    }
 }
 
 /// An etcd outside the environment (k3s's datastore-endpoint and -cafile/-certfile/-keyfile). The

@@ -32,6 +32,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
             "write it quoted, e.g. \"0600\" or \"0640\"",
         ));
     }
+    snapshot(p, &mut errs);
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(
@@ -546,6 +547,38 @@ fn pki(p: &Profile, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// `etcd.snapshot`: a calendar expression systemd accepts, a retention of at least one, absolute paths.
+fn snapshot(p: &Profile, errs: &mut Vec<FieldError>) {
+    let s = &p.etcd.snapshot;
+    if !s.schedule.is_empty() {
+        if let Err(why) = super::calendar::check(&s.schedule) {
+            errs.push(FieldError::new(
+                "etcd.snapshot.schedule",
+                quoted(&s.schedule),
+                format!("not a systemd calendar expression: {why}"),
+                "write an OnCalendar= value such as hourly, daily, *:0/15 or Mon..Fri 02:00 (systemd-analyze calendar EXPR checks one), or \"\" for no scheduled snapshots",
+            ));
+        }
+    }
+    if s.retention == 0 {
+        errs.push(FieldError::new(
+            "etcd.snapshot.retention",
+            0,
+            "would delete every scheduled snapshot right after taking it",
+            "keep at least 1; for no scheduled snapshots set etcd.snapshot.schedule to \"\"",
+        ));
+    }
+    for (field, path) in [
+        ("etcd.snapshot.dir", &s.dir),
+        ("etcd.snapshot.etcdctl", &s.etcdctl),
+        ("etcd.snapshot.etcdutl", &s.etcdutl),
+    ] {
+        if !path.as_os_str().is_empty() {
+            path_field(field, path, errs);
+        }
+    }
+}
+
 /// The parts of a component's settings whose form does not depend on the component.
 fn component_settings(p: &Profile, errs: &mut Vec<FieldError>) {
     for (name, c) in &p.components {
@@ -686,6 +719,9 @@ mod tests {
             "containerd.socket=run/containerd.sock",
             "components.kube-apiserver.extraArgs.--v=2",
             "components.etcd.env.BAD KEY=1",
+            "etcd.snapshot.schedule=every hour",
+            "etcd.snapshot.retention=0",
+            "etcd.snapshot.dir=snaps",
         ]);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
         for want in [
@@ -705,10 +741,13 @@ mod tests {
             "containerd.socket",
             "components.kube-apiserver.extraArgs",
             "components.etcd.env",
+            "etcd.snapshot.schedule",
+            "etcd.snapshot.retention",
+            "etcd.snapshot.dir",
         ] {
             assert!(fields.contains(&want), "{want} missing from {fields:?}");
         }
-        assert_eq!(errs.len(), 16, "{errs:#?}");
+        assert_eq!(errs.len(), 19, "{errs:#?}");
         for e in &errs {
             assert!(!e.fix.is_empty() && !e.message.is_empty(), "{e:?}");
         }

@@ -18,6 +18,7 @@ pub fn properties(unit: &UnitFile) -> Result<Vec<(String, OwnedVariant)>, Error>
                 Value::Strings(list) => Variant::from(list.clone()),
                 Value::Exec(cmds) => Variant::from(cmds.clone()),
                 Value::EnvFiles(files) => Variant::from(files.clone()),
+                Value::Calendar(specs) => Variant::from(specs.clone()),
             };
             OwnedVariant::try_from(v)
                 .map(|v| (name.clone(), v))

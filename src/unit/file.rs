@@ -21,6 +21,8 @@ pub enum Value {
     Exec(Vec<(String, Vec<String>, bool)>),
     /// a(sb): path, ignore if missing.
     EnvFiles(Vec<(String, bool)>),
+    /// a(ss): timer base (`OnCalendar`), calendar expression (the `TimersCalendar` property).
+    Calendar(Vec<(String, String)>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +42,8 @@ enum Kind {
     QuotedList,
     Exec,
     EnvFile,
+    /// OnCalendar=: repeated keys accumulate into TimersCalendar, an empty value resets.
+    Calendar,
 }
 
 /// Every key `start` can translate, by section. Anything else is an error.
@@ -88,6 +92,11 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("Service", "NetworkNamespacePath", Kind::Str),
     ("Service", "MemoryMax", Kind::Bytes),
     ("Service", "TasksMax", Kind::Limit),
+    ("Timer", "OnCalendar", Kind::Calendar),
+    ("Timer", "Persistent", Kind::Bool),
+    ("Timer", "AccuracySec", Kind::Usec),
+    ("Timer", "RandomizedDelaySec", Kind::Usec),
+    ("Timer", "RemainAfterElapse", Kind::Bool),
 ];
 
 /// A parsed unit file: the properties in file order (lists merged into their first occurrence).
@@ -150,7 +159,7 @@ pub fn parse(path: &Path, text: &str) -> Result<UnitFile, Error> {
     let mut section = String::new();
     for (lineno, line) in logical_lines(text) {
         let step = match line.strip_prefix('[') {
-            Some(header) => section_name(header).map(|s| section = s),
+            Some(header) => section_name(header, &name).map(|s| section = s),
             None => property(&section, &line).map(|(prop, value)| merge(&mut props, prop, value)),
         };
         step.map_err(|e| Error::Artifact {
@@ -235,15 +244,28 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// `[Unit]` or `[Service]` (given without the opening bracket).
-fn section_name(header: &str) -> Result<String, LineError> {
+/// `[Unit]`, and `[Service]` in a service or `[Timer]` in a timer (given without the opening
+/// bracket).
+fn section_name(header: &str, unit: &str) -> Result<String, LineError> {
+    let own = if unit.ends_with(".timer") {
+        "Timer"
+    } else {
+        "Service"
+    };
     let Some(section) = header.strip_suffix(']') else {
         return Err(LineError::new(
             format!("malformed section header \"[{header}\""),
-            "write [Unit] or [Service]",
+            format!("write [Unit] or [{own}]"),
         ));
     };
-    if section != "Unit" && section != "Service" {
+    if section == "Service" || section == "Timer" {
+        if section != own {
+            return Err(LineError::new(
+                format!("section [{section}] does not belong in {unit}"),
+                format!("use [Unit] and [{own}]"),
+            ));
+        }
+    } else if section != "Unit" {
         return Err(LineError::new(
             format!("section [{section}] has no meaning for a transient unit"),
             "remove the section; kubeunit starts units itself",
@@ -338,6 +360,22 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
             plain(Value::Exec(cmds))
         }
         // An empty assignment resets the list (`merge`).
+        Kind::Calendar if value.is_empty() => {
+            Ok(("TimersCalendar".to_string(), Value::Calendar(vec![])))
+        }
+        Kind::Calendar => {
+            crate::spec::calendar::check(&value).map_err(|why| {
+                LineError::new(
+                    format!("{key}={value}: not a calendar expression: {why}"),
+                    "write it as systemd.time(7) describes (systemd-analyze calendar EXPR checks one)",
+                )
+            })?;
+            Ok((
+                "TimersCalendar".to_string(),
+                Value::Calendar(vec![("OnCalendar".to_string(), value)]),
+            ))
+        }
+        // An empty assignment resets the list (`merge`).
         Kind::EnvFile if value.is_empty() => {
             Ok(("EnvironmentFiles".to_string(), Value::EnvFiles(vec![])))
         }
@@ -376,6 +414,13 @@ fn merge(props: &mut Vec<(String, Value)>, name: String, val: Value) {
             }
         }
         (Some((_, Value::EnvFiles(a))), Value::EnvFiles(b)) => {
+            if b.is_empty() {
+                a.clear()
+            } else {
+                a.extend(b)
+            }
+        }
+        (Some((_, Value::Calendar(a))), Value::Calendar(b)) => {
             if b.is_empty() {
                 a.clear()
             } else {
@@ -529,6 +574,41 @@ mod tests {
             exec("ExecStart=/bin/x a\u{a0}b\tc\u{2003}d").unwrap(),
             vec![vec!["/bin/x", "a\u{a0}b", "c\u{2003}d"]]
         );
+    }
+
+    #[test]
+    fn timers() {
+        let text = "[Unit]\nDescription=t\n[Timer]\nOnCalendar=hourly\nOnCalendar=*:0/15\nPersistent=no\nAccuracySec=1s\n";
+        let u = parse(Path::new("/s/kubeunit-a-x.timer"), text).unwrap();
+        assert_eq!(
+            u.get("TimersCalendar"),
+            Some(&Value::Calendar(vec![
+                ("OnCalendar".into(), "hourly".into()),
+                ("OnCalendar".into(), "*:0/15".into())
+            ]))
+        );
+        assert_eq!(u.get("Persistent"), Some(&Value::Bool(false)));
+        assert_eq!(u.get("AccuracyUSec"), Some(&Value::U64(1_000_000)));
+        // An empty OnCalendar= resets the list; a wrong expression names file and line.
+        let u = parse(
+            Path::new("/s/a.timer"),
+            "[Timer]\nOnCalendar=hourly\nOnCalendar=\nOnCalendar=daily\n",
+        )
+        .unwrap();
+        assert_eq!(
+            u.get("TimersCalendar"),
+            Some(&Value::Calendar(vec![(
+                "OnCalendar".into(),
+                "daily".into()
+            )]))
+        );
+        let e = parse(Path::new("/s/a.timer"), "[Timer]\nOnCalendar=every hour\n").unwrap_err();
+        assert!(e.to_string().contains("/s/a.timer:2"), "{e}");
+        // Each section in its own kind of unit.
+        let e = parse(Path::new("/s/a.timer"), "[Service]\nType=exec\n").unwrap_err();
+        assert!(e.to_string().contains("[Service] does not belong"), "{e}");
+        let e = parse(Path::new("/s/a.service"), "[Timer]\nPersistent=yes\n").unwrap_err();
+        assert!(e.to_string().contains("[Timer] does not belong"), "{e}");
     }
 
     #[test]

@@ -352,6 +352,11 @@ pub fn volatile(k: &str) -> bool {
                 | "GID"
                 // The effective watchdog timeout: a running service may set it through sd_notify.
                 | "WatchdogUSec"
+                // A timer's runs: when it last ran, when it runs next (only while started).
+                | "NextElapseUSecRealtime"
+                | "NextElapseUSecMonotonic"
+                | "LastTriggerUSec"
+                | "LastTriggerUSecMonotonic"
         )
 }
 
@@ -360,8 +365,21 @@ pub fn show_unit(c: &Container, unit: &str) -> BTreeMap<String, String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), without_next_elapse(k, v)))
         .collect()
+}
+
+/// TimersCalendar= as systemctl shows it carries the next run (only while the timer is started):
+/// keep the expressions.
+fn without_next_elapse(key: &str, value: &str) -> String {
+    if key != "TimersCalendar" {
+        return value.to_string();
+    }
+    value
+        .split(" ; ")
+        .filter(|part| !part.starts_with("next_elapse="))
+        .collect::<Vec<_>>()
+        .join(" ; ")
 }
 
 /// ExecStart= as systemctl shows it carries run-time fields; keep path and argv.
