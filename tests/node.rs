@@ -183,12 +183,15 @@ fn node_end_to_end(version: &str) {
     let ip = n.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
     let get = "printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n'";
     // kube-proxy programs a new Service a moment after it exists (until then the packet follows
-    // the node's default route).
+    // the node's default route). Each attempt gets 3 s: a connect sent before the rules were there
+    // keeps its un-NATed conntrack entry and retries SYNs into the void for two minutes.
     let mut from_node = String::new();
-    wait_for("node -> ClusterIP", Duration::from_secs(30), || {
+    wait_for("node -> ClusterIP", Duration::from_secs(60), || {
         let out = n.c.run(&[
             "nsenter",
             "--net=/run/netns/kubeunit-dev",
+            "timeout",
+            "3",
             "bash",
             "-c",
             &format!("exec 3<>/dev/tcp/{ip}/80; {get} >&3; cat <&3"),
