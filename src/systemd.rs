@@ -268,16 +268,31 @@ impl Systemd {
     /// Restart a loaded unit in place (RestartUnit, mode replace) and wait for the job: it keeps its
     /// properties and stays loaded, so units that Want= it are not disturbed.
     pub async fn restart(&self, name: &str) -> Result<JobResult, SystemdError> {
+        let job = self
+            .manager
+            .restart_unit(name.to_string(), "replace".into());
+        self.job(format!("RestartUnit {name}"), job).await
+    }
+
+    /// Start a unit systemd loads from its unit file (an installed one) and wait for the start job.
+    pub async fn start_unit(&self, name: &str) -> Result<JobResult, SystemdError> {
+        let job = self.manager.start_unit(name.to_string(), "replace".into());
+        self.job(format!("StartUnit {name}"), job).await
+    }
+
+    /// Submit a job (`submit` is not polled before the subscription is in place, so a fast job
+    /// cannot finish unseen) and wait for its result.
+    async fn job(
+        &self,
+        what: String,
+        submit: impl std::future::Future<Output = zbus::Result<OwnedObjectPath>>,
+    ) -> Result<JobResult, SystemdError> {
         let mut removed = self
             .manager
             .receive_job_removed()
             .await
             .map_err(call("subscribing to JobRemoved"))?;
-        let job = self
-            .manager
-            .restart_unit(name.to_string(), "replace".into())
-            .await
-            .map_err(call(format!("RestartUnit {name}")))?;
+        let job = submit.await.map_err(call(what))?;
         wait_job(&mut removed, &job).await
     }
 
@@ -392,21 +407,6 @@ impl Systemd {
                 }
             }
         }
-    }
-
-    /// Start a unit systemd loads from its unit file (an installed one) and wait for the start job.
-    pub async fn start_unit(&self, name: &str) -> Result<JobResult, SystemdError> {
-        let mut removed = self
-            .manager
-            .receive_job_removed()
-            .await
-            .map_err(call("subscribing to JobRemoved"))?;
-        let job = self
-            .manager
-            .start_unit(name.to_string(), "replace".into())
-            .await
-            .map_err(call(format!("StartUnit {name}")))?;
-        wait_job(&mut removed, &job).await
     }
 
     /// `systemctl daemon-reload`: systemd reads unit files again (answers once it has).

@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::container::{control_plane_args, gen_in, Container};
 use common::ports::Ports;
@@ -160,14 +160,6 @@ fn openssl_verifies(ca: &Path, leaf: &Path) -> bool {
 fn sha(path: &Path) -> Vec<u8> {
     use sha2::Digest;
     sha2::Sha256::digest(std::fs::read(path).unwrap()).to_vec()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::container::{control_plane_args, gen_in, show_unit, unit_differences, Container};
 use common::ports::Ports;
@@ -30,7 +30,20 @@ struct Cluster<'a> {
     ports: &'a Ports,
 }
 
-impl Cluster<'_> {
+impl<'a> Cluster<'a> {
+    /// The cluster of `state` on the pinned binaries of Kubernetes `version`, started.
+    fn started(c: &'a Container, version: &str, state: PathBuf, ports: &'a Ports) -> Cluster<'a> {
+        let cl = Cluster {
+            c,
+            state,
+            kubectl: k8s_dir(version).join("kubectl"),
+            ports,
+        };
+        let out = cl.ku(&["start"]);
+        assert!(out.status.success(), "{}", text(&out));
+        cl
+    }
+
     fn ku(&self, args: &[&str]) -> Output {
         let mut argv = vec![args[0], "--state-dir", self.state.to_str().unwrap()];
         argv.extend_from_slice(&args[1..]);
@@ -73,14 +86,6 @@ impl Cluster<'_> {
     fn status(&self) -> serde_json::Value {
         let out = self.ku(&["status", "-o", "json"]);
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -555,14 +560,7 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
     let c = Container::boot("datastore");
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let first = gen_control_plane(&c, &version, &ports, &[]);
-    let one = Cluster {
-        c: &c,
-        state: first.clone(),
-        kubectl: k8s_dir(&version).join("kubectl"),
-        ports: &ports,
-    };
-    let out = one.ku(&["start"]);
-    assert!(out.status.success(), "{}", text(&out));
+    let one = Cluster::started(&c, &version, first.clone(), &ports);
 
     let pki = first.join("pki");
     let datastore = |cert: &Path| {
@@ -616,14 +614,7 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
     assert!(!unit.contains("Wants=kubeunit-cp2-etcd"), "{unit}");
     assert!(unit.contains("--etcd-prefix=/clusters/cp2"), "{unit}");
 
-    let two = Cluster {
-        c: &c,
-        state: second.clone(),
-        kubectl: k8s_dir(&version).join("kubectl"),
-        ports: &ports2,
-    };
-    let out = two.ku(&["start"]);
-    assert!(out.status.success(), "{}", text(&out));
+    let two = Cluster::started(&c, &version, second.clone(), &ports2);
     let st = two.status();
     let names: Vec<&str> = st
         .as_array()
@@ -802,14 +793,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
     let c = Container::boot("restart-deps");
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let state = gen_control_plane(&c, &version, &ports, &[]);
-    let cl = Cluster {
-        c: &c,
-        state: state.clone(),
-        kubectl: k8s_dir(&version).join("kubectl"),
-        ports: &ports,
-    };
-    let out = cl.ku(&["start"]);
-    assert!(out.status.success(), "{}", text(&out));
+    let cl = Cluster::started(&c, &version, state.clone(), &ports);
     let invocations = || -> Vec<String> {
         [
             "etcd",

@@ -957,3 +957,55 @@ fn operations_refuse_bad_input_before_touching_anything() {
     assert_eq!(left, vec![mine]);
     assert_eq!(contents(&state), before, "the state dir is unchanged");
 }
+
+/// Merges into one kubeconfig from many processes at once lose no entry (kubectl's PATH.lock), and a
+/// lock left by a killed writer is named, not broken, with the file untouched.
+#[test]
+fn concurrent_kubeconfig_merges_lose_nothing_and_a_stale_lock_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["a", "b", "c", "d", "e", "f"];
+    for n in names {
+        let out = gen(&dir.path().join(n), &["--set", &format!("name={n}")]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let config = dir.path().join("kube/config");
+    let children: Vec<_> = names
+        .iter()
+        .flat_map(|n| [n, n])
+        .map(|n| {
+            kubeunit()
+                .args(["kubeconfig", "--write"])
+                .arg(&config)
+                .arg("--state-dir")
+                .arg(dir.path().join(n))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let doc: serde_json::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let mut contexts: Vec<&str> = doc["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    contexts.sort();
+    assert_eq!(contexts, names, "one context per environment, none lost");
+    assert!(!dir.path().join("kube/config.lock").exists());
+
+    let before = std::fs::read(&config).unwrap();
+    std::fs::write(dir.path().join("kube/config.lock"), "").unwrap();
+    let out = run(kubeunit()
+        .args(["kubeconfig", "--remove", "--write"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("a")));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("config.lock"), "{}", text(&out));
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+}

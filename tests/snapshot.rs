@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::container::{control_plane_args, gen_in, Container};
 use common::ports::Ports;
@@ -86,14 +86,6 @@ impl Env<'_> {
             .map(|s| s["name"].as_str().unwrap().to_string())
             .filter(|n| n.starts_with("scheduled-"))
             .collect()
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(500));
     }
 }
 

@@ -92,6 +92,17 @@ impl Target {
     }
 }
 
+/// A component named on the command line: one the environment does not have is bad input (exit 2).
+pub fn component_arg<'e>(
+    env: &'e Env,
+    name: &str,
+) -> Result<&'e (&'static crate::components::Component, crate::unit::UnitFile), Error> {
+    env.unit(name).map_err(|e| match e {
+        Error::Preflight { message, fix } => Error::Usage { message, fix },
+        e => e,
+    })
+}
+
 /// How long to wait for another command's lock on a state dir: `$KUBEUNIT_LOCK_TIMEOUT` seconds,
 /// default 30.
 pub fn lock_wait() -> Result<Duration, Error> {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::Target;
+use super::common::{component_arg, Target};
 use crate::error::Error;
 use crate::run::{hooks, probe};
 
@@ -24,11 +24,7 @@ pub struct Args {
 
 pub fn exec(args: Args) -> Result<i32, Error> {
     let env = args.target.env()?;
-    let usage = |e: Error| match e {
-        Error::Preflight { message, fix } => Error::Usage { message, fix },
-        e => e,
-    };
-    let (c, _) = env.unit(&args.component).map_err(usage)?;
+    let (c, _) = component_arg(&env, &args.component)?;
     let Some(hook) = c.after_healthy else {
         return Err(Error::Usage {
             message: format!("{} has no start hook", c.name),
@@ -44,15 +40,12 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         });
     };
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    while let Err(why) = probe::probe(&env.plan, c, Duration::from_secs(2)) {
-        if Instant::now() >= deadline {
-            eprintln!(
-                "error: {} not healthy after {}s: {why}",
-                c.name, args.timeout
-            );
-            return Ok(1);
-        }
-        std::thread::sleep(Duration::from_millis(250));
+    if let Err(why) = probe::wait_healthy(&env.plan, c, deadline) {
+        eprintln!(
+            "error: {} not healthy after {}s: {why}",
+            c.name, args.timeout
+        );
+        return Ok(1);
     }
     let report = hooks::run(&env.plan, c, hook)?;
     println!(

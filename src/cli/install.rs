@@ -122,7 +122,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         None
     };
     if let Some(sd) = &sd {
-        if !run::installed(&env, sd).await? && run::running_units(&env, sd).await? > 0 {
+        if !run::installed(&env.plan, sd).await? && run::running_units(&env, sd).await? > 0 {
             return Err(Error::Usage {
                 message: format!(
                     "environment '{}' runs (started by `kubeunit start`, as transient units)",
@@ -198,22 +198,20 @@ pub async fn exec_uninstall(args: UninstallArgs) -> Result<i32, Error> {
         }
         return Ok(0);
     };
-    if live {
-        let sd = args.target.systemd(&env).await?;
-        sd.stop(&target).await?;
-        run::stop(&env, &sd).await?;
-        let removed = install::remove(&paths)?;
-        sd.reload().await?;
-        report(&env, target, removed, args.output);
+    let sd = if live {
+        Some(args.target.systemd(&env).await?)
     } else {
-        let removed = install::remove(&paths)?;
-        report(&env, target, removed, args.output);
+        None
+    };
+    if let Some(sd) = &sd {
+        // Its target too (`run::stop` stops an installed environment's).
+        run::stop(&env, sd).await?;
     }
-    Ok(0)
-}
-
-fn report(env: &run::Env, target: String, removed: Vec<PathBuf>, output: Output) {
-    match output {
+    let removed = install::remove(&paths)?;
+    if let Some(sd) = &sd {
+        sd.reload().await?;
+    }
+    match args.output {
         Output::Json => print_json(&UninstallReport {
             target,
             installed: true,
@@ -225,4 +223,5 @@ fn report(env: &run::Env, target: String, removed: Vec<PathBuf>, output: Output)
             removed.len()
         ),
     }
+    Ok(0)
 }

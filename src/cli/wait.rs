@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::Target;
+use super::common::{component_arg, Target};
 use crate::error::Error;
 use crate::run::probe;
 
@@ -36,40 +36,25 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     } else {
         let mut v = Vec::new();
         for name in &args.components {
-            v.push(
-                env.unit(name)
-                    .map_err(|e| match e {
-                        Error::Preflight { message, fix } => Error::Usage { message, fix },
-                        e => e,
-                    })?
-                    .0,
-            );
+            v.push(component_arg(&env, name)?.0);
         }
         v
     };
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(args.timeout);
     for c in components {
-        loop {
-            match probe::probe(&env.plan, c, Duration::from_secs(2)) {
-                Ok(()) => {
-                    println!(
-                        "{} healthy after {:.1}s",
-                        c.name,
-                        t0.elapsed().as_secs_f64()
-                    );
-                    break;
-                }
-                Err(why) if Instant::now() >= deadline => {
-                    eprintln!(
-                        "error: {} not healthy after {}s: {why}",
-                        c.name, args.timeout
-                    );
-                    return Ok(1);
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(250)),
-            }
+        if let Err(why) = probe::wait_healthy(&env.plan, c, deadline) {
+            eprintln!(
+                "error: {} not healthy after {}s: {why}",
+                c.name, args.timeout
+            );
+            return Ok(1);
         }
+        println!(
+            "{} healthy after {:.1}s",
+            c.name,
+            t0.elapsed().as_secs_f64()
+        );
     }
     Ok(0)
 }

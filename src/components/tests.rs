@@ -115,6 +115,15 @@ fn an_external_datastore_stands_in_for_etcd() {
             ("datastore.keyFile", "no PEM PRIVATE KEY block in it"),
         ]
     );
+    // A device is not read (it may never end).
+    let mut dev = external(false);
+    dev[2] = "datastore.caFile=/dev/zero".into();
+    let errs = validate(COMPONENTS, &load(&dev));
+    assert!(
+        errs.iter()
+            .any(|e| e.field == "datastore.caFile" && e.message == "not a regular file"),
+        "{errs:?}"
+    );
     // Both at once: which one is meant?
     let errs = validate(COMPONENTS, &load(&external(true)));
     assert_eq!(errs[0].field, "components.etcd.enabled");

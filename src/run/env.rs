@@ -93,8 +93,8 @@ impl Env {
 }
 
 /// Whether the environment is installed (`kubeunit install`): systemd has its target's unit file.
-pub async fn installed(env: &Env, sd: &crate::systemd::Systemd) -> Result<bool, Error> {
-    Ok(sd.unit_file_state(&env.plan.target_name()).await?.is_some())
+pub async fn installed(plan: &Plan, sd: &crate::systemd::Systemd) -> Result<bool, Error> {
+    Ok(sd.unit_file_state(&plan.target_name()).await?.is_some())
 }
 
 /// How many of the environment's units are active (or activating).

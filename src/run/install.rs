@@ -292,24 +292,14 @@ pub fn remove(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     Ok(removed)
 }
 
+/// Replace `path` as one step (temp file, sync, rename), as the state dir's files are.
 fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kubeunit-install")
-        .tempfile_in(dir)
-        .map_err(Error::io(dir, "create a temp file in"))?;
-    tmp.write_all(text.as_bytes())
-        .and_then(|()| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-        })
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(Error::io(path, "write"))?;
-    tmp.persist(path)
-        .map_err(|e| Error::io(path, "replace")(e.error))?;
-    Ok(())
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(Error::Internal(format!("{}: no file name", path.display())));
+    };
+    Root::open(dir)
+        .and_then(|r| r.write_atomic(name, text.as_bytes(), 0o644))
+        .map_err(Error::io(path, "write"))
 }
 
 fn write_link(path: &Path, target: &Path) -> Result<(), Error> {

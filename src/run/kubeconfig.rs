@@ -288,6 +288,8 @@ fn read(path: &Path) -> Result<(Mapping, Option<std::fs::Metadata>), Error> {
 }
 
 /// Write `doc` to a temp file next to `path` and rename it over, with `mode` and the old file's owner.
+/// (Not `state::Root::write_atomic`: the temp file takes the old file's owner before the rename, so a
+/// user's kubeconfig that root rewrites is never, even briefly, root's.)
 fn write(
     path: &Path,
     doc: &Mapping,
@@ -522,6 +524,12 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{garbage}: {e}");
             assert_eq!(std::fs::read_to_string(&real).unwrap(), garbage);
         }
+        // A file too big to be a kubeconfig is refused, not read whole.
+        let huge = vec![b'#'; (MAX_SIZE + 1) as usize];
+        std::fs::write(&real, &huge).unwrap();
+        let e = merge(&link, &entries("a"), None, false).unwrap_err();
+        assert!(e.to_string().contains("bigger than"), "{e}");
+        assert_eq!(std::fs::metadata(&real).unwrap().len(), MAX_SIZE + 1);
         let e = merge(dir.path(), &entries("a"), None, false).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
     }

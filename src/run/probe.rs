@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
@@ -106,6 +106,21 @@ pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<()
             })
         }
         Err(source) => Err(Unhealthy::Request { url, source }),
+    }
+}
+
+/// Probe until the component answers or `deadline` passes (blocking); the last reason if not.
+pub fn wait_healthy(
+    plan: &Plan,
+    component: &Component,
+    deadline: Instant,
+) -> Result<(), Unhealthy> {
+    loop {
+        match probe(plan, component, Duration::from_secs(2)) {
+            Ok(()) => return Ok(()),
+            Err(why) if Instant::now() >= deadline => return Err(why),
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
     }
 }
 

@@ -36,7 +36,7 @@ pub async fn restart(
     }
     let timer = env.timer(c.name);
     // An installed unit starts from its file again whatever refers to it.
-    let installed = super::env::installed(env, sd).await?;
+    let installed = super::env::installed(&env.plan, sd).await?;
     let dependents = if installed {
         vec![]
     } else {

@@ -188,7 +188,7 @@ pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
         return Ok(());
     }
     sd.reset_failed(name).await?;
-    let result = if super::env::installed(env, sd).await? {
+    let result = if super::env::installed(&env.plan, sd).await? {
         sd.start_unit(name).await?
     } else {
         sd.start_transient(name, unit::properties(&env.slice)?)
@@ -309,7 +309,7 @@ pub(super) async fn start_one(
         ))
     };
     // An installed environment's units are loaded from their files (`kubeunit install`).
-    let installed = sd.unit_file_state(&plan.target_name()).await?.is_some();
+    let installed = super::env::installed(plan, sd).await?;
     let result = match timer {
         _ if installed => sd.start_unit(&unit.name).await?,
         Some(timer) => {

@@ -61,7 +61,7 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
             .await?;
     }
     // An installed environment's target goes too, so that starting it again starts everything.
-    let installed = super::env::installed(env, sd).await?;
+    let installed = super::env::installed(&env.plan, sd).await?;
     if installed {
         sd.stop(&env.plan.target_name()).await?;
     }

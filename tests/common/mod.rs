@@ -196,3 +196,15 @@ pub fn node_lock() -> std::fs::File {
     assert_eq!(rc, 0);
     f
 }
+
+/// Poll `f` until it holds; fail the test naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: std::time::Duration, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
