@@ -25,7 +25,8 @@ fn gen_dev(c: &mut Criterion, algorithm: &str) {
                     entropy: Entropy::Os,
                     force: false,
                 };
-                pipeline::gen(&plan, &opts, std::time::Duration::ZERO, &mut |_| {}).expect("gen");
+                pipeline::gen(&plan, &opts, None, std::time::Duration::ZERO, &mut |_| {})
+                    .expect("gen");
                 tmp
             },
             BatchSize::PerIteration,

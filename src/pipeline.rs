@@ -59,32 +59,43 @@ pub fn plan_of(state_dir: &Path, host: &HostFacts) -> Result<Plan, Error> {
     Plan::new(resolved_profile(state_dir)?, state_dir, host)
 }
 
-/// What the previous run left, and every artifact the plan wants now.
-pub fn render(plan: &Plan, opts: &Options) -> Result<(Previous, Generated), Error> {
-    let previous = Previous::load_with(&plan.state_dir, opts.force)?;
+/// What the previous run left in `dir` (the state dir, or where `gen --out` writes it), and every
+/// artifact the plan wants now.
+pub fn render(plan: &Plan, dir: &Path, opts: &Options) -> Result<(Previous, Generated), Error> {
+    let previous = Previous::load_with(dir, opts.force)?;
     let generated = artifacts::generate(plan, &previous, opts)?;
     Ok((previous, generated))
 }
 
 /// `kubeunit gen`: render the plan and write it into its state dir (keeping keys and CAs already
-/// there). Nothing is touched before the directory is known to be new, empty or a state dir; the
-/// rest happens under the state dir's lock (waiting up to `wait`), after completing whatever an
-/// interrupted `gen` left.
+/// there), or with `out` into that new directory instead, rendered for the state dir it will be
+/// copied to (a Nix build's output). Nothing is touched before the directory is known to be new,
+/// empty or a state dir; the rest happens under its lock (waiting up to `wait`), after completing
+/// whatever an interrupted `gen` left.
 pub fn gen(
     plan: &Plan,
     opts: &Options,
+    out: Option<&Path>,
     wait: Duration,
     on_wait: &mut dyn FnMut(&str),
 ) -> Result<(Generated, WriteSummary), Error> {
-    let dir = &plan.state_dir;
+    let dir = out.unwrap_or(&plan.state_dir);
     let found = state::dir::inspect(dir)?;
+    if out.is_some() && found == Found::Ours {
+        // Its keys would be kept and its paths are another state dir's: only a fresh one is clear.
+        return Err(Error::state(
+            dir,
+            "already holds a state dir; --out writes a new one",
+            "pass a new or empty directory to --out (or drop --out to update a state dir in place)",
+        ));
+    }
     let undo = state::dir::Undo::before_create(dir, found);
     let mut wrote = false;
     let result = state::dir::create(dir).and_then(|()| {
         let (root, _lock) = state::lock::acquire(dir, Access::Exclusive, true, wait, on_wait)?
             .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
         let recovered = state::recover(&root)?;
-        let (previous, generated) = render(plan, opts)?;
+        let (previous, generated) = render(plan, dir, opts)?;
         same_environment(plan, &previous, opts)?;
         let manifest = manifest_of(plan, &generated)?;
         wrote = true;
@@ -96,6 +107,79 @@ pub fn gen(
         undo.run();
     }
     result
+}
+
+/// `kubeunit import`: the state dir at `src`, generated elsewhere for `dst` (`gen --out`, a Nix
+/// build), checked against its manifest and written into `dst` with the modes it records, through
+/// the same locked, journaled write as `gen`. `dst` must be new, empty, or that same state dir
+/// already (importing again restores it: modes, removed or edited files). `dst` defaults to the
+/// state dir it was generated for. Returns that manifest and what was written.
+pub fn import(
+    src: &Path,
+    dst: Option<&Path>,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<(Manifest, WriteSummary), Error> {
+    let (tree, manifest) = state::import::read(src)?;
+    let dst = dst.unwrap_or(&manifest.state_dir);
+    if manifest.state_dir != dst {
+        return Err(Error::state(
+            src,
+            format!(
+                "was generated for {} (its units and configs name files there), not {}",
+                manifest.state_dir.display(),
+                dst.display()
+            ),
+            format!(
+                "import it without --state-dir (to {}), or generate it for this place: kubeunit gen --state-dir {} --out DIR",
+                manifest.state_dir.display(),
+                dst.display()
+            ),
+        ));
+    }
+    let found = state::dir::inspect(dst)?;
+    let undo = state::dir::Undo::before_create(dst, found);
+    let mut wrote = false;
+    let result = state::dir::create(dst).and_then(|()| {
+        let (root, _lock) = state::lock::acquire(dst, Access::Exclusive, true, wait, on_wait)?
+            .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
+        let recovered = state::recover(&root)?;
+        let previous = Previous::load(dst)?;
+        let fresh = root
+            .walk("")
+            .map_err(Error::io(dst, "list"))?
+            .iter()
+            .all(|e| e.rel == paths::LOCK || e.kind == state::root::Kind::Dir);
+        match &previous.manifest {
+            Some(m) if *m == manifest => {}
+            None if fresh => {}
+            _ => {
+                return Err(Error::state(
+                    dst,
+                    format!(
+                        "already holds {}; importing would replace its keys",
+                        previous
+                            .manifest
+                            .as_ref()
+                            .map(|m| format!("environment '{}'", m.name))
+                            .unwrap_or_else(|| "files".into())
+                    ),
+                    format!(
+                        "remove it first (kubeunit destroy --all --state-dir {}), or keep it",
+                        dst.display()
+                    ),
+                ))
+            }
+        }
+        wrote = true;
+        let mut summary = state::write(&root, &previous, &tree, &manifest)?;
+        summary.notes.extend(recovered);
+        Ok(summary)
+    });
+    if result.is_err() && !wrote {
+        undo.run();
+    }
+    Ok((manifest.clone(), result?))
 }
 
 /// The manifest of what `generated` will write.
@@ -268,7 +352,7 @@ pub fn check(plan: &Plan, opts: &Options) -> Result<Vec<Difference>, Error> {
             "run `kubeunit gen` first",
         ));
     }
-    let (previous, generated) = render(plan, opts)?;
+    let (previous, generated) = render(plan, &plan.state_dir, opts)?;
     state::check(
         &plan.state_dir,
         &previous,
@@ -338,7 +422,7 @@ mod tests {
                 .and_then(|p| Plan::new(p, Path::new("/nonexistent/state"), &host))
                 .and_then(|plan| {
                     let opts = Options { entropy: Entropy::Seed(1), force: false };
-                    render(&plan, &opts).map(|_| ())
+                    render(&plan, &plan.state_dir, &opts).map(|_| ())
                 });
             if let Err(e) = result {
                 prop_assert_eq!(e.exit_code(), 2, "{:?}: {}", sets, e);

@@ -17,6 +17,9 @@ pub const AFTER_HELP: &str = "Examples:
   kubeunit gen --profile ci --set network.serviceCIDR=10.96.0.0/16 --set logging.verbosity=4
   SOURCE_DATE_EPOCH=1767225600 kubeunit gen --seed 42   # byte-identical output
   kubeunit gen --check                                   # exit 1 if the state dir differs
+  kubeunit gen --hermetic --seed 7 --set pki.epoch=2026-01-01T00:00:00Z \
+      --set network.advertiseAddress=10.0.0.5 --state-dir /var/lib/kubeunit/dev --out ./built
+                                                         # a build (Nix): then `kubeunit import ./built`
 
 Re-running gen keeps keys and CAs and reissues only the certificates whose inputs changed.";
 
@@ -46,8 +49,17 @@ pub struct Args {
     #[arg(long)]
     pub user: bool,
     /// Compare the state dir with its manifest and the profile; write nothing; exit 1 on any difference.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "out")]
     pub check: bool,
+    /// Write a new state dir into DIR instead, rendered for --state-dir (where `kubeunit import`
+    /// puts it later): for builds such as Nix that produce it elsewhere.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Read nothing of this machine: no interface address, no clock, no SOURCE_DATE_EPOCH. The
+    /// profile (or --set) gives pki.epoch and, unless it binds a non-loopback address,
+    /// network.advertiseAddress. For builds whose output must not depend on where they run.
+    #[arg(long)]
+    pub hermetic: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: Output,
@@ -78,7 +90,25 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     if args.check && args.profile.is_none() && dir.join(paths::PROFILE).exists() {
         profile = pipeline::resolved_profile(&dir)?;
     }
-    let plan = Plan::new(profile, &dir, &HostFacts::gather())?;
+    let facts = if args.hermetic {
+        if profile.pki.epoch.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::Usage {
+                message: "--hermetic reads no clock and no SOURCE_DATE_EPOCH, and the profile sets no pki.epoch".into(),
+                fix: "name the certificates' start: --set pki.epoch=2026-01-01T00:00:00Z (RFC 3339 or Unix seconds)".into(),
+            });
+        }
+        HostFacts::none()
+    } else {
+        HostFacts::gather()
+    };
+    let plan = Plan::new(profile, &dir, &facts)?;
+    let out = args.out.as_deref().map(host::absolute).transpose()?;
+    if out.as_deref() == Some(plan.state_dir.as_path()) {
+        return Err(Error::Usage {
+            message: format!("--out {} is the state dir itself", plan.state_dir.display()),
+            fix: "drop --out to write the state dir in place, or name another directory".into(),
+        });
+    }
     let opts = Options {
         entropy: args.seed.map(Entropy::Seed).unwrap_or(Entropy::Os),
         force: args.force,
@@ -100,9 +130,11 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         }
         return Ok(if check.differences.is_empty() { 0 } else { 1 });
     }
-    let (generated, mut summary) = pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
+    let (generated, mut summary) =
+        pipeline::gen(&plan, &opts, out.as_deref(), lock_wait()?, &mut say)?;
     summary.notes.extend(validity_warning(&plan, &generated));
     let report = GenReport {
+        out: out.as_deref(),
         plan: &plan,
         generated: &generated,
         summary: &summary,
@@ -110,6 +142,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     match args.output {
         Output::Json => print_json(&serde_json::json!({
             "stateDir": plan.state_dir,
+            "out": out,
             "name": plan.name(),
             "written": summary.written,
             "unchanged": summary.unchanged,
@@ -169,6 +202,7 @@ fn validity_warning(plan: &Plan, generated: &Generated) -> Option<String> {
 }
 
 struct GenReport<'a> {
+    out: Option<&'a std::path::Path>,
     plan: &'a Plan,
     generated: &'a Generated,
     summary: &'a WriteSummary,
@@ -177,11 +211,14 @@ struct GenReport<'a> {
 impl fmt::Display for GenReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (plan, g, s) = (self.plan, self.generated, self.summary);
+        let written_to = match self.out {
+            Some(out) => format!("{} (for {})", out.display(), plan.state_dir.display()),
+            None => plan.state_dir.display().to_string(),
+        };
         writeln!(
             f,
-            "environment '{}' in {}: {} files written, {} unchanged, {} removed",
+            "environment '{}' in {written_to}: {} files written, {} unchanged, {} removed",
             plan.name(),
-            plan.state_dir.display(),
             s.written.len(),
             s.unchanged,
             s.removed.len()
@@ -196,11 +233,19 @@ impl fmt::Display for GenReport<'_> {
             g.count(Decision::Reissued),
             g.count(Decision::Kept)
         )?;
-        writeln!(
-            f,
-            "next: kubeunit start --state-dir {}",
-            plan.state_dir.display()
-        )
+        match self.out {
+            Some(out) => writeln!(
+                f,
+                "next: kubeunit import {} --state-dir {}",
+                out.display(),
+                plan.state_dir.display()
+            ),
+            None => writeln!(
+                f,
+                "next: kubeunit start --state-dir {}",
+                plan.state_dir.display()
+            ),
+        }
     }
 }
 

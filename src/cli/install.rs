@@ -12,6 +12,7 @@ use crate::run::{self, install};
 pub const AFTER_HELP: &str = "Examples:
   kubeunit install                                   # /var/lib/kubeunit/dev: enabled, starts at boot
   kubeunit install --now                             # ... and start it now
+  kubeunit install --runtime --now                   # into /run/systemd/system: until reboot (NixOS)
   systemctl start kubeunit-dev.target                # what boot does; `kubeunit status` shows it
   kubeunit install --state-dir /img/var/lib/kubeunit/dev --root /img --kubeunit /usr/local/bin/kubeunit
                                                      # into an image or VM root being built
@@ -37,6 +38,10 @@ pub struct Args {
     /// [default: this one].
     #[arg(long, value_name = "PATH")]
     pub kubeunit: Option<PathBuf>,
+    /// Into /run/systemd/system instead, gone at reboot (as `systemctl enable --runtime`): for a
+    /// read-only /etc/systemd/system (NixOS's module runs this at every boot).
+    #[arg(long, conflicts_with = "root")]
+    pub runtime: bool,
     /// Start the environment right away (`kubeunit start`).
     #[arg(long, conflicts_with = "root")]
     pub now: bool,
@@ -52,6 +57,9 @@ pub struct UninstallArgs {
     /// Root of the system it was installed into.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
+    /// It was installed with --runtime (into /run/systemd/system).
+    #[arg(long, conflicts_with = "root")]
+    pub runtime: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: Output,
@@ -132,8 +140,12 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
             });
         }
     }
-    let entries = install::entries(&env, &args.root, &kubeunit)?;
-    let report = install::write(&env, &args.root, &entries)?;
+    let place = install::Place {
+        root: args.root.clone(),
+        runtime: args.runtime,
+    };
+    let entries = install::entries(&env, &place, &kubeunit)?;
+    let report = install::write(&env, &place, &entries)?;
     if let Some(sd) = &sd {
         sd.reload().await?;
     }
@@ -151,8 +163,13 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
                 report.target
             );
             if live && !args.now {
+                let when = if args.runtime {
+                    "it is installed until reboot"
+                } else {
+                    "it starts at every boot"
+                };
                 println!(
-                    "it starts at every boot; now: systemctl start {} (or kubeunit start)",
+                    "{when}; now: systemctl start {} (or kubeunit start)",
                     report.target
                 );
             }
@@ -183,7 +200,11 @@ pub async fn exec_uninstall(args: UninstallArgs) -> Result<i32, Error> {
     let live = check_root(&args.root)?;
     let (env, _lock) = args.target.env_locked()?;
     let target = env.plan.target_name();
-    let Some(paths) = install::installed(&env, &args.root)? else {
+    let place = install::Place {
+        root: args.root.clone(),
+        runtime: args.runtime,
+    };
+    let Some(paths) = install::installed(&env, &place)? else {
         match args.output {
             Output::Json => print_json(&UninstallReport {
                 target,
@@ -193,7 +214,7 @@ pub async fn exec_uninstall(args: UninstallArgs) -> Result<i32, Error> {
             Output::Text => println!(
                 "environment '{}' is not installed in {}",
                 env.plan.name(),
-                args.root.join(install::UNIT_DIR).display()
+                place.unit_dir().display()
             ),
         }
         return Ok(0);

@@ -10,6 +10,7 @@ mod debug;
 mod destroy;
 mod gen;
 mod hook;
+mod import;
 mod install;
 mod kubeconfig;
 mod logs;
@@ -45,6 +46,9 @@ pub enum Command {
     /// Render an environment into a state directory (PKI, kubeconfigs, configs, units).
     #[command(after_help = gen::AFTER_HELP)]
     Gen(gen::Args),
+    /// Put a state dir generated elsewhere (`gen --out`, a Nix build) in place, with its modes.
+    #[command(after_help = import::AFTER_HELP)]
+    Import(import::Args),
     /// Start every component of a state dir as transient systemd units and wait until all are healthy.
     #[command(after_help = start::AFTER_HELP)]
     Start(start::Args),
@@ -109,6 +113,7 @@ pub fn run() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Gen(args) => gen::exec(args),
+        Command::Import(args) => import::exec(args),
         Command::Start(args) => block_on(start::exec(args)),
         Command::Stop(args) => block_on(stop::exec(args)),
         Command::Status(args) => block_on(status::exec(args)),

@@ -91,6 +91,6 @@ fn set_binary(args: &Args) -> Result<(), Error> {
         entropy: Entropy::Os,
         force: false,
     };
-    pipeline::gen(&plan, &opts, lock_wait()?, &mut say)?;
+    pipeline::gen(&plan, &opts, None, lock_wait()?, &mut say)?;
     Ok(())
 }

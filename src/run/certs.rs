@@ -412,7 +412,7 @@ mod tests {
             entropy: crate::pki::Entropy::Seed(7),
             force: false,
         };
-        crate::pipeline::gen(&plan, &opts, Duration::from_secs(5), &mut |_| {}).unwrap();
+        crate::pipeline::gen(&plan, &opts, None, Duration::from_secs(5), &mut |_| {}).unwrap();
         Env::load(dir, &host).unwrap()
     }
 

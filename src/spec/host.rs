@@ -36,6 +36,16 @@ impl HostFacts {
         }
     }
 
+    /// No facts (`gen --hermetic`): no address, and the Unix epoch, which a caller only passes on
+    /// with the profile's own `pki.epoch` set.
+    pub fn none() -> HostFacts {
+        HostFacts {
+            address_v4: None,
+            address_v6: None,
+            epoch: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
     /// Fixed facts for tests: one documentation address (192.0.2.5), the Unix epoch, or none.
     #[cfg(test)]
     pub fn fixed(address_v4: Option<&str>) -> HostFacts {

@@ -138,7 +138,7 @@ impl Plan {
                     FieldError::new(
                         "network.advertiseAddress",
                         "\"\"",
-                        "empty, and this host has no global address to default to",
+                        "empty, and no host address to default to (this host has no global one, or `gen --hermetic` reads none)",
                         "set network.advertiseAddress to this host's address (kube-apiserver rejects loopback \
                          addresses in the `kubernetes` Service endpoints)",
                     ),

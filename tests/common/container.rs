@@ -41,6 +41,11 @@ impl Container {
         Container::start_with(name, true, true)
     }
 
+    /// A container booted with more `container.sh boot` arguments (`--bind-ro=/nix/store`).
+    pub fn boot_with(name: &str, extra: &[&str]) -> Container {
+        Container::start_full(name, false, false, extra)
+    }
+
     /// Power the container off and boot it again on the same root (and binds); `leader` changes.
     pub fn reboot(&mut self) {
         let out = Command::new(script("container.sh"))
@@ -71,6 +76,10 @@ impl Container {
     }
 
     fn start_with(name: &str, node: bool, persistent: bool) -> Container {
+        Container::start_full(name, node, persistent, &[])
+    }
+
+    fn start_full(name: &str, node: bool, persistent: bool, extra: &[&str]) -> Container {
         remove_stale_work_dirs();
         let pid = std::process::id();
         let work = PathBuf::from(format!("/tmp/kubeunit-it/{name}-{pid}"));
@@ -102,6 +111,7 @@ impl Container {
             format!("--bind-ro={}", bin_cache.display()),
             format!("--bind={}", work.display()),
         ]);
+        boot_args.extend(extra.iter().map(|a| a.to_string()));
         let out = Command::new(script("container.sh"))
             .args(["boot", &machine])
             .args(&boot_args)

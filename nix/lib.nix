@@ -1,0 +1,125 @@
+# kubeunit's Nix library: plain Nix, no nixpkgs, so that the flake, default.nix, the NixOS module
+# and the repository's tests (which have Nix but no nixpkgs) all run this same code.
+let
+  inherit (builtins)
+    attrNames concatStringsSep filter isAttrs isInt isPath isString toFile toJSON;
+
+  # A --set VALUE: strings as they are, everything else as JSON (which kubeunit reads as YAML).
+  setValue = v: if isString v then v else toJSON v;
+
+  # `settings` ({ "ports.apiserver" = 7443; }) as --set arguments, in key order.
+  setArgs = settings:
+    builtins.concatMap (k: [ "--set" "${k}=${setValue settings.${k}}" ]) (attrNames settings);
+
+  # What --profile gets: a built-in name, a path (copied to the store) or an attribute set written
+  # as JSON (a YAML document). An attribute set that names a derivation's output (a binary path)
+  # cannot go through toFile: pass those as settings.
+  profileArg = profile:
+    if isAttrs profile then toFile "kubeunit-profile.yaml" (toJSON profile)
+    else if isPath profile then "${profile}"
+    else if isString profile then profile
+    else throw "kubeunit: profile must be a built-in name, a path or an attribute set";
+
+  # The environment's name, where the arguments tell it without reading a file.
+  envName = { profile, settings }:
+    settings.name or (
+      if isAttrs profile then profile.name or profile.extends or null
+      else if isString profile && builtins.match "[a-z0-9-]+" profile != null then profile
+      else null);
+
+  # Host facts mkState accepts, and the setting each becomes.
+  hostFactSettings = hostFacts:
+    let
+      known = { advertiseAddress = "network.advertiseAddress"; };
+      unknown = filter (k: !(known ? ${k})) (attrNames hostFacts);
+    in
+    if unknown != [ ] then
+      throw "kubeunit.lib.mkState: unknown hostFacts ${toJSON unknown}; known: ${toJSON (attrNames known)}"
+    else
+      builtins.listToAttrs (map (k: { name = known.${k}; value = hostFacts.${k}; }) (attrNames hostFacts));
+in
+rec {
+  /* A kubeunit state dir as a derivation: `kubeunit gen --hermetic` with every input explicit, so
+     the output is the same bytes wherever and whenever it is built (`nix-build --check` agrees).
+
+     WARNING: the output holds the environment's private keys (CAs, service-account key, the
+     encryption key of Secrets), and the Nix store is world-readable. For tests and CI only; the
+     NixOS module generates keys at activation instead, outside the store.
+
+     Arguments:
+       kubeunit   a package (or directory) with bin/kubeunit; it is the builder, nothing else runs
+       profile    a built-in profile name ("control-plane"), a path to a YAML profile, or an
+                  attribute set ({ extends = "control-plane"; name = "ci"; ... })
+       seed       integer: every key is derived from it
+       epoch      the certificates' start, RFC 3339 text or Unix seconds (never SOURCE_DATE_EPOCH)
+       settings   { "dotted.key" = value; } given as --set (binary paths of derivations go here)
+       hostFacts  what gen would otherwise read off the machine: { advertiseAddress = "10.0.0.5"; }
+       stateDir   where `kubeunit import` puts it (units and configs name files there)
+                  [default: /var/lib/kubeunit/NAME]
+       system     [default: kubeunit's, else builtins.currentSystem]
+
+     Use: kubeunit import $(nix-build ...) && kubeunit start --state-dir STATEDIR */
+  mkState =
+    { kubeunit
+    , profile
+    , seed
+    , epoch
+    , settings ? { }
+    , hostFacts ? { }
+    , stateDir ? null
+    , system ? if isAttrs kubeunit then kubeunit.system or builtins.currentSystem else builtins.currentSystem
+    }:
+    let
+      name = envName { inherit profile settings; };
+      dir =
+        if stateDir != null then stateDir
+        else if name != null then "/var/lib/kubeunit/${name}"
+        else throw "kubeunit.lib.mkState: cannot tell the environment's name from this profile: give stateDir";
+      epochText =
+        if isInt epoch || isString epoch then toString epoch
+        else throw "kubeunit.lib.mkState: epoch must be Unix seconds or RFC 3339 text";
+      seedText =
+        if isInt seed then toString seed
+        else throw "kubeunit.lib.mkState: seed must be an integer (mkState always derives its keys)";
+      all = hostFactSettings hostFacts // settings // { "pki.epoch" = epochText; };
+    in
+    builtins.derivation {
+      name = "kubeunit-state${if name != null then "-${name}" else ""}";
+      inherit system;
+      builder = "${kubeunit}/bin/kubeunit";
+      # The output directory by placeholder: kubeunit writes it itself, no shell involved.
+      args = [ "gen" "--hermetic" "--profile" (profileArg profile) "--seed" seedText
+               "--state-dir" dir "--out" (builtins.placeholder "out") ]
+             ++ setArgs all;
+    };
+
+  /* The commands the NixOS module's kubeunit-NAME.service runs at activation and boot: generate
+     the state dir (keys stay in it, outside the store; a later run keeps them and reissues what
+     changed), install its units into /run/systemd/system as `kubeunit install` writes them, and
+     start it. `stop` is what stopping that service runs. Plain text, so tests run it too. */
+  setupScript =
+    { kubeunit        # path of the kubeunit binary
+    , name            # environment name
+    , profile ? "control-plane"
+    , settings ? { }
+    , seed ? null
+    , stateDir ? "/var/lib/kubeunit/${name}"
+    , binDir ? null   # one directory with every component binary
+    }:
+    let
+      q = a: "'" + builtins.replaceStrings [ "'" ] [ "'\\''" ] a + "'";
+      sets = setArgs ({ inherit name; } // (if binDir != null then { inherit binDir; } else { }) // settings);
+      gen = [ kubeunit "gen" "--profile" (profileArg profile) "--state-dir" stateDir ]
+        ++ (if seed != null then [ "--seed" (toString seed) ] else [ ])
+        ++ sets;
+    in
+    {
+      start = concatStringsSep "\n" [
+        "set -eu"
+        (concatStringsSep " " (map q gen))
+        (concatStringsSep " " (map q [ kubeunit "install" "--runtime" "--now" "--state-dir" stateDir "--kubeunit" kubeunit ]))
+        ""
+      ];
+      stop = concatStringsSep " " (map q [ kubeunit "uninstall" "--runtime" "--state-dir" stateDir ]) + "\n";
+    };
+}

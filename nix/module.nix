@@ -1,0 +1,123 @@
+# NixOS module: services.kubeunit.environments.<name> brings up a kubeunit environment at boot.
+#
+# Per environment, one oneshot service `kubeunit-<name>-setup.service` (wanted by multi-user.target,
+# so it runs at boot and when `nixos-rebuild switch` adds or changes the environment) runs
+# nix/lib.nix's setupScript:
+#   kubeunit gen        the state dir in /var/lib/kubeunit/<name> (0700): keys are made here, at
+#                       activation, never in the Nix store; later runs keep them
+#   kubeunit install --runtime --now
+#                       the units as `kubeunit install` writes them, into /run/systemd/system
+#                       (/etc/systemd/system is the store's on NixOS), started as kubeunit-<name>.target
+# Stopping the service (or removing the environment) runs `kubeunit uninstall --runtime`: the
+# environment stops, its units go, its state dir stays.
+#
+# Untested here (no nixpkgs on the machines that test kubeunit): this file. setupScript, which
+# holds every command it runs, is tested (tests/nix.rs).
+{ config, lib, pkgs, ... }:
+
+let
+  cfg = config.services.kubeunit;
+  kubeunitLib = import ./lib.nix;
+
+  # One directory with every component binary (the profile's binDir).
+  binDir = pkgs.symlinkJoin {
+    name = "kubeunit-components";
+    paths = [ cfg.kubernetesPackage cfg.etcdPackage ] ++ cfg.extraPackages;
+  } + "/bin";
+
+  environment = { name, ... }: {
+    options = {
+      profile = lib.mkOption {
+        type = with lib.types; oneOf [ str path (attrsOf anything) ];
+        default = "control-plane";
+        example = lib.literalExpression ''{ extends = "control-plane"; network.serviceCIDR = "10.97.0.0/16"; }'';
+        description = ''
+          A built-in profile name (`kubeunit profile list`), a path to a YAML profile, or an
+          attribute set written as the profile (it may `extends` a built-in one).
+        '';
+      };
+      settings = lib.mkOption {
+        type = with lib.types; attrsOf (oneOf [ str int bool (listOf str) ]);
+        default = { };
+        example = { "ports.apiserver" = 7443; "logging.verbosity" = 4; };
+        description = "Profile fields by dotted key, as `kubeunit gen --set KEY=VALUE`.";
+      };
+      seed = lib.mkOption {
+        type = with lib.types; nullOr int;
+        default = null;
+        description = ''
+          Derive every key from this seed. Anyone who can read the NixOS configuration (the store
+          is world-readable) can then derive the keys too: for test machines only.
+        '';
+      };
+      stateDir = lib.mkOption {
+        type = lib.types.str;
+        default = "/var/lib/kubeunit/${name}";
+        readOnly = true;
+        description = "The environment's state dir (keys, kubeconfigs, units; mode 0700).";
+      };
+    };
+  };
+in
+{
+  options.services.kubeunit = {
+    package = lib.mkOption {
+      type = lib.types.package;
+      default = pkgs.callPackage ./package.nix { };
+      defaultText = lib.literalExpression "pkgs.callPackage ./package.nix { }";
+      description = "The kubeunit package.";
+    };
+    kubernetesPackage = lib.mkOption {
+      type = lib.types.package;
+      default = pkgs.kubernetes;
+      defaultText = lib.literalExpression "pkgs.kubernetes";
+      description = "Provides bin/kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy.";
+    };
+    etcdPackage = lib.mkOption {
+      type = lib.types.package;
+      default = pkgs.etcd;
+      defaultText = lib.literalExpression "pkgs.etcd";
+      description = "Provides bin/etcd (and etcdctl, etcdutl for snapshots).";
+    };
+    extraPackages = lib.mkOption {
+      type = with lib.types; listOf package;
+      default = [ ];
+      example = lib.literalExpression "[ pkgs.containerd ]";
+      description = "More component binaries for binDir (containerd for a node).";
+    };
+    environments = lib.mkOption {
+      type = lib.types.attrsOf (lib.types.submodule environment);
+      default = { };
+      example = lib.literalExpression ''{ dev = { profile = "control-plane"; settings."logging.verbosity" = 2; }; }'';
+      description = "Environments to generate, install and start at boot, by name.";
+    };
+  };
+
+  config = lib.mkIf (cfg.environments != { }) {
+    environment.systemPackages = [ cfg.package ];
+
+    systemd.services = lib.mapAttrs' (name: env:
+      let
+        script = kubeunitLib.setupScript {
+          kubeunit = lib.getExe cfg.package;
+          inherit name binDir;
+          inherit (env) profile settings seed stateDir;
+        };
+      in
+      lib.nameValuePair "kubeunit-${name}-setup" {
+        description = "kubeunit environment ${name}: generate, install and start";
+        wantedBy = [ "multi-user.target" ];
+        wants = [ "network-online.target" ];
+        after = [ "network-online.target" ];
+        # The scripts are store paths: a changed environment changes the unit, and switching
+        # restarts it (stop: uninstall; start: gen keeps the keys, install, start).
+        serviceConfig = {
+          Type = "oneshot";
+          RemainAfterExit = true;
+          TimeoutStartSec = "10min";
+          ExecStart = pkgs.writeShellScript "kubeunit-${name}-setup" script.start;
+          ExecStop = pkgs.writeShellScript "kubeunit-${name}-teardown" script.stop;
+        };
+      }) cfg.environments;
+  };
+}

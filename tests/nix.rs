@@ -1,0 +1,547 @@
+//! Nix: every .nix file parses, the library (nix/lib.nix, through default.nix and flake.nix)
+//! evaluates without nixpkgs, `lib.mkState` builds a state dir with real `nix-build` that rebuilds
+//! bit for bit (`--check`) and equals `kubeunit gen` outside Nix, that state dir starts under real
+//! systemd once imported, and the NixOS module's setup script (lib.setupScript) generates, installs
+//! and starts an environment and its stop script takes it down. What needs nixpkgs (the package
+//! build, the module's evaluation) cannot run here: nix/README.md lists it.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::container::{control_plane_args, Container};
+use common::ports::Ports;
+use common::*;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A Nix command that asks no binary cache (there is none to reach here).
+fn nix(cmd: &str) -> Command {
+    let mut c = Command::new(cmd);
+    c.args(["--option", "substituters", ""]);
+    c.current_dir(repo());
+    c
+}
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(out.status.success(), "{what}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A Nix string literal.
+fn nix_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap().replace("${", "\\${")
+}
+
+/// `--set K=V` pairs (and `--bin-dir D`) of a gen argument list as a Nix attribute set of settings.
+fn settings_of(args: &[String]) -> String {
+    let mut out = String::from("{");
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let kv = match a.as_str() {
+            "--set" => it.next().unwrap().clone(),
+            "--bin-dir" => format!("binDir={}", it.next().unwrap()),
+            _ => continue,
+        };
+        let (k, v) = kv.split_once('=').unwrap();
+        out.push_str(&format!(" {} = {};", nix_str(k), nix_str(v)));
+    }
+    out.push_str(" }");
+    out
+}
+
+/// The kubeunit under test as a package directory in the Nix store (`bin/kubeunit`), once per run.
+fn kubeunit_in_store() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = PathBuf::from(format!("/tmp/kubeunit-it/nix-pkg-{}", std::process::id()));
+        let bin = dir.join("kubeunit/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(env!("CARGO_BIN_EXE_kubeunit"), bin.join("kubeunit")).unwrap();
+        let path = ok(
+            run(nix("nix-store").arg("--add").arg(dir.join("kubeunit"))),
+            "nix-store --add",
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        path
+    })
+}
+
+/// A Nix expression that calls `lib.mkState` of default.nix (no nixpkgs) on the test's kubeunit.
+fn mk_state_expr(args: &str) -> String {
+    format!(
+        "(import {}/default.nix {{ pkgs = throw \"no nixpkgs here\"; }}).lib.mkState ({{ kubeunit = builtins.storePath {}; }} // {args})",
+        repo().display(),
+        nix_str(kubeunit_in_store())
+    )
+}
+
+fn nix_build(expr: &str, extra: &[&str]) -> Output {
+    run(nix("nix-build")
+        .args(["--no-out-link", "-E", expr])
+        .args(extra))
+}
+
+/// Tree hash of a directory as Nix computes it (the NAR: names, contents, the executable bit).
+fn tree_hash(dir: &Path) -> String {
+    ok(
+        run(Command::new("nix-hash").args(["--type", "sha256"]).arg(dir)),
+        "nix-hash",
+    )
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn every_nix_file_parses_and_the_library_evaluates_without_nixpkgs() {
+    let mut files = vec![repo().join("flake.nix"), repo().join("default.nix")];
+    for e in std::fs::read_dir(repo().join("nix")).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "nix") {
+            files.push(e.path());
+        }
+    }
+    assert!(files.len() >= 5, "{files:?}");
+    for f in &files {
+        ok(
+            run(nix("nix-instantiate").arg("--parse").arg(f)),
+            &format!("parse {}", f.display()),
+        );
+    }
+    // The same library through the flake's outputs, default.nix and nix/lib.nix, none touching nixpkgs.
+    let root = repo();
+    let root = root.display();
+    let libs = [
+        format!("((import {root}/flake.nix).outputs {{ self = {{ }}; nixpkgs = throw \"no nixpkgs here\"; }}).lib"),
+        format!("(import {root}/default.nix {{ pkgs = throw \"no nixpkgs here\"; }}).lib"),
+        format!("(import {root}/nix/lib.nix)"),
+    ];
+    let args =
+        "{ kubeunit = /nonexistent; profile = \"control-plane\"; seed = 1; epoch = 1767225600; \
+                hostFacts = { advertiseAddress = \"192.0.2.7\"; }; system = \"x86_64-linux\"; }";
+    let mut drvs = Vec::new();
+    for lib in &libs {
+        let names = ok(
+            run(nix("nix-instantiate").args([
+                "--eval",
+                "--json",
+                "-E",
+                &format!("builtins.attrNames {lib}"),
+            ])),
+            lib,
+        );
+        assert_eq!(names, r#"["mkState","setupScript"]"#, "{lib}");
+        // The derivation (its arguments, not a build): the same from all three.
+        drvs.push(ok(
+            run(nix("nix-instantiate").args([
+                "--eval",
+                "--strict",
+                "--json",
+                "-E",
+                &format!("let d = {lib}.mkState {args}; in {{ inherit (d) args name; }}"),
+            ])),
+            lib,
+        ));
+    }
+    assert_eq!(drvs[0], drvs[1]);
+    assert_eq!(drvs[1], drvs[2]);
+    let d: serde_json::Value = serde_json::from_str(&drvs[0]).unwrap();
+    let argv: Vec<&str> = d["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for want in [
+        "--hermetic",
+        "--seed",
+        "pki.epoch=1767225600",
+        "network.advertiseAddress=192.0.2.7",
+        "/var/lib/kubeunit/control-plane",
+    ] {
+        assert!(argv.contains(&want), "{want} missing from {argv:?}");
+    }
+    assert_eq!(d["name"], "kubeunit-state-control-plane");
+
+    // Wrong arguments are named at evaluation.
+    let lib = &libs[2];
+    for (bad, says) in [
+        ("{ kubeunit = /x; profile = \"dev\"; seed = 1; }", "epoch"),
+        (
+            "{ kubeunit = /x; profile = \"dev\"; seed = 1; epoch = 0; hostFacts = { cpus = 2; }; }",
+            "unknown hostFacts [\"cpus\"]",
+        ),
+        (
+            "{ kubeunit = /x; profile = ./profiles/dev.yaml; seed = 1; epoch = 0; }",
+            "give stateDir",
+        ),
+        (
+            "{ kubeunit = /x; profile = \"dev\"; seed = \"1\"; epoch = 0; }",
+            "seed must be an integer",
+        ),
+    ] {
+        let out = run(nix("nix-instantiate").args([
+            "--eval",
+            "--strict",
+            "-E",
+            &format!("({lib}.mkState {bad}).drvPath"),
+        ]));
+        assert!(!out.status.success(), "{bad} evaluated");
+        assert!(text(&out).contains(says), "{bad}: {}", text(&out));
+    }
+}
+
+#[test]
+fn mk_state_rebuilds_bit_for_bit_and_equals_gen_outside_nix() {
+    let work = PathBuf::from(format!("/tmp/kubeunit-it/nix-same-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let state = work.join("state");
+    let expr = mk_state_expr(&format!(
+        "{{ profile = \"control-plane\"; seed = 42; epoch = \"2026-01-01T00:00:00Z\"; \
+         hostFacts = {{ advertiseAddress = \"192.0.2.7\"; }}; \
+         settings = {{ \"ports.apiserver\" = 7443; \"logging.verbosity\" = 3; }}; stateDir = {}; }}",
+        nix_str(state.to_str().unwrap())
+    ));
+    let out = PathBuf::from(ok(nix_build(&expr, &[]), "nix-build"));
+    assert!(out.starts_with("/nix/store"), "{}", out.display());
+    assert!(out.join("manifest.json").is_file());
+    assert!(out.join("pki/ca.key").is_file());
+    // Nix builds it again and compares: a difference fails with "may not be deterministic".
+    let again = nix_build(&expr, &["--check"]);
+    assert!(
+        again.status.success(),
+        "nix-build --check: {}",
+        text(&again)
+    );
+
+    // The same inputs outside Nix, by plain gen (it may read this host; the inputs say it all).
+    let gen = run(kubeunit()
+        .env_remove("SOURCE_DATE_EPOCH")
+        .args(["gen", "--profile", "control-plane", "--seed", "42"])
+        .arg("--state-dir")
+        .arg(&state)
+        .args([
+            "--set",
+            "pki.epoch=2026-01-01T00:00:00Z",
+            "--set",
+            "network.advertiseAddress=192.0.2.7",
+            "--set",
+            "ports.apiserver=7443",
+            "--set",
+            "logging.verbosity=3",
+        ]));
+    ok(gen, "gen outside Nix");
+    assert_eq!(tree_hash(&out), tree_hash(&state));
+
+    // A different seed is a different output (the hash above is not blind).
+    let other = expr.replace("seed = 42;", "seed = 43;");
+    let out2 = PathBuf::from(ok(nix_build(&other, &[]), "nix-build seed 43"));
+    assert_ne!(tree_hash(&out), tree_hash(&out2));
+
+    // gen in the build reads nothing of the machine: this host has addresses, yet without the
+    // advertiseAddress fact the build fails, naming the field.
+    let blind = expr.replace("hostFacts = { advertiseAddress = \"192.0.2.7\"; };", "");
+    assert_ne!(blind, expr);
+    let failed = nix_build(&blind, &[]);
+    assert!(!failed.status.success(), "built without an address");
+    assert!(
+        text(&failed).contains("network.advertiseAddress"),
+        "{}",
+        text(&failed)
+    );
+
+    // Imported: the modes the manifest records (the store made every file 0444).
+    let imported = work.join("imported");
+    let renders_for_another = run(kubeunit()
+        .args(["import"])
+        .arg(&out)
+        .arg("--state-dir")
+        .arg(&imported));
+    assert_eq!(
+        renders_for_another.status.code(),
+        Some(2),
+        "{}",
+        text(&renders_for_another)
+    );
+    assert!(text(&renders_for_another).contains("was generated for"));
+    assert!(!imported.exists());
+    std::fs::remove_dir_all(&state).unwrap();
+    ok(run(kubeunit().args(["import"]).arg(&out)), "import");
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("pki/ca.key")), 0o600);
+    assert_eq!(mode(&state.join("pki/ca.crt")), 0o644);
+    assert_eq!(tree_hash(&out), tree_hash(&state));
+    let check = run(kubeunit()
+        .args(["gen", "--check", "--state-dir"])
+        .arg(&state));
+    ok(check, "gen --check after import");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
+    let work = PathBuf::from(format!(
+        "/tmp/kubeunit-it/nix-import-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let target = work.join("target");
+    let built = work.join("built");
+    let gen = run(kubeunit()
+        .args(["gen", "--profile", "control-plane", "--seed", "9"])
+        .arg("--state-dir")
+        .arg(&target)
+        .arg("--out")
+        .arg(&built)
+        .args(["--set", "network.advertiseAddress=192.0.2.7"]));
+    ok(gen, "gen --out");
+    assert!(!target.exists(), "gen --out wrote the state dir itself");
+    // --out writes a new state dir only, never over one, never the state dir itself.
+    let before = snapshot(&built);
+    for out in [&built, &target] {
+        let again = run(kubeunit()
+            .args(["gen", "--profile", "control-plane", "--seed", "9"])
+            .arg("--state-dir")
+            .arg(&target)
+            .arg("--out")
+            .arg(out)
+            .args(["--set", "network.advertiseAddress=192.0.2.7"]));
+        assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    }
+    assert_eq!(before, snapshot(&built));
+    assert!(!target.exists());
+    let copy = |name: &str| -> PathBuf {
+        let dst = work.join(name);
+        ok(
+            run(Command::new("cp").arg("-a").arg(&built).arg(&dst)),
+            "cp",
+        );
+        dst
+    };
+    let import = |src: &Path| run(kubeunit().arg("import").arg(src));
+    let edited = copy("edited");
+    std::fs::write(edited.join("pki/ca.crt"), "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let extra = copy("extra");
+    std::fs::write(extra.join("units/evil.service"), "[Service]\n").unwrap();
+    let linked = copy("linked");
+    std::fs::remove_file(linked.join("pki/sa.key")).unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", linked.join("pki/sa.key")).unwrap();
+    for (src, says) in [
+        (&edited, "pki/ca.crt differs"),
+        (&extra, "units/evil.service"),
+        (&linked, "pki/sa.key"),
+        (&work.join("missing"), "cannot open it"),
+    ] {
+        let out = import(src);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}: {}",
+            src.display(),
+            text(&out)
+        );
+        assert!(
+            text(&out).contains(says),
+            "{}: {}",
+            src.display(),
+            text(&out)
+        );
+        assert!(
+            !target.exists(),
+            "{} left {}",
+            src.display(),
+            target.display()
+        );
+    }
+    // A target that holds another environment is refused untouched.
+    ok(
+        run(kubeunit()
+            .args(["gen", "--profile", "control-plane", "--seed", "10"])
+            .arg("--state-dir")
+            .arg(&target)
+            .args(["--set", "network.advertiseAddress=192.0.2.7"])),
+        "gen",
+    );
+    let before = snapshot(&target);
+    let out = import(&built);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("importing would replace its keys"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(before, snapshot(&target));
+    // Its own import again restores what was changed, modes included.
+    std::fs::remove_dir_all(&target).unwrap();
+    ok(import(&built), "import");
+    std::fs::set_permissions(
+        target.join("pki/ca.key"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::remove_file(target.join("kubeconfig/admin.kubeconfig")).unwrap();
+    ok(import(&built), "import again");
+    assert_eq!(mode(&target.join("pki/ca.key")), 0o600);
+    assert!(target.join("kubeconfig/admin.kubeconfig").is_file());
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn a_nix_built_state_dir_starts_under_systemd() {
+    let c = Container::boot("nixstate");
+    let ports = Ports::allocate();
+    let version = &pinned("KUBERNETES_VERSIONS")[0];
+    let state = c.work.join("state");
+    let mut gen_args = control_plane_args(version);
+    gen_args.extend(ports.sets());
+    // An attribute-set profile (JSON, which is YAML) on top of a built-in one.
+    let expr = mk_state_expr(&format!(
+        "{{ profile = {{ extends = \"control-plane\"; name = \"nixcp\"; logging.verbosity = 1; }}; \
+         seed = 7; epoch = {}; hostFacts = {{ advertiseAddress = \"192.0.2.7\"; }}; \
+         settings = {}; stateDir = {}; }}",
+        test_epoch(),
+        settings_of(&gen_args),
+        nix_str(state.to_str().unwrap())
+    ));
+    let out = PathBuf::from(ok(nix_build(&expr, &[]), "nix-build"));
+    ok(run(kubeunit().arg("import").arg(&out)), "import");
+    let ku = |args: &[&str]| {
+        let mut argv = vec![args[0], "--state-dir", state.to_str().unwrap()];
+        argv.extend_from_slice(&args[1..]);
+        c.kubeunit(&argv)
+    };
+    let started = ku(&["start"]);
+    assert!(started.status.success(), "start: {}", text(&started));
+    let status = ku(&["status", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout)
+        .unwrap_or_else(|e| panic!("status -o json ({e}): {}", text(&status)));
+    let comps = v.as_array().expect("status is an array");
+    assert_eq!(comps.len(), 4, "{v}");
+    for comp in comps {
+        assert_eq!(comp["healthy"], true, "{comp}");
+    }
+    // The cluster serves, as the environment the profile named.
+    let kubectl = cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}/kubectl"));
+    let ns = run(Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(state.join("kubeconfig/admin.kubeconfig"))
+        .args(["get", "namespace", "kube-system", "-o", "name"]));
+    assert_eq!(ok(ns, "kubectl"), "namespace/kube-system");
+    assert!(c
+        .list_units("kubeunit-nixcp-*")
+        .contains("kubeunit-nixcp-kube-apiserver.service"));
+    let stopped = ku(&["stop"]);
+    assert!(stopped.status.success(), "stop: {}", text(&stopped));
+}
+
+#[test]
+fn the_module_setup_script_generates_installs_and_starts_and_its_stop_script_uninstalls() {
+    let c = Container::boot_with("nixmodule", &["--bind-ro=/nix/store"]);
+    let ports = Ports::allocate();
+    let version = &pinned("KUBERNETES_VERSIONS")[0];
+    let mut gen_args = control_plane_args(version);
+    gen_args.extend(ports.sets());
+    let kubeunit_bin = format!("{}/bin/kubeunit", kubeunit_in_store());
+    let expr = format!(
+        "(import {}/default.nix {{ pkgs = throw \"no nixpkgs here\"; }}).lib.setupScript \
+         {{ kubeunit = {}; name = \"nixmod\"; profile = \"control-plane\"; settings = {}; }}",
+        repo().display(),
+        nix_str(&kubeunit_bin),
+        settings_of(&gen_args)
+    );
+    let scripts: serde_json::Value = serde_json::from_str(&ok(
+        run(nix("nix-instantiate").args(["--eval", "--strict", "--json", "-E", &expr])),
+        "eval setupScript",
+    ))
+    .unwrap();
+    let (start, stop) = (
+        scripts["start"].as_str().unwrap(),
+        scripts["stop"].as_str().unwrap(),
+    );
+    let state = "/var/lib/kubeunit/nixmod";
+    let sh = |script: &str, what: &str| {
+        let out = c.run(&["sh", "-c", script]);
+        assert!(out.status.success(), "{what}: {}", text(&out));
+    };
+    sh(start, "setup script");
+    let stat = |p: &str| -> String {
+        String::from_utf8_lossy(&c.run(&["stat", "-c", "%a", p]).stdout)
+            .trim()
+            .to_string()
+    };
+    assert_eq!(stat(state), "700");
+    assert_eq!(stat(&format!("{state}/pki/ca.key")), "600");
+    let runtime = c.run(&["ls", "/run/systemd/system"]);
+    let listed = String::from_utf8_lossy(&runtime.stdout).into_owned();
+    for unit in [
+        "kubeunit-nixmod.target",
+        "kubeunit-nixmod-etcd.service",
+        "kubeunit-nixmod-kube-apiserver.service",
+        "kubeunit-nixmod-kube-scheduler.service",
+    ] {
+        assert!(
+            listed.contains(unit),
+            "{unit} not in /run/systemd/system: {listed}"
+        );
+    }
+    let active = c.run(&[
+        "systemctl",
+        "is-active",
+        "kubeunit-nixmod-etcd.service",
+        "kubeunit-nixmod-kube-apiserver.service",
+        "kubeunit-nixmod-kube-controller-manager.service",
+        "kubeunit-nixmod-kube-scheduler.service",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&active.stdout).trim(),
+        "active\nactive\nactive\nactive"
+    );
+    // The installed units run it: the apiserver's unit file is the runtime one.
+    let path = c.run(&[
+        "systemctl",
+        "show",
+        "-P",
+        "FragmentPath",
+        "kubeunit-nixmod-kube-apiserver.service",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&path.stdout).trim(),
+        "/run/systemd/system/kubeunit-nixmod-kube-apiserver.service"
+    );
+    let status = c.kubeunit(&["status", "--state-dir", state]);
+    assert!(status.status.success(), "status: {}", text(&status));
+
+    // What the next boot or a switch does: the same script again keeps the keys.
+    let key = |c: &Container| c.run(&["sha256sum", &format!("{state}/pki/ca.key")]).stdout;
+    let before = key(&c);
+    sh(stop, "stop script");
+    sh(start, "setup script again");
+    assert_eq!(before, key(&c), "the CA key changed");
+
+    // Stopping the service: nothing of it runs, its units are gone, the state dir stays.
+    sh(stop, "stop script");
+    let left = c.list_units("kubeunit-nixmod*");
+    assert!(
+        !left
+            .lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("active")),
+        "{left}"
+    );
+    let runtime = c.run(&["ls", "/run/systemd/system"]);
+    assert!(
+        !String::from_utf8_lossy(&runtime.stdout).contains("kubeunit-nixmod"),
+        "{}",
+        String::from_utf8_lossy(&runtime.stdout)
+    );
+    assert_eq!(stat(&format!("{state}/pki/ca.key")), "600");
+}
