@@ -6,8 +6,10 @@
 //!
 //! Per run, each component's timeline comes from systemd (process started = InactiveExitTimestamp,
 //! running = ActiveEnterTimestamp: READY=1 for notify units) and from kubeunit (healthy = probe ok).
-//! The critical path is etcd ready + kube-apiserver ready (process start to /readyz ok); the rest of
-//! the total is kubeunit's own overhead plus the controller-manager and scheduler after the API server.
+//! etcd, kube-apiserver, the controller-manager and the scheduler start together (the API server
+//! dials etcd until it answers, the others retry the API server), so the critical path is
+//! kube-apiserver's own exec to /readyz; the rest of the total is kubeunit's overhead (preflight,
+//! D-Bus, probes). scripts/bench-peers.sh measures that floor with etcd already running.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -88,13 +90,14 @@ fn main() {
                 "  {component:<26} {:>8.3}s {started:>8.3}s {running:>8.3}s {healthy:>8.3}s",
                 t["submitted"].as_f64().unwrap()
             );
-            match component {
-                "etcd" => critical += running - started,
-                "kube-apiserver" => critical += healthy - started,
-                _ => {}
+            if component == "kube-apiserver" {
+                critical = healthy - started;
             }
         }
-        println!("  critical path (etcd ready + kube-apiserver ready): {critical:.3}s; total/critical = {:.3}\n", wall / critical);
+        println!(
+            "  critical path (kube-apiserver exec to /readyz): {critical:.3}s; total/critical = {:.3}\n",
+            wall / critical
+        );
         totals.push(wall);
         criticals.push(critical);
         let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
@@ -102,7 +105,7 @@ fn main() {
     }
     let (t, cp) = (median(&mut totals), median(&mut criticals));
     println!(
-        "median: total {t:.3}s, critical path {cp:.3}s, ratio {:.3} (goal <= 1.15)\n",
+        "median: total {t:.3}s, critical path {cp:.3}s, ratio {:.3} (goal <= 1.1)\n",
         t / cp
     );
     drop(c);

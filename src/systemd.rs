@@ -206,6 +206,19 @@ impl Systemd {
         properties: Vec<(String, OwnedVariant)>,
         aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
     ) -> Result<JobResult, SystemdError> {
+        self.start_transient_then(name, properties, aux, || {})
+            .await
+    }
+
+    /// `start_transient_with`, calling `submitted` once systemd has the unit and its start job
+    /// (before the job finishes): what starts alongside it may go then.
+    pub async fn start_transient_then(
+        &self,
+        name: &str,
+        properties: Vec<(String, OwnedVariant)>,
+        aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
+        submitted: impl FnOnce(),
+    ) -> Result<JobResult, SystemdError> {
         // An inactive unit of that name that systemd has not unloaded yet (or whose transient file
         // it has not removed yet) refuses the name for a moment: clear it and try again. Each try
         // subscribes afresh, so that no unread subscription holds up the connection's signals.
@@ -226,7 +239,10 @@ impl Systemd {
                 )
                 .await;
             match result {
-                Ok(job) => return wait_job(&mut removed, &job).await,
+                Ok(job) => {
+                    submitted();
+                    return wait_job(&mut removed, &job).await;
+                }
                 Err(e) if is_unit_exists(&e) && tokio::time::Instant::now() < deadline => {
                     drop(removed);
                     if self
@@ -276,8 +292,27 @@ impl Systemd {
 
     /// Start a unit systemd loads from its unit file (an installed one) and wait for the start job.
     pub async fn start_unit(&self, name: &str) -> Result<JobResult, SystemdError> {
-        let job = self.manager.start_unit(name.to_string(), "replace".into());
-        self.job(format!("StartUnit {name}"), job).await
+        self.start_unit_then(name, || {}).await
+    }
+
+    /// `start_unit`, calling `submitted` once the start job is queued (before it finishes).
+    pub async fn start_unit_then(
+        &self,
+        name: &str,
+        submitted: impl FnOnce(),
+    ) -> Result<JobResult, SystemdError> {
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .map_err(call("subscribing to JobRemoved"))?;
+        let job = self
+            .manager
+            .start_unit(name.to_string(), "replace".into())
+            .await
+            .map_err(call(format!("StartUnit {name}")))?;
+        submitted();
+        wait_job(&mut removed, &job).await
     }
 
     /// Submit a job (`submit` is not polled before the subscription is in place, so a fast job

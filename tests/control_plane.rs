@@ -854,3 +854,74 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
     let out = cl.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// `start` runs etcd and kube-apiserver together (the API server dials etcd until it answers). A
+/// kill -9 of etcd in that overlap, once etcd was healthy and while the API server is still coming
+/// up: systemd restarts etcd as it always does, the API server waits for it instead of failing,
+/// and `start` returns with everything healthy and the data there.
+#[test]
+fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
+    let ports = Ports::allocate();
+    let c = Container::boot("overlap-kill");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let state = gen_control_plane(&c, &version, &ports, &[]);
+    let cl = Cluster::started(&c, &version, state.clone(), &ports);
+    cl.kubectl(&["create", "configmap", "before-kill", "--from-literal=k=v"]);
+    let out = cl.ku(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let state_arg = state.to_str().unwrap();
+    let mut start = c
+        .command(&[
+            env!("CARGO_BIN_EXE_kubeunit"),
+            "start",
+            "--state-dir",
+            state_arg,
+        ])
+        .env("SOURCE_DATE_EPOCH", test_epoch())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let show = |unit: &str, prop: &str| -> String {
+        let out = c.run(&[
+            "systemctl",
+            "show",
+            "-P",
+            prop,
+            &format!("kubeunit-control-plane-{unit}.service"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // etcd healthy (as our own client sees it, so kubeunit's probe, every 50 ms, saw it too).
+    wait_for("etcd healthy during start", Duration::from_secs(30), || {
+        show("etcd", "ActiveState") == "active"
+            && cl
+                .etcdctl(&["endpoint", "health"])
+                .status
+                .success()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let apiserver = show("kube-apiserver", "ActiveState");
+    let pid = show("etcd", "MainPID");
+    assert!(c.run(&["kill", "-9", &pid]).status.success());
+    // The window this test is about: the API server was started and not ready yet.
+    assert_eq!(apiserver, "activating", "the API server was not coming up any more");
+
+    let out = start.wait_with_output().unwrap();
+    assert!(out.status.success(), "start: {}", text(&out));
+    let st = cl.status();
+    let etcd = &st[0];
+    assert_eq!(etcd["component"], "etcd");
+    assert!(etcd["restarts"].as_u64() >= Some(1), "{etcd}");
+    assert_ne!(etcd["pid"].to_string(), pid);
+    for comp in st.as_array().unwrap() {
+        assert_eq!(comp["healthy"], true, "{comp}");
+    }
+    assert_eq!(st[1]["restarts"], 0, "the API server crashed: {}", st[1]);
+    assert!(cl
+        .kubectl(&["get", "configmap", "before-kill", "-o", "name"])
+        .contains("configmap/before-kill"));
+    let out = cl.ku(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+}

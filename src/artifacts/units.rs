@@ -47,7 +47,13 @@ pub fn units(
         } else {
             needs.clone()
         };
-        let mut after = needs;
+        // Not after those it starts alongside (it waits for them by itself).
+        let mut after: Vec<String> = c
+            .needs
+            .iter()
+            .filter(|n| plan.enabled(n) && !c.starts_alongside.contains(n))
+            .map(unit)
+            .collect();
         after.extend(
             c.after_if_enabled
                 .iter()

@@ -25,6 +25,10 @@ pub struct Component {
     /// healthy, and the unit gets Wants= + After= on them. Not Requires=: systemd would stop the
     /// dependent (for good) whenever the dependency crashes and is restarted.
     pub needs: &'static [&'static str],
+    /// Of `needs`, those it waits for by itself (it retries until they answer): it starts alongside
+    /// them, so their start-up times overlap instead of adding up. Its unit has Wants= on them but no
+    /// After=, and `start` starts it once their start jobs are submitted, not once they are healthy.
+    pub starts_alongside: &'static [&'static str],
     /// Ordering only, when that component is enabled (e.g. kubelet after a kubeunit-managed containerd).
     pub after_if_enabled: &'static [&'static str],
     /// A Kubernetes component: gets the profile's global featureGates and `--v`.
@@ -230,6 +234,14 @@ impl Component {
         self.ports
             .iter()
             .map(|f| (*f, ports.get(f).unwrap_or(0)))
+            .collect()
+    }
+
+    /// The enabled components it must not start before: those of `deps` it does not start alongside.
+    pub fn ordered_after(&self, plan: &Plan) -> Vec<&'static str> {
+        self.deps(plan)
+            .into_iter()
+            .filter(|d| !self.starts_alongside.contains(d))
             .collect()
     }
 

@@ -23,6 +23,8 @@ const KUBERNETES: Component = Component {
     stand_in: None,
     notify: false,
     needs: &["kube-apiserver"],
+    // Every Kubernetes client retries the API server until it answers.
+    starts_alongside: &["kube-apiserver"],
     after_if_enabled: &[],
     kubernetes: true,
     gates_in_config: false,
@@ -177,6 +179,9 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-apiserver",
         notify: true,
         needs: &["etcd"],
+        // It dials etcd until it answers (--storage-initialization-timeout), and sends READY=1 only
+        // once it serves: the two start together.
+        starts_alongside: &["etcd"],
         validate: datastore_files,
         host_checks: &[host::datastore_reachable],
         probe: https("apiserver", "/readyz"),

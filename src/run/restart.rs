@@ -78,7 +78,18 @@ pub async fn restart(
     let mut quiet = |_: Progress| {};
     let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
     let deadline = t0 + timeout;
-    let timing = start_one(&env.plan, sd, c, unit, timer, t0, deadline, &progress).await?;
+    let timing = start_one(
+        &env.plan,
+        sd,
+        c,
+        unit,
+        timer,
+        t0,
+        deadline,
+        &progress,
+        || {},
+    )
+    .await?;
     for (d, u) in &dependents {
         start_one(
             &env.plan,
@@ -89,6 +100,7 @@ pub async fn restart(
             t0,
             deadline,
             &progress,
+            || {},
         )
         .await?;
     }

@@ -1,5 +1,7 @@
-//! `start`: its steps in order, as small functions. Components start the moment everything they need
-//! is healthy (not one after another), and a component's hook runs as soon as it is healthy.
+//! `start`: its steps in order, as small functions. Components start the moment everything they are
+//! ordered after is healthy, together with what they start alongside (etcd, kube-apiserver, the
+//! controller-manager and scheduler all at once: `Component::starts_alongside`), and a component's
+//! hook runs as soon as it is healthy.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -219,6 +221,11 @@ async fn start_components<'e>(
 ) -> Result<(Vec<Timing>, HookReport), Error> {
     let plan = &env.plan;
     let mut ready_for_dependents: BTreeSet<&str> = running.clone();
+    // Started (their start call made), and of those the ones whose start job systemd has.
+    let mut launched: BTreeSet<&str> = running.clone();
+    let submitted: RefCell<BTreeSet<&str>> = RefCell::new(running.clone());
+    let submission = tokio::sync::Notify::new();
+    let (submitted, submission) = (&submitted, &submission);
     let mut pending: Vec<&(&'static Component, UnitFile)> = env
         .units
         .iter()
@@ -228,18 +235,45 @@ async fn start_components<'e>(
     let mut gated = HookReport::default();
     let mut events: FuturesUnordered<LocalBoxFuture<'_, Event>> = FuturesUnordered::new();
     loop {
-        let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(c, _)| {
-            c.deps(plan)
-                .iter()
-                .all(|d| ready_for_dependents.contains(d))
-        });
-        pending = rest;
-        for (c, unit) in ready {
-            let timer = env.timer(c.name);
-            events.push(Box::pin(async move {
-                let result = start_one(plan, sd, c, unit, timer, t0, deadline, progress).await;
-                Event::Healthy(c, result)
-            }));
+        // A component goes once what it is ordered after is healthy and what it starts alongside
+        // is started; launching one may let those alongside it go in the same round.
+        loop {
+            let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(c, _)| {
+                c.ordered_after(plan)
+                    .iter()
+                    .all(|d| ready_for_dependents.contains(d))
+                    && c.deps(plan).iter().all(|d| launched.contains(d))
+            });
+            pending = rest;
+            if ready.is_empty() {
+                break;
+            }
+            for (c, unit) in ready {
+                launched.insert(c.name);
+                let timer = env.timer(c.name);
+                let alongside = c.deps(plan);
+                events.push(Box::pin(async move {
+                    // Its own start call after theirs: systemd then knows the units it Wants=.
+                    wait_submitted(submitted, submission, &alongside).await;
+                    let on_submitted = || {
+                        submitted.borrow_mut().insert(c.name);
+                        submission.notify_waiters();
+                    };
+                    let result = start_one(
+                        plan,
+                        sd,
+                        c,
+                        unit,
+                        timer,
+                        t0,
+                        deadline,
+                        progress,
+                        on_submitted,
+                    )
+                    .await;
+                    Event::Healthy(c, result)
+                }));
+            }
         }
         let Some(event) = events.next().await else {
             break;
@@ -284,8 +318,27 @@ async fn start_components<'e>(
     Ok((timings, gated))
 }
 
+/// Until every one of `names` has its start job submitted.
+async fn wait_submitted(
+    submitted: &RefCell<BTreeSet<&str>>,
+    submission: &tokio::sync::Notify,
+    names: &[&str],
+) {
+    loop {
+        let notified = submission.notified();
+        tokio::pin!(notified);
+        // Registered before the check, so a submission between the two is not missed.
+        notified.as_mut().enable();
+        if names.iter().all(|n| submitted.borrow().contains(n)) {
+            return;
+        }
+        notified.await;
+    }
+}
+
 /// Start one component's transient unit, wait for its job, then for its health probe. A component
-/// on a schedule: its timer, with its service loaded (not started) alongside.
+/// on a schedule: its timer, with its service loaded (not started) alongside. `on_submitted` runs
+/// once systemd has its start job.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn start_one(
     plan: &Plan,
@@ -296,6 +349,7 @@ pub(super) async fn start_one(
     t0: Instant,
     deadline: Instant,
     progress: &ProgressCell<'_>,
+    on_submitted: impl FnOnce(),
 ) -> Result<Timing, Error> {
     let submitted = t0.elapsed().as_secs_f64();
     let unit = timer.unwrap_or(service);
@@ -311,14 +365,14 @@ pub(super) async fn start_one(
     // An installed environment's units are loaded from their files (`kubeunit install`).
     let installed = super::env::installed(plan, sd).await?;
     let result = match timer {
-        _ if installed => sd.start_unit(&unit.name).await?,
+        _ if installed => sd.start_unit_then(&unit.name, on_submitted).await?,
         Some(timer) => {
             let aux = vec![(service.name.clone(), unit::properties(service)?)];
-            sd.start_transient_with(&timer.name, unit::properties(timer)?, aux)
+            sd.start_transient_then(&timer.name, unit::properties(timer)?, aux, on_submitted)
                 .await?
         }
         None => {
-            sd.start_transient(&unit.name, unit::properties(unit)?)
+            sd.start_transient_then(&unit.name, unit::properties(unit)?, vec![], on_submitted)
                 .await?
         }
     };
