@@ -38,6 +38,25 @@ fn call(what: impl Into<String>) -> impl FnOnce(zbus::Error) -> SystemdError {
     move |source| SystemdError::Call { what, source }
 }
 
+/// How a start job treats the unit's dependencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMode {
+    /// Wants= pulled in, After= waited for.
+    InOrder,
+    /// Started now, whatever its Wants= and After= say (ignore-dependencies): the caller started
+    /// what it needs. The unit keeps them for everything else (stopping goes in reverse order).
+    Now,
+}
+
+impl StartMode {
+    fn job_mode(self, in_order: &'static str) -> &'static str {
+        match self {
+            StartMode::InOrder => in_order,
+            StartMode::Now => "ignore-dependencies",
+        }
+    }
+}
+
 pub struct Systemd {
     conn: Connection,
     manager: ManagerProxy<'static>,
@@ -206,17 +225,18 @@ impl Systemd {
         properties: Vec<(String, OwnedVariant)>,
         aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
     ) -> Result<JobResult, SystemdError> {
-        self.start_transient_then(name, properties, aux, || {})
+        self.start_transient_then(name, properties, aux, StartMode::InOrder, || {})
             .await
     }
 
-    /// `start_transient_with`, calling `submitted` once systemd has the unit and its start job
-    /// (before the job finishes): what starts alongside it may go then.
+    /// `start_transient_with` in `mode`, calling `submitted` once systemd has the unit and its
+    /// start job (before the job finishes): what starts alongside it may go then.
     pub async fn start_transient_then(
         &self,
         name: &str,
         properties: Vec<(String, OwnedVariant)>,
         aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
+        mode: StartMode,
         submitted: impl FnOnce(),
     ) -> Result<JobResult, SystemdError> {
         // An inactive unit of that name that systemd has not unloaded yet (or whose transient file
@@ -233,7 +253,7 @@ impl Systemd {
                 .manager
                 .start_transient_unit(
                     name.to_string(),
-                    "fail".into(),
+                    mode.job_mode("fail").into(),
                     properties.clone(),
                     aux.clone(),
                 )
@@ -292,13 +312,15 @@ impl Systemd {
 
     /// Start a unit systemd loads from its unit file (an installed one) and wait for the start job.
     pub async fn start_unit(&self, name: &str) -> Result<JobResult, SystemdError> {
-        self.start_unit_then(name, || {}).await
+        self.start_unit_then(name, StartMode::InOrder, || {}).await
     }
 
-    /// `start_unit`, calling `submitted` once the start job is queued (before it finishes).
+    /// `start_unit` in `mode`, calling `submitted` once the start job is queued (before it
+    /// finishes).
     pub async fn start_unit_then(
         &self,
         name: &str,
+        mode: StartMode,
         submitted: impl FnOnce(),
     ) -> Result<JobResult, SystemdError> {
         let mut removed = self
@@ -308,7 +330,7 @@ impl Systemd {
             .map_err(call("subscribing to JobRemoved"))?;
         let job = self
             .manager
-            .start_unit(name.to_string(), "replace".into())
+            .start_unit(name.to_string(), mode.job_mode("replace").into())
             .await
             .map_err(call(format!("StartUnit {name}")))?;
         submitted();

@@ -871,7 +871,7 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     assert!(out.status.success(), "{}", text(&out));
 
     let state_arg = state.to_str().unwrap();
-    let mut start = c
+    let start = c
         .command(&[
             env!("CARGO_BIN_EXE_kubeunit"),
             "start",
@@ -896,17 +896,17 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     // etcd healthy (as our own client sees it, so kubeunit's probe, every 50 ms, saw it too).
     wait_for("etcd healthy during start", Duration::from_secs(30), || {
         show("etcd", "ActiveState") == "active"
-            && cl
-                .etcdctl(&["endpoint", "health"])
-                .status
-                .success()
+            && cl.etcdctl(&["endpoint", "health"]).status.success()
     });
     std::thread::sleep(Duration::from_millis(200));
     let apiserver = show("kube-apiserver", "ActiveState");
     let pid = show("etcd", "MainPID");
     assert!(c.run(&["kill", "-9", &pid]).status.success());
     // The window this test is about: the API server was started and not ready yet.
-    assert_eq!(apiserver, "activating", "the API server was not coming up any more");
+    assert_eq!(
+        apiserver, "activating",
+        "the API server was not coming up any more"
+    );
 
     let out = start.wait_with_output().unwrap();
     assert!(out.status.success(), "start: {}", text(&out));
@@ -922,6 +922,32 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     assert!(cl
         .kubectl(&["get", "configmap", "before-kill", "-o", "name"])
         .contains("configmap/before-kill"));
+    // Stopping still goes in order (the units keep After=): the API server is down before etcd,
+    // not left waiting for it until systemd's stop timeout.
     let out = cl.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
+    let journal = c.run(&[
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "short-monotonic",
+        "-u",
+        "kubeunit-control-plane-kube-apiserver.service",
+        "-u",
+        "kubeunit-control-plane-etcd.service",
+    ]);
+    let journal = String::from_utf8_lossy(&journal.stdout).into_owned();
+    assert!(!journal.contains("timed out. Killing"), "{journal}");
+    let last = |what: &str| {
+        journal
+            .lines()
+            .collect::<Vec<_>>()
+            .iter()
+            .rposition(|l| l.contains(what))
+    };
+    let (apiserver_stopped, etcd_stopping) = (
+        last("Stopped kubeunit-control-plane-kube-apiserver.service").expect("apiserver stopped"),
+        last("Stopping kubeunit-control-plane-etcd.service").expect("etcd stopping"),
+    );
+    assert!(apiserver_stopped < etcd_stopping, "{journal}");
 }

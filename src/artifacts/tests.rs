@@ -31,6 +31,7 @@ const FANCY: Component = Component {
     stand_in: None,
     notify: false,
     needs: &["kube-apiserver"],
+    starts_alongside: &[],
     after_if_enabled: &[],
     kubernetes: true,
     gates_in_config: false,

@@ -47,13 +47,9 @@ pub fn units(
         } else {
             needs.clone()
         };
-        // Not after those it starts alongside (it waits for them by itself).
-        let mut after: Vec<String> = c
-            .needs
-            .iter()
-            .filter(|n| plan.enabled(n) && !c.starts_alongside.contains(n))
-            .map(unit)
-            .collect();
+        // After= those it starts alongside too: `start` goes past it (ignore-dependencies), and
+        // stopping takes it down before them (an API server stopping after etcd hangs).
+        let mut after = needs;
         after.extend(
             c.after_if_enabled
                 .iter()

@@ -26,8 +26,10 @@ pub struct Component {
     /// dependent (for good) whenever the dependency crashes and is restarted.
     pub needs: &'static [&'static str],
     /// Of `needs`, those it waits for by itself (it retries until they answer): it starts alongside
-    /// them, so their start-up times overlap instead of adding up. Its unit has Wants= on them but no
-    /// After=, and `start` starts it once their start jobs are submitted, not once they are healthy.
+    /// them, so their start-up times overlap instead of adding up. `start` submits its start job once
+    /// theirs are submitted (not once they are healthy), in systemd's ignore-dependencies mode; its
+    /// unit keeps Wants= and After= on them, so that stopping (and a start by systemd, at boot) still
+    /// goes in order.
     pub starts_alongside: &'static [&'static str],
     /// Ordering only, when that component is enabled (e.g. kubelet after a kubeunit-managed containerd).
     pub after_if_enabled: &'static [&'static str],

@@ -19,7 +19,7 @@ use super::stop::stop;
 use crate::components::{Component, Hook};
 use crate::error::Error;
 use crate::spec::Plan;
-use crate::systemd::{JobResult, Systemd};
+use crate::systemd::{JobResult, StartMode, Systemd};
 use crate::unit::{self, UnitFile};
 
 /// What `start` reports while it works.
@@ -364,16 +364,35 @@ pub(super) async fn start_one(
     };
     // An installed environment's units are loaded from their files (`kubeunit install`).
     let installed = super::env::installed(plan, sd).await?;
+    // Alongside what it retries by itself: past its After= on them (the caller started them, and
+    // waited for the health of everything else it is ordered after).
+    let mode = if c.deps(plan).iter().any(|d| c.starts_alongside.contains(d)) {
+        StartMode::Now
+    } else {
+        StartMode::InOrder
+    };
     let result = match timer {
-        _ if installed => sd.start_unit_then(&unit.name, on_submitted).await?,
+        _ if installed => sd.start_unit_then(&unit.name, mode, on_submitted).await?,
         Some(timer) => {
             let aux = vec![(service.name.clone(), unit::properties(service)?)];
-            sd.start_transient_then(&timer.name, unit::properties(timer)?, aux, on_submitted)
-                .await?
+            sd.start_transient_then(
+                &timer.name,
+                unit::properties(timer)?,
+                aux,
+                mode,
+                on_submitted,
+            )
+            .await?
         }
         None => {
-            sd.start_transient_then(&unit.name, unit::properties(unit)?, vec![], on_submitted)
-                .await?
+            sd.start_transient_then(
+                &unit.name,
+                unit::properties(unit)?,
+                vec![],
+                mode,
+                on_submitted,
+            )
+            .await?
         }
     };
     let job_done = t0.elapsed().as_secs_f64();
