@@ -4,6 +4,10 @@
 pub enum PkiError {
     #[error("generating an RSA key: {0}")]
     Generate(#[from] rsa::Error),
+    #[error("searching an RSA prime: {0}")]
+    Prime(crypto_primes::Error),
+    #[error("generating keys: {0}")]
+    Worker(String),
     #[error("encoding a key: {0}")]
     Encode(String),
     #[error("not a P-256 or RSA private key in PEM")]
