@@ -6,6 +6,8 @@ pub enum PkiError {
     Generate(#[from] rsa::Error),
     #[error("searching an RSA prime: {0}")]
     Prime(crypto_primes::Error),
+    #[error("searching an RSA prime (OpenSSL): {0}")]
+    Bignum(#[from] openssl::error::ErrorStack),
     #[error("generating keys: {0}")]
     Worker(String),
     #[error("encoding a key: {0}")]

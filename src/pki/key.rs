@@ -217,14 +217,15 @@ const RSA_E: u32 = 65537;
 ///
 /// Why this is hand-written: `gen` makes 19 RSA keys for dev, and the generators at hand took
 /// ~120 ms of CPU a key (the rsa crate's: num-bigint-dig, 20 Miller-Rabin rounds) and ~150 ms
-/// (OpenSSL 3: 64 rounds); this takes ~45 ms. Only the choices of FIPS 186-5 A.1.3 are made here: each start
-/// is read big-endian from the RNG's bytes (so a seed gives the same key on every machine) with its
-/// two top bits set (n has exactly 2048 bits); p - 1 is coprime to e; p and q are more than 2^924
-/// apart. Changing any of this changes every seeded RSA key (a unit test pins one).
+/// (OpenSSL 3's `Rsa::generate`); this takes ~25 ms. Only the choices of FIPS 186-5 A.1.3 are made here:
+/// each start is read big-endian from the RNG's bytes (so a seed gives the same key on every
+/// machine) with its two top bits set (n has exactly 2048 bits); p - 1 is coprime to e; p and q are
+/// more than 2^924 apart. Changing any of this changes every seeded RSA key (a unit test pins one).
 fn rsa_2048(rng: &mut ChaCha20Rng) -> Result<rsa::RsaPrivateKey, PkiError> {
-    let p = rsa_prime(rng)?;
+    let mut fermat = Fermat::new()?;
+    let p = rsa_prime(rng, &mut fermat)?;
     let q = loop {
-        let q = rsa_prime(rng)?;
+        let q = rsa_prime(rng, &mut fermat)?;
         let distance = if p > q { &p - &q } else { &q - &p };
         if distance.bits() > PRIME_BITS.get() as usize - 100 {
             break q;
@@ -238,7 +239,7 @@ fn rsa_2048(rng: &mut ChaCha20Rng) -> Result<rsa::RsaPrivateKey, PkiError> {
 }
 
 /// A 1024-bit prime p with gcd(p - 1, e) = 1: the first one the sieve passes from a random start.
-fn rsa_prime(rng: &mut ChaCha20Rng) -> Result<rsa::BigUint, PkiError> {
+fn rsa_prime(rng: &mut ChaCha20Rng, fermat: &mut Fermat) -> Result<rsa::BigUint, PkiError> {
     loop {
         let mut start = [0u8; 128];
         rng.fill_bytes(&mut start);
@@ -247,16 +248,49 @@ fn rsa_prime(rng: &mut ChaCha20Rng) -> Result<rsa::BigUint, PkiError> {
             .map_err(PkiError::Prime)?;
         for candidate in sieve {
             let bytes = candidate.to_be_bytes();
+            let bytes = bytes.as_ref();
             // e is prime: gcd(p - 1, e) = 1 unless p = 1 mod e.
             let rem = bytes
-                .as_ref()
                 .iter()
                 .fold(0u32, |r, b| (r * 256 + u32::from(*b)) % RSA_E);
-            if rem != 1 && crypto_primes::is_prime(crypto_primes::Flavor::Any, &candidate) {
-                return Ok(rsa::BigUint::from_bytes_be(bytes.as_ref()));
+            if rem != 1
+                && fermat.passes(bytes)?
+                && crypto_primes::is_prime(crypto_primes::Flavor::Any, &candidate)
+            {
+                return Ok(rsa::BigUint::from_bytes_be(bytes));
             }
         }
         // The sieve ran up to 2^1024 without a prime: a new start.
+    }
+}
+
+/// Fermat's test to base 2 by OpenSSL: every prime passes it, and all but a vanishing few of the
+/// composites the sieve lets through (~40 a prime) fail it, at half the cost of crypto-bigint's
+/// exponentiation, so that the Baillie-PSW test runs about once a prime. It only filters: which
+/// candidate is prime is crypto-primes' decision, so the keys are the same without it.
+struct Fermat {
+    ctx: openssl::bn::BigNumContext,
+    two: openssl::bn::BigNum,
+}
+
+impl Fermat {
+    fn new() -> Result<Fermat, PkiError> {
+        Ok(Fermat {
+            ctx: openssl::bn::BigNumContext::new()?,
+            two: openssl::bn::BigNum::from_u32(2)?,
+        })
+    }
+
+    /// 2^(m-1) = 1 (mod m), for an odd m > 3 in big-endian bytes.
+    fn passes(&mut self, m: &[u8]) -> Result<bool, PkiError> {
+        let modulus = openssl::bn::BigNum::from_slice(m)?;
+        let mut exponent = openssl::bn::BigNum::from_slice(m)?;
+        exponent.sub_word(1)?;
+        // The exponent of the prime that is kept is secret: OpenSSL's constant-time path.
+        exponent.set_const_time();
+        let mut power = openssl::bn::BigNum::new()?;
+        power.mod_exp(&self.two, &exponent, &modulus, &mut self.ctx)?;
+        Ok(power.num_bits() == 1)
     }
 }
 
