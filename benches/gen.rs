@@ -1,4 +1,5 @@
 //! `kubeunit gen` of the dev profile into a fresh state dir: profile load, plan, PKI, render, write.
+//! Keys from the OS and, for RSA, seeded (`--seed`: kubeunit's deterministic prime search).
 //! cargo bench --bench gen
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
@@ -7,10 +8,14 @@ use kubeunit::pipeline;
 use kubeunit::pki::Entropy;
 use kubeunit::spec::{HostFacts, Plan};
 
-fn gen_dev(c: &mut Criterion, algorithm: &str) {
+fn gen_dev(c: &mut Criterion, algorithm: &str, entropy: Entropy) {
     let mut group = c.benchmark_group("gen");
     group.sample_size(if algorithm == "rsa-2048" { 10 } else { 50 });
-    group.bench_function(format!("dev/{algorithm}"), |b| {
+    let name = match entropy {
+        Entropy::Os => format!("dev/{algorithm}"),
+        Entropy::Seed(n) => format!("dev/{algorithm}/seed-{n}"),
+    };
+    group.bench_function(name, |b| {
         b.iter_batched(
             || tempfile::tempdir().expect("tempdir"),
             |tmp| {
@@ -22,7 +27,7 @@ fn gen_dev(c: &mut Criterion, algorithm: &str) {
                 let state = tmp.path().join("state");
                 let plan = Plan::new(p, &state, &HostFacts::gather()).expect("plan");
                 let opts = Options {
-                    entropy: Entropy::Os,
+                    entropy,
                     force: false,
                 };
                 pipeline::gen(&plan, &opts, None, std::time::Duration::ZERO, &mut |_| {})
@@ -36,8 +41,9 @@ fn gen_dev(c: &mut Criterion, algorithm: &str) {
 }
 
 fn benches(c: &mut Criterion) {
-    gen_dev(c, "ecdsa-p256");
-    gen_dev(c, "rsa-2048");
+    gen_dev(c, "ecdsa-p256", Entropy::Os);
+    gen_dev(c, "rsa-2048", Entropy::Os);
+    gen_dev(c, "rsa-2048", Entropy::Seed(42));
 }
 
 criterion_group!(gen, benches);

@@ -15,7 +15,8 @@ for pair in gcc:gcc pkg-config:pkg-config python3:python3 dpkg-deb:dpkg; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
-for pkg in libc6-dev libseccomp-dev; do
+# kubeunit itself: libssl-dev (+ pkg-config) for the openssl crate (RSA prime search, src/pki/key.rs).
+for pkg in libc6-dev libseccomp-dev libssl-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -99,6 +99,55 @@ fn every_certificate_verifies_against_its_ca_with_openssl() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("state");
     gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    assert_openssl_accepts_the_pki(&dir);
+}
+
+#[test]
+fn rsa_keys_and_certificates_pass_openssl_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "pki.algorithm=rsa-2048",
+        ],
+    );
+    assert_openssl_accepts_the_pki(&dir);
+    let mut keys: Vec<_> = walkdir::WalkDir::new(dir.join("pki"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .filter(|p| p.extension().is_some_and(|x| x == "key") && !p.ends_with("encryption.key"))
+        .collect();
+    keys.sort();
+    assert_eq!(keys.len(), 19, "{keys:?}");
+    let mut moduli = BTreeSet::new();
+    for key in keys {
+        // openssl's own consistency check: p and q prime, n = p q, d e = 1, CRT values.
+        let check = run(Command::new("openssl")
+            .args(["rsa", "-check", "-noout", "-in"])
+            .arg(&key));
+        assert!(
+            check.status.success() && text(&check).contains("RSA key ok"),
+            "openssl rsa -check {}: {}",
+            key.display(),
+            text(&check)
+        );
+        let modulus = run(Command::new("openssl")
+            .args(["rsa", "-noout", "-text", "-in"])
+            .arg(&key));
+        let t = text(&modulus);
+        assert!(t.contains("Private-Key: (2048 bit, 2 primes)"), "{t}");
+        assert!(t.contains("publicExponent: 65537 (0x10001)"), "{t}");
+        moduli.insert(t.split("publicExponent").next().unwrap().to_string());
+    }
+    assert_eq!(moduli.len(), 19, "every key is its own");
+}
+
+/// `openssl verify` of every certificate against its CA, and each key belongs to its certificate.
+fn assert_openssl_accepts_the_pki(dir: &Path) {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     let certs: Vec<String> = manifest["files"]
@@ -120,7 +169,7 @@ fn every_certificate_verifies_against_its_ca_with_openssl() {
         } else {
             "pki/ca.crt"
         };
-        let out = run(Command::new("openssl").current_dir(&dir).args([
+        let out = run(Command::new("openssl").current_dir(dir).args([
             "verify",
             "-x509_strict",
             "-CAfile",
@@ -135,10 +184,10 @@ fn every_certificate_verifies_against_its_ca_with_openssl() {
         // Each key belongs to its certificate.
         let key = crt.replace(".crt", ".key");
         let from_key = run(Command::new("openssl")
-            .current_dir(&dir)
+            .current_dir(dir)
             .args(["pkey", "-pubout", "-in", &key]));
         let from_crt = run(Command::new("openssl")
-            .current_dir(&dir)
+            .current_dir(dir)
             .args(["x509", "-pubkey", "-noout", "-in", &crt]));
         assert!(
             from_key.status.success(),
@@ -533,6 +582,49 @@ fn seeded_runs_are_byte_identical_and_unseeded_runs_are_not() {
         .unwrap()
         .1;
     assert_ne!(&unseeded, seeded, "without --seed keys are random");
+}
+
+#[test]
+fn seeded_rsa_runs_are_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = executable_bin_dir(tmp.path());
+    let args = [
+        "--profile",
+        "dev",
+        "--seed",
+        "42",
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+        "--set",
+        "pki.algorithm=rsa-2048",
+        "--set",
+        "pki.epoch=2026-01-01T00:00:00Z",
+    ];
+    let contents = |dir: &Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        snapshot(dir)
+            .into_iter()
+            .map(|(p, (b, _, _))| (p, b))
+            .collect()
+    };
+    let dir = tmp.path().join("state");
+    gen_ok(&dir, &args);
+    let first = contents(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    gen_ok(&dir, &args);
+    let second = contents(&dir);
+    assert_eq!(first.len(), second.len());
+    let differing: Vec<_> = first
+        .iter()
+        .zip(&second)
+        .filter(|(x, y)| x != y)
+        .map(|(x, _)| &x.0)
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "same profile + seed, other bytes: {differing:?}"
+    );
 }
 
 #[test]

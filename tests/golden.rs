@@ -18,6 +18,11 @@ const CASES: &[(&str, &[&str])] = &[
     ("dev", &["--profile", "dev"]),
     ("control-plane", &["--profile", "control-plane"]),
     ("ci", &["--profile", "ci"]),
+    // RSA keys come from kubeunit's own prime search (src/pki/key.rs): pinned here as a whole.
+    (
+        "dev-rsa",
+        &["--profile", "dev", "--set", "pki.algorithm=rsa-2048"],
+    ),
     (
         "dev-everything",
         &[

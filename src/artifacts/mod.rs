@@ -63,8 +63,10 @@ fn build(
         notes: Vec::new(),
         renewed: BTreeMap::new(),
     };
-    let certs = pki::certificates(plan, old, opts, renewal, &mut g)?;
-    let secrets = pki::secrets(plan, old, opts, &mut g)?;
+    let specs = crate::pki::specs(plan);
+    let keys = pki::keys(plan, old, opts, &specs)?;
+    let certs = pki::certificates(plan, old, opts, renewal, &specs, keys.certs, &mut g)?;
+    let secrets = pki::secrets(plan, old, opts, keys.sa, &mut g)?;
     kubeconfigs::kubeconfigs(plan, &renderer, &certs, &mut g)?;
     files::component_files(table, plan, &secrets, &renderer, &mut g)?;
     units::units(table, plan, &renderer, &mut g)?;

@@ -34,17 +34,25 @@ fn refuse_ca(plan: &Plan, name: &str, why: &str) -> Error {
     )
 }
 
-/// The key of every certificate, and whether it is the previous run's: a CA's when it matches the
-/// CA certificate (or the certificate is missing: it is reissued with the same key), a leaf's when
-/// it has the profile's algorithm; the rest generated on every core, since RSA key generation is
-/// most of `gen`'s time. A CA key that cannot be read, a CA certificate without its key, and a pair
-/// that does not match are refused, not replaced.
-fn reuse_or_generate_keys(
+/// Every key `gen` signs with: each certificate's, with whether it is the previous run's, and the
+/// service account's.
+pub struct Keys {
+    pub certs: Vec<(Key, bool)>,
+    pub sa: Key,
+}
+
+/// The keys of every certificate and the service account: a CA's is the previous run's when it
+/// matches the CA certificate (or the certificate is missing: it is reissued with the same key), a
+/// leaf's when it has the profile's algorithm, the service account's whenever it is there (see
+/// `secrets`); the rest generated at once on every core, since RSA key generation is most of
+/// `gen`'s time. A CA key that cannot be read, a CA certificate without its key, a pair that does
+/// not match, and an unreadable service-account key are refused, not replaced.
+pub fn keys(
     plan: &Plan,
     old: &Previous,
     opts: &Options,
     specs: &[CertSpec],
-) -> Result<Vec<(Key, bool)>, Error> {
+) -> Result<Keys, Error> {
     let alg = plan.profile.pki.algorithm;
     let mut keys: Vec<Option<(Key, bool)>> = Vec::with_capacity(specs.len());
     for spec in specs {
@@ -86,37 +94,49 @@ fn reuse_or_generate_keys(
         }
         keys.push(key.map(|k| (k, true)));
     }
-    let missing: Vec<usize> = (0..specs.len()).filter(|i| keys[*i].is_none()).collect();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(missing.len().max(1));
-    let generated: Vec<(usize, Result<Key, PkiError>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let mine: Vec<usize> = missing.iter().copied().skip(w).step_by(workers).collect();
-                s.spawn(move || {
-                    mine.into_iter()
-                        .map(|i| {
-                            let purpose = format!("key:{}", specs[i].name);
-                            (i, Key::generate(alg, &opts.entropy, &purpose))
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    for (i, key) in generated {
-        let key = key.map_err(pki_err(plan, &paths::key(&specs[i].name)))?;
-        keys[i] = Some((key, false));
+    let mut sa = existing_sa_key(plan, old, opts)?;
+
+    // What is missing, in table order and the service account's last: (purpose, where it goes).
+    let missing: Vec<(String, Option<usize>)> = (0..specs.len())
+        .filter(|i| keys[*i].is_none())
+        .map(|i| (format!("key:{}", specs[i].name), Some(i)))
+        .chain(sa.is_none().then(|| ("key:sa".to_string(), None)))
+        .collect();
+    let purposes: Vec<String> = missing.iter().map(|(p, _)| p.clone()).collect();
+    let generated = pki::generate_all(alg, &opts.entropy, &purposes);
+    for ((_, slot), key) in missing.into_iter().zip(generated) {
+        match slot {
+            Some(i) => {
+                let key = key.map_err(pki_err(plan, &paths::key(&specs[i].name)))?;
+                keys[i] = Some((key, false));
+            }
+            None => sa = Some(key.map_err(pki_err(plan, paths::SA_KEY))?),
+        }
     }
-    keys.into_iter()
+    let certs = keys
+        .into_iter()
         .zip(specs)
         .map(|(k, spec)| k.ok_or_else(|| Error::Internal(format!("no key for {}", spec.name))))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    let sa = sa.ok_or_else(|| Error::Internal("no service-account key".into()))?;
+    Ok(Keys { certs, sa })
+}
+
+/// The previous run's service-account key unless --force: kept whatever the profile's algorithm
+/// (see `secrets`); one that is there but unreadable is refused.
+fn existing_sa_key(plan: &Plan, old: &Previous, opts: &Options) -> Result<Option<Key>, Error> {
+    if opts.force || !old.exists(paths::SA_KEY) {
+        return Ok(None);
+    }
+    let pem = old.read(paths::SA_KEY).unwrap_or_default();
+    Key::from_pem(&pem).map(Some).map_err(|e| {
+        refuse_key(
+            plan,
+            paths::SA_KEY,
+            &e.to_string(),
+            "every service-account token invalid",
+        )
+    })
 }
 
 /// Name -> (certificate PEM, private key PEM) of every issued certificate.
@@ -128,10 +148,10 @@ pub fn certificates(
     old: &Previous,
     opts: &Options,
     renewal: Option<&Renewal>,
+    specs: &[CertSpec],
+    keys: Vec<(Key, bool)>,
     g: &mut Generated,
 ) -> Result<Issued, Error> {
-    let specs = pki::specs(plan);
-    let keys = reuse_or_generate_keys(plan, old, opts, &specs)?;
     let explicit_epoch = plan
         .profile
         .pki
@@ -259,28 +279,9 @@ pub fn secrets(
     plan: &Plan,
     old: &Previous,
     opts: &Options,
+    sa: Key,
     g: &mut Generated,
 ) -> Result<Secrets, Error> {
-    let alg = plan.profile.pki.algorithm;
-    let existing_sa = if opts.force || !old.exists(paths::SA_KEY) {
-        None
-    } else {
-        let pem = old.read(paths::SA_KEY).unwrap_or_default();
-        Some(Key::from_pem(&pem).map_err(|e| {
-            refuse_key(
-                plan,
-                paths::SA_KEY,
-                &e.to_string(),
-                "every service-account token invalid",
-            )
-        })?)
-    };
-    let sa = match existing_sa {
-        Some(k) => k,
-        None => {
-            Key::generate(alg, &opts.entropy, "key:sa").map_err(pki_err(plan, paths::SA_KEY))?
-        }
-    };
     let sa_pub = sa.public_pem().map_err(pki_err(plan, paths::SA_PUB))?;
     let sa_key = sa.private_pem().map_err(pki_err(plan, paths::SA_KEY))?;
     put(&mut g.tree, paths::SA_KEY, sa_key.into_bytes(), MODE_SECRET);

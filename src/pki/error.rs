@@ -4,6 +4,12 @@
 pub enum PkiError {
     #[error("generating an RSA key: {0}")]
     Generate(#[from] rsa::Error),
+    #[error("searching an RSA prime: {0}")]
+    Prime(crypto_primes::Error),
+    #[error("searching an RSA prime (OpenSSL): {0}")]
+    Bignum(#[from] openssl::error::ErrorStack),
+    #[error("generating keys: {0}")]
+    Worker(String),
     #[error("encoding a key: {0}")]
     Encode(String),
     #[error("not a P-256 or RSA private key in PEM")]

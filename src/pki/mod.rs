@@ -8,7 +8,7 @@ mod table;
 
 pub use error::PkiError;
 pub use issue::{Ca, CertInfo, Decision, Renewal};
-pub use key::{Entropy, Key};
+pub use key::{generate_all, Entropy, Key};
 pub use table::{
     check_tree, specs, specs_of, Cert, CertSpec, Cn, Sans, TreeError, Usage, When, CERTS,
 };
