@@ -55,6 +55,9 @@ JSON_OUT = env("BENCH_JSON")
 # Inside the container: what a login shell of root would have, plus what a tool needs.
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
             "LANG": "C.UTF-8", "TERM": "dumb", "USER": "root"}
+# container.sh itself finds the container there.
+if env("KUBEUNIT_CONTAINERS_DIR"):
+    BASE_ENV["KUBEUNIT_CONTAINERS_DIR"] = env("KUBEUNIT_CONTAINERS_DIR")
 
 
 def log(msg):
@@ -475,15 +478,13 @@ def one_run(cls, run):
         t1 = time.monotonic()
         sp = tool.stop(logf)
         stopped = wait_stopped(t1, sp, t1 + 120)
-        cmd_done = None
         try:
             sp.wait(timeout=5)
         except subprocess.TimeoutExpired:
             sp.kill()
-        # When the stop command itself returned (local-up: when the script exited).
-        cmd_done = sp.returncode
     result["stop_s"] = stopped
-    result["stop_exit_code"] = cmd_done
+    # local-up: none (what ran is the script, interrupted; its exit is part of stopped).
+    result["stop_exit_code"] = sp.returncode if cls.returns else None
     if stopped is None:
         result["ok"] = False
         result["problems"].append(f"not stopped after 120 s: {container_procs()} ports {listening()}")
@@ -624,6 +625,9 @@ def main():
         "container_exec_overhead_s": exec_overhead(),
         "tools": {},
     }
+    unknown = [t for t in TOOLS if t not in TOOL_CLASSES]
+    if unknown:
+        raise SystemExit(f"bench-peers: unknown tools {unknown} in BENCH_TOOLS (known: {list(TOOL_CLASSES)})")
     tools = [TOOL_CLASSES[t] for t in TOOLS]
     results = {c.name: [] for c in tools}
     for run in range(1, RUNS + 1):

@@ -101,6 +101,9 @@ sys.exit(d["Error"]) if d.get("Error") else print(d["Dir"])')
   fi
 }
 
+for t in ${BENCH_TOOLS:-}; do
+  case $t in kubeunit | kwokctl | local-up) ;; *) die "BENCH_TOOLS: unknown tool '$t' (kubeunit, kwokctl, local-up)" ;; esac
+done
 for d in "$k8s_bin" "$etcd_bin"; do
   [ -f "$d/.complete" ] || die "pinned binaries missing in $d: run scripts/build-test-binaries.sh"
 done
