@@ -248,6 +248,15 @@ def started_at(pid):
         return None
 
 
+def alive(pid):
+    """pid runs (exists and is no zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def clean():
     return not container_procs() and not listening()
 
@@ -276,6 +285,7 @@ class Kubeunit:
     stop_what = "kubeunit stop (returns once units, processes and ports are gone)"
 
     def __init__(self, run):
+        self.run = run
         self.dir = f"{WORK}/runs/kubeunit-{run}"
 
     def start(self, logf):
@@ -299,6 +309,12 @@ class Kubeunit:
         # kubeunit-control.slice for kubeunit-control-plane.slice) stay, empty, as they do for any slice.
         left = [u for u in out.stdout.splitlines()
                 if u.split()[0].endswith(".service") or u.split()[0] == "kubeunit-control-plane.slice"]
+        # systemd's own account of the start and the stop (Starting/Started/Stopping/Stopped on the
+        # monotonic clock, which the host shares), for a look at where the time went.
+        journal = run_in(["journalctl", "-q", "-o", "short-monotonic", "_PID=1", "--since=-5min",
+                          "--grep", "kubeunit-control-plane"])
+        with open(f"{WORK}/logs/kubeunit-{self.run}.systemd.log", "w") as f:
+            f.write(journal.stdout)
         run_in([KUBEUNIT, "destroy", "--all", "--state-dir", self.dir])
         return [f"unit left after stop: {u}" for u in left]
 
@@ -353,12 +369,15 @@ class LocalUp:
     stop_what = "Ctrl-C: SIGINT to its process group; its trap kills the components and waits for etcd"
 
     def __init__(self, run):
+        self.run = run
         self.dir = f"{WORK}/runs/local-up-{run}"
         self.proc = None
 
     def start(self, logf):
-        for d in ("certs", "logs", "tmp"):
-            os.makedirs(f"{self.dir}/{d}", exist_ok=True)
+        # The components' logs outside the run's directory, which goes after the run.
+        self.logs = f"{WORK}/logs/local-up-{self.run}-components"
+        for d in (f"{self.dir}/certs", f"{self.dir}/tmp", self.logs):
+            os.makedirs(d, exist_ok=True)
         e = {
             "PATH": f"{ETCD_BIN}:{K8S_BIN}:{CFSSL_DIR}:" + BASE_ENV["PATH"],
             "GO_OUT": K8S_BIN,
@@ -368,7 +387,7 @@ class LocalUp:
             "KUBE_ENABLE_CLUSTER_DNS": "false",
             "KUBE_DEFAULT_STORAGE_CLASS": "false",
             "CERT_DIR": f"{self.dir}/certs",
-            "LOG_DIR": f"{self.dir}/logs",
+            "LOG_DIR": self.logs,
             "TMP_DIR": f"{self.dir}/tmp",
             "ETCD_DIR": f"{self.dir}/etcd",
         }
@@ -402,13 +421,21 @@ TOOL_CLASSES = {"kubeunit": Kubeunit, "kwokctl": Kwokctl, "local-up": LocalUp}
 
 
 def wait_stopped(t0, proc, deadline):
-    """Seconds from t0 until proc has exited, no tool process runs and no checked port listens (0.1 s grid)."""
-    k = 0
+    """Seconds from t0 until proc has exited, no tool process runs and no checked port listens (0.1 s grid),
+    or None at the deadline; and {"components_gone_s": when no component process ran and the ports were
+    free, "command_returned_s": when proc exited}, which tell the components' own shutdown from the tool's."""
+    k, marks = 0, {}
     while True:
+        now = time.monotonic() - t0
+        if proc.poll() is not None:
+            marks.setdefault("command_returned_s", now)
+        if "components_gone_s" not in marks and not listening() and not any(
+                exe in PORTS for _, exe, _ in container_procs()):
+            marks["components_gone_s"] = now
         if proc.poll() is not None and clean():
-            return time.monotonic() - t0
+            return now, marks
         if time.monotonic() > deadline:
-            return None
+            return None, marks
         k = max(k + 1, int((time.monotonic() - t0) / PERIOD) + 1)
         time.sleep(max(0.0, t0 + k * PERIOD - time.monotonic()))
 
@@ -477,7 +504,8 @@ def one_run(cls, run):
     with open(f"{logdir}/{cls.name}-{run}.stop.log", "w") as logf:
         t1 = time.monotonic()
         sp = tool.stop(logf)
-        stopped = wait_stopped(t1, sp, t1 + 120)
+        stopped, marks = wait_stopped(t1, sp, t1 + 120)
+        result.update(marks)
         try:
             sp.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -547,7 +575,13 @@ def floor_run(run):
             if first["kube-apiserver"] is not None and pids and started_at(pids[0]) is not None:
                 result["apiserver_exec_to_readyz_s"] = first["kube-apiserver"] - (started_at(pids[0]) - t0_boot)
             result["ok"] = first["kube-apiserver"] is not None
-            # Its stop is not measured here: SIGKILL, no graceful shutdown against an etcd going away.
+            # Its own graceful stop, etcd still running: SIGTERM to the process until it is gone.
+            if pids:
+                ts = time.monotonic()
+                os.kill(pids[0], signal.SIGTERM)
+                while alive(pids[0]) and time.monotonic() - ts < 60:
+                    time.sleep(0.01)
+                result["apiserver_sigterm_to_exit_s"] = time.monotonic() - ts
             os.killpg(api.pid, signal.SIGKILL)
             api.wait(timeout=60)
         os.killpg(etcd.pid, signal.SIGKILL)
@@ -638,12 +672,14 @@ def main():
                 f"({', '.join(f'{k} {fmt(v)}' for k, v in r.get('checks', {}).items())}; "
                 f"kube-apiserver exec -> /readyz {fmt(r.get('apiserver_exec_to_readyz_s'))}, last /readyz "
                 f"checks {list(r.get('apiserver_readyz_checks', {}).items())[-3:]}), "
-                f"stopped {fmt(r.get('stop_s'))}" + (f"; PROBLEMS: {r['problems']}" if r["problems"] else ""))
+                f"stopped {fmt(r.get('stop_s'))} (components gone {fmt(r.get('components_gone_s'))})"
+                + (f"; PROBLEMS: {r['problems']}" if r["problems"] else ""))
     floors = []
     for run in range(1, RUNS + 1):
         r = floor_run(run)
         floors.append(r)
-        log(f"floor {run}: kube-apiserver exec -> /readyz {fmt(r.get('apiserver_exec_to_readyz_s'))}, last "
+        log(f"floor {run}: kube-apiserver exec -> /readyz {fmt(r.get('apiserver_exec_to_readyz_s'))}, SIGTERM -> "
+            f"exit {fmt(r.get('apiserver_sigterm_to_exit_s'))}, last "
             f"/readyz checks {list(r.get('apiserver_readyz_checks', {}).items())[-3:]}"
             + (f"; PROBLEMS: {r['problems']}" if r["problems"] else ""))
     for cls in tools:
