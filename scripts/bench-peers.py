@@ -693,7 +693,8 @@ def main():
     report["floor"] = {"what": "kube-apiserver run directly with the flags of kubeunit's generated unit, "
                                "etcd (same) already healthy and fresh: exec to /readyz ok",
                        "runs": floors, "ready": summary(floors, "ready_s"),
-                       "apiserver_exec_to_readyz": summary(floors, "apiserver_exec_to_readyz_s")}
+                       "apiserver_exec_to_readyz": summary(floors, "apiserver_exec_to_readyz_s"),
+                       "apiserver_sigterm_to_exit": summary(floors, "apiserver_sigterm_to_exit_s")}
 
     m = report["machine"]
     lines = [
@@ -720,8 +721,10 @@ def main():
                      f"{fmt(st.get('median'))} |")
     fl = report["floor"]["ready"] or {}
     fa = report["floor"]["apiserver_exec_to_readyz"] or {}
+    fs = report["floor"]["apiserver_sigterm_to_exit"] or {}
     lines.append(f"| floor: kube-apiserver alone (kubeunit's flags), etcd running | {fmt(fl.get('median'))} | "
-                 f"{fmt(fl.get('min'))} | {fmt(fl.get('max'))} | {fmt(fa.get('median'))} | | |")
+                 f"{fmt(fl.get('min'))} | {fmt(fl.get('max'))} | {fmt(fa.get('median'))} | | "
+                 f"{fmt(fs.get('median'))} (SIGTERM -> exit) |")
     lines.append("")
     lines.append(
         "All ready: from the tool's command start (nothing running; entering the container, median "
@@ -729,7 +732,9 @@ def main():
         "kube-controller-manager and kube-scheduler /healthz have all passed. kube-apiserver exec -> /readyz: "
         "from its process start (/proc; 10 ms steps) within the same runs. Command returned: when `kubeunit "
         "start` / `kwokctl create cluster` exited. Stop: until none of the tool's processes runs and ports "
-        f"{', '.join(map(str, CHECKED_PORTS))} are free.")
+        f"{', '.join(map(str, CHECKED_PORTS))} are free; kubeunit stops gracefully (SIGTERM in dependency order), "
+        "kwokctl SIGKILLs, local-up-cluster.sh on Ctrl-C signals twice (SIGINT, then SIGTERM), on which the "
+        "components exit without their graceful shutdown.")
     table = "\n".join(lines)
     report["table"] = table
     print(table)
