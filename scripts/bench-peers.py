@@ -450,7 +450,7 @@ def one_run(cls, run):
     tool = cls(run)
     logdir = f"{WORK}/logs"
     os.makedirs(logdir, exist_ok=True)
-    result = {"run": run, "ok": False, "problems": []}
+    result = {"run": run, "ok": False, "problems": [], "loadavg_1min": os.getloadavg()[0]}
     if not clean():
         result["problems"].append(f"not clean before the run: {container_procs()} ports {listening()}")
         kill_leftovers()
@@ -708,7 +708,8 @@ def main():
         "|---|---|---|---|---|---|---|",
     ]
     labels = {"kubeunit": f"kubeunit {report['versions']['kubeunit'].split()[-1]} (gen + start)",
-              "kwokctl": f"kwokctl {KWOK_VERSION} (create cluster, binary runtime)",
+              "kwokctl": f"kwokctl {KWOK_VERSION} (create cluster, binary runtime"
+                         + (")" if KWOK_CONTROLLER else ", no kwok-controller)"),
               "local-up": f"hack/local-up-cluster.sh ({K8S_VERSION})"}
     for cls in tools:
         t = report["tools"][cls.name]
