@@ -433,6 +433,7 @@ def wait_stopped(t0, proc, deadline):
                 exe in PORTS for _, exe, _ in container_procs()):
             marks["components_gone_s"] = now
         if proc.poll() is not None and clean():
+            marks.setdefault("components_gone_s", now)
             return now, marks
         if time.monotonic() > deadline:
             return None, marks
