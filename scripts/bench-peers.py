@@ -8,7 +8,8 @@ Per run: a tool's command starts with nothing running (checked), one poller runs
 0.1 s (etcd /health, kube-apiserver /readyz, kube-controller-manager and kube-scheduler /healthz), "all
 ready" is the first instant at which every check has passed. Then the tool stops its environment; "stopped"
 is the first instant at which none of its processes runs in the container and no port of the four (nor
-etcd's peer port 2380) listens. Runs alternate between the tools; each run starts from fresh data.
+etcd's peer port 2380) listens. Runs alternate between the tools and the floor (kube-apiserver alone on a
+running etcd); each run starts from fresh data.
 """
 
 import http.client
@@ -541,7 +542,7 @@ def floor_run(run):
     """kube-apiserver run directly with the flags of kubeunit's generated unit, on a fresh etcd (itself run
     from its unit's ExecStart= and healthy before the clock starts)."""
     d = f"{WORK}/runs/floor-{run}"
-    result = {"run": run, "ok": False, "problems": []}
+    result = {"run": run, "ok": False, "problems": [], "loadavg_1min": os.getloadavg()[0]}
     if not clean():
         kill_leftovers()
     gen = run_in(kubeunit_gen_argv(d))
@@ -665,6 +666,7 @@ def main():
         raise SystemExit(f"bench-peers: unknown tools {unknown} in BENCH_TOOLS (known: {list(TOOL_CLASSES)})")
     tools = [TOOL_CLASSES[t] for t in TOOLS]
     results = {c.name: [] for c in tools}
+    floors = []
     for run in range(1, RUNS + 1):
         for cls in tools:
             r = one_run(cls, run)
@@ -675,8 +677,7 @@ def main():
                 f"checks {list(r.get('apiserver_readyz_checks', {}).items())[-3:]}), "
                 f"stopped {fmt(r.get('stop_s'))} (components gone {fmt(r.get('components_gone_s'))})"
                 + (f"; PROBLEMS: {r['problems']}" if r["problems"] else ""))
-    floors = []
-    for run in range(1, RUNS + 1):
+        # The floor takes its turn too, so that it sees the same machine (other jobs' load drifts).
         r = floor_run(run)
         floors.append(r)
         log(f"floor {run}: kube-apiserver exec -> /readyz {fmt(r.get('apiserver_exec_to_readyz_s'))}, SIGTERM -> "
