@@ -702,6 +702,7 @@ def main():
     lines = [
         f"Control-plane bring-up: etcd {ETCD_VERSION} + Kubernetes {K8S_VERSION} (kube-apiserver, "
         f"kube-controller-manager, kube-scheduler), same binaries for every tool",
+        "",
         f"{started}; {m['nproc']} CPUs ({m['model']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
         f"load {m['loadavg'][0]:.2f} at start; {RUNS} runs per tool, alternating; checks every {PERIOD} s",
         "",
