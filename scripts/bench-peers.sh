@@ -129,6 +129,8 @@ while busy; do
   sleep 10
 done
 
+# A container of this name left by an interrupted run would be reused with its old binds: stop it first.
+"$here/container.sh" stop "$name" >/dev/null
 rm -rf "$work"
 mkdir -p "$work"
 "$here/container.sh" boot "$name" --log="$work/container.log" --bind-ro="$cache/bin" \
