@@ -1,6 +1,6 @@
 # The kubeunit binary, built by nixpkgs' rustPlatform from Cargo.lock (no network in the build).
 # `callPackage ./nix/package.nix { }`. Untested here: these machines have no nixpkgs (nix/README.md).
-{ lib, rustPlatform }:
+{ lib, rustPlatform, pkg-config, openssl }:
 
 let
   cargo = builtins.fromTOML (builtins.readFile ../Cargo.toml);
@@ -26,6 +26,10 @@ rustPlatform.buildRustPackage {
   };
 
   cargoLock.lockFile = ../Cargo.lock;
+
+  # RSA key generation uses OpenSSL's prime test (src/pki/key.rs).
+  nativeBuildInputs = [ pkg-config ];
+  buildInputs = [ openssl ];
 
   # The tests need systemd as PID 1 and the pinned Kubernetes binaries: scripts/test.sh runs them.
   doCheck = false;
