@@ -301,6 +301,27 @@ impl Systemd {
         }
     }
 
+    /// Stop a unit and SIGKILL every process of it (a slice: of its subtree) at once, then wait for
+    /// the job. The stop job is queued first, so systemd takes the deaths for the stop (no restart).
+    pub async fn stop_killing(&self, name: &str) -> Result<Option<JobResult>, SystemdError> {
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .map_err(call("subscribing to JobRemoved"))?;
+        let job = match self
+            .manager
+            .stop_unit(name.to_string(), "replace".into())
+            .await
+        {
+            Ok(job) => job,
+            Err(e) if is_no_such_unit(&e) => return Ok(None),
+            Err(e) => return Err(call(format!("StopUnit {name}"))(e)),
+        };
+        self.kill_all(name).await?;
+        wait_job(&mut removed, &job).await.map(Some)
+    }
+
     /// Restart a loaded unit in place (RestartUnit, mode replace) and wait for the job: it keeps its
     /// properties and stays loaded, so units that Want= it are not disturbed.
     pub async fn restart(&self, name: &str) -> Result<JobResult, SystemdError> {

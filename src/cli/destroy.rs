@@ -16,7 +16,8 @@ pub struct Args {
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
     let sd = args.target.systemd(&env).await?;
-    run::stop(&env, &sd).await?;
+    // No graceful shutdown for what is deleted next.
+    run::stop_with(&env, &sd, run::Ending::Kill).await?;
     let doomed = if args.all {
         // What `start` merged into the profile's kubeconfig goes with the state dir (as kind's delete).
         let kubeconfig = &env.plan.profile.kubeconfig.write;

@@ -90,7 +90,8 @@ pub enum Command {
         #[command(subcommand)]
         command: certs::Command,
     },
-    /// Stop the environment and delete its runtime data (etcd data, logs); --all deletes the state dir.
+    /// Kill the environment at once (no graceful shutdown: its data goes) and delete its runtime data
+    /// (etcd data, logs); --all deletes the state dir.
     Destroy(destroy::Args),
     /// etcd snapshots: save, list, restore (scheduled ones: etcd.snapshot.schedule).
     #[command(after_help = snapshot::AFTER_HELP)]

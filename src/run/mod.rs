@@ -25,4 +25,4 @@ pub use env::{debug_unit_name, installed, journal_tail, running_units, Env};
 pub use restart::restart;
 pub use start::{start, Progress, StartReport, Timing};
 pub use status::{certificates_expiring, status, ComponentStatus};
-pub use stop::{stop, StopReport};
+pub use stop::{stop, stop_with, Ending, StopReport};

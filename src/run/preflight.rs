@@ -3,6 +3,7 @@
 //! are free. Components already running are skipped (their ports are theirs).
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use super::certs::{self, CertExpiry};
 use super::env::Env;
@@ -211,8 +212,73 @@ fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), E
     })
 }
 
+/// What the binaries' `--version` printed, kept in the data dir: each call is a process start of a
+/// large binary (up to 0.3 s together, on start's critical path). An entry counts only for the same
+/// file: device, inode, size, mtime and ctime (which any write, rename or chmod changes and no
+/// user can set back).
+const VERSION_CACHE: &str = "binary-versions.json";
+
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct VersionCache(std::collections::BTreeMap<String, (String, String)>);
+
+impl VersionCache {
+    /// The cache, or an empty one when it is missing, too large or not ours.
+    fn read(path: &Path) -> VersionCache {
+        let small = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() < 1 << 20);
+        small
+            .then(|| std::fs::read(path).ok())
+            .flatten()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    fn get(&self, key: &str, identity: &str) -> Option<&str> {
+        self.0
+            .get(key)
+            .filter(|(id, _)| id == identity)
+            .map(|(_, out)| out.as_str())
+    }
+
+    fn insert(&mut self, key: &str, identity: &str, out: &str) {
+        self.0.insert(key.into(), (identity.into(), out.into()));
+    }
+
+    /// Best effort (temp file, rename): without it the next start asks the binaries again. Only
+    /// into a data dir that exists (the first start creates it).
+    fn write(&self, path: &Path) {
+        let Some(dir) = path.parent().filter(|d| d.is_dir()) else {
+            return;
+        };
+        let Ok(json) = serde_json::to_vec(self) else {
+            return;
+        };
+        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+            use std::io::Write;
+            if tmp.write_all(&json).is_ok() {
+                let _ = tmp.persist(path);
+            }
+        }
+    }
+}
+
+/// A file's identity for the version cache (`None`: not a file we can stat).
+fn file_identity(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!(
+        "{}:{}:{}:{}.{}:{}.{}",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    ))
+}
+
 /// Binaries must report the versions the profile pins (`versions.kubernetes`, `versions.etcd`).
-/// The `--version` calls run side by side: each costs a process start, and they sit on the critical path.
+/// The `--version` calls run side by side (or come from the cache above).
 fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
     let versions = &env.plan.profile.versions;
     type Version<'a> = (&'a Component, &'a str, &'a (String, Vec<String>, bool));
@@ -225,14 +291,30 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
             Some((*c, expected, unit.exec_start()?)).filter(|_| !expected.is_empty())
         })
         .collect();
-    let found: Vec<String> = std::thread::scope(|s| {
+    let cache_path = env.plan.data_dir.join(VERSION_CACHE);
+    let cached = VersionCache::read(&cache_path);
+    let found: Vec<(String, Option<String>, String)> = std::thread::scope(|s| {
         let handles: Vec<_> = checks
             .iter()
             .map(|(_, _, (path, argv, _))| {
+                let cached = &cached;
                 s.spawn(move || {
                     // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
-                    let leading = argv.iter().skip(1).take_while(|a| !a.starts_with('-'));
-                    match std::process::Command::new(path)
+                    let leading: Vec<&String> = argv
+                        .iter()
+                        .skip(1)
+                        .take_while(|a| !a.starts_with('-'))
+                        .collect();
+                    let key = std::iter::once(path)
+                        .chain(leading.iter().copied())
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    let identity = file_identity(Path::new(path));
+                    if let Some(out) = identity.as_ref().and_then(|id| cached.get(&key, id)) {
+                        return (key, identity, out.to_string());
+                    }
+                    let out = match std::process::Command::new(path)
                         .args(leading)
                         .arg("--version")
                         .output()
@@ -243,7 +325,8 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
                             String::from_utf8_lossy(&o.stderr)
                         ),
                         Err(e) => format!("(cannot run it: {e})"),
-                    }
+                    };
+                    (key, identity, out)
                 })
             })
             .collect();
@@ -252,7 +335,8 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
-    for ((c, expected, (path, _, _)), found) in checks.iter().zip(found) {
+    let mut cache = VersionCache::default();
+    for ((c, expected, (path, _, _)), (key, identity, found)) in checks.iter().zip(&found) {
         let matches = found
             .split(|ch: char| ch.is_whitespace() || ch == ',')
             .any(|word| {
@@ -271,6 +355,47 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
                 fix: "install the pinned version there (scripts/build-test-binaries.sh builds them), or change versions.* in the profile".into(),
             });
         }
+        if let Some(id) = identity {
+            cache.insert(key, id, found);
+        }
+    }
+    // Only what all matched: a wrong binary is asked again next time.
+    if cache != cached {
+        cache.write(&cache_path);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_version_counts_only_for_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("etcd");
+        std::fs::write(&bin, "one").unwrap();
+        let id = file_identity(&bin).unwrap();
+        let mut cache = VersionCache::default();
+        cache.insert("etcd", &id, "etcd Version: 3.6.16");
+        let path = dir.path().join(VERSION_CACHE);
+        cache.write(&path);
+        let read = VersionCache::read(&path);
+        assert_eq!(read, cache);
+        assert_eq!(read.get("etcd", &id), Some("etcd Version: 3.6.16"));
+        // Rewritten in place, even with the same size: another file as far as the cache goes.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::write(&bin, "two").unwrap();
+        let id2 = file_identity(&bin).unwrap();
+        assert_ne!(id, id2);
+        assert_eq!(read.get("etcd", &id2), None);
+        // Replaced by a rename.
+        let other = dir.path().join("new");
+        std::fs::write(&other, "one").unwrap();
+        std::fs::rename(&other, &bin).unwrap();
+        assert_ne!(file_identity(&bin).unwrap(), id2);
+        // Garbage is an empty cache.
+        std::fs::write(&path, "{not json").unwrap();
+        assert_eq!(VersionCache::read(&path), VersionCache::default());
+    }
 }

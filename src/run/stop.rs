@@ -21,8 +21,22 @@ pub struct StopReport {
     pub seconds: f64,
 }
 
+/// How the processes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// SIGTERM, in reverse start order, each given its graceful shutdown.
+    Graceful,
+    /// SIGKILL at once (`destroy`: the data goes anyway).
+    Kill,
+}
+
 /// Stop the slice (and with it every unit), clear failed units, wait for the ports to be released.
 pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
+    stop_with(env, sd, Ending::Graceful).await
+}
+
+/// `stop`, ending the processes as `ending` says.
+pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopReport, Error> {
     let t0 = Instant::now();
     let mut stopped = Vec::new();
     // Debug units (`kubeunit debug`) are in the slice too; they go with it and are cleared below.
@@ -55,7 +69,10 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
     let node: Vec<_> = env.units.iter().filter(|(c, _)| c.netns).collect();
     if !node.is_empty() {
         for (_, unit) in &node {
-            sd.stop(&unit.name).await?;
+            match ending {
+                Ending::Graceful => sd.stop(&unit.name).await?,
+                Ending::Kill => sd.stop_killing(&unit.name).await?,
+            };
         }
         sd.kill_all(&format!("kubeunit-{}-kubepods.slice", env.plan.name()))
             .await?;
@@ -65,7 +82,10 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
     if installed {
         sd.stop(&env.plan.target_name()).await?;
     }
-    sd.stop(&env.slice.name).await?;
+    match ending {
+        Ending::Graceful => sd.stop(&env.slice.name).await?,
+        Ending::Kill => sd.stop_killing(&env.slice.name).await?,
+    };
     for name in &debug_units {
         sd.stop(name).await?;
         sd.reset_failed(name).await?;
