@@ -951,3 +951,48 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     );
     assert!(apiserver_stopped < etcd_stopping, "{journal}");
 }
+
+/// The controller-manager, started alongside kube-apiserver, gives it 10 s to answer and exits
+/// otherwise (upstream's WaitForAPIServer; its /healthz answered long before). With an API server
+/// slower than that (here one whose binary sleeps 12 s first) systemd restarts it meanwhile, and
+/// `start` still returns with everything healthy.
+#[test]
+fn a_slow_api_server_gets_the_controller_manager_restarted_and_start_completes() {
+    let ports = Ports::allocate();
+    let c = Container::boot("slow-apiserver");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let real = k8s_dir(&version).join("kube-apiserver");
+    let slow = c.work.join("slow-kube-apiserver");
+    std::fs::write(
+        &slow,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *--version*) exec {real} \"$@\";; esac\nsleep 12\nexec {real} \"$@\"\n",
+            real = real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let state = gen_control_plane(
+        &c,
+        &version,
+        &ports,
+        &[
+            "--set",
+            &format!("components.kube-apiserver.binary={}", slow.display()),
+        ],
+    );
+    let cl = Cluster::started(&c, &version, state, &ports);
+    let st = cl.status();
+    let kcm = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["component"] == "kube-controller-manager")
+        .unwrap();
+    assert!(kcm["restarts"].as_u64() >= Some(1), "{kcm}");
+    for comp in st.as_array().unwrap() {
+        assert_eq!(comp["healthy"], true, "{comp}");
+    }
+    let out = cl.ku(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
