@@ -49,12 +49,8 @@ fn main() {
         .unwrap_or(5);
     let c = Container::boot("bench");
     let ports = Ports::allocate();
-    let state = gen_in(
-        &c,
-        "bench",
-        &ports,
-        &control_plane_args(&pinned("KUBERNETES_VERSIONS")[0]),
-    );
+    let gen_args = control_plane_args(&pinned("KUBERNETES_VERSIONS")[0]);
+    let state = gen_in(&c, "bench", &ports, &gen_args);
     let sd = state.to_string_lossy().into_owned();
     println!(
         "bring-up of the control-plane profile, Kubernetes {}, etcd {}, {runs} runs (fresh etcd data each run)\n",
@@ -63,6 +59,7 @@ fn main() {
     );
     let mut totals = Vec::new();
     let mut criticals = Vec::new();
+    let (mut stops, mut destroys) = (Vec::new(), Vec::new());
     for run in 1..=runs {
         let t = Instant::now();
         let out = c.kubeunit(&["start", "--state-dir", &sd, "-o", "json"]);
@@ -100,13 +97,34 @@ fn main() {
         );
         totals.push(wall);
         criticals.push(critical);
-        let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
-        assert!(out.status.success(), "destroy: {}", text(&out));
+        // Odd runs: a graceful stop (then the data goes); even runs: destroy --all, which kills at once
+        // (and a new gen).
+        let t = Instant::now();
+        if run % 2 == 1 {
+            let out = c.kubeunit(&["stop", "--state-dir", &sd]);
+            assert!(out.status.success(), "stop: {}", text(&out));
+            stops.push(t.elapsed().as_secs_f64());
+            let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
+            assert!(out.status.success(), "destroy: {}", text(&out));
+        } else {
+            let out = c.kubeunit(&["destroy", "--all", "--state-dir", &sd]);
+            assert!(out.status.success(), "destroy --all: {}", text(&out));
+            destroys.push(t.elapsed().as_secs_f64());
+            gen_in(&c, "bench", &ports, &gen_args);
+        }
+        assert_eq!(c.list_units("kubeunit-control-plane*"), "", "units left");
     }
     let (t, cp) = (median(&mut totals), median(&mut criticals));
     println!(
-        "median: total {t:.3}s, critical path {cp:.3}s, ratio {:.3} (goal <= 1.1)\n",
+        "median: total {t:.3}s, critical path {cp:.3}s, ratio {:.3} (goal <= 1.1)",
         t / cp
+    );
+    println!(
+        "median: stop {:.3}s ({} runs), destroy --all {:.3}s ({} runs)\n",
+        median(&mut stops),
+        stops.len(),
+        if destroys.is_empty() { 0.0 } else { median(&mut destroys) },
+        destroys.len()
     );
     drop(c);
     dev(runs);
