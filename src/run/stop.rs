@@ -57,8 +57,7 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
         for (_, unit) in &node {
             sd.stop(&unit.name).await?;
         }
-        sd.kill_all(&format!("kubeunit-{}-kubepods.slice", env.plan.name()))
-            .await?;
+        sd.kill_all(&env.plan.unit_of("kubepods", "slice")).await?;
     }
     // An installed environment's target goes too, so that starting it again starts everything.
     let installed = super::env::installed(&env.plan, sd).await?;
