@@ -366,13 +366,9 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
     // stop leaves nothing; a second start brings the same cluster back.
     let out = cl.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
-    let units = c.list_units("kubeunit-control-plane*");
+    let units = c.list_units(&format!("{}*", unit_prefix(&state)));
     if !units.is_empty() {
-        let dump = c.run(&[
-            "systemd-analyze",
-            "dump",
-            "kubeunit-control-plane-etcd.service",
-        ]);
+        let dump = c.run(&["systemd-analyze", "dump", &unit(&state, "etcd")]);
         panic!(
             "units left after stop ({}):\n{}\n{}",
             text(&out),
@@ -534,8 +530,7 @@ fn hyperkube_style_single_binary_runs_the_control_plane() {
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let state = gen_control_plane(&c, &version, &ports, &extra);
     let unit =
-        std::fs::read_to_string(state.join("units/kubeunit-control-plane-kube-apiserver.service"))
-            .unwrap();
+        std::fs::read_to_string(state.join("units").join(unit(&state, "kube-apiserver"))).unwrap();
     assert!(
         unit.contains(&format!(
             "ExecStart={} \\\n    kube-apiserver \\\n",
@@ -607,11 +602,12 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
     let mut args = control_plane_args(&version);
     args.extend(datastore(&pki.join("apiserver-etcd-client.crt")));
     let second = gen_in(&c, "cp2", &ports2, &args);
-    assert!(!second.join("units/kubeunit-cp2-etcd.service").exists());
+    assert!(!second.join("units").join(unit(&second, "etcd")).exists());
     assert!(!second.join("pki/etcd").exists(), "no etcd certificates");
-    let unit =
-        std::fs::read_to_string(second.join("units/kubeunit-cp2-kube-apiserver.service")).unwrap();
-    assert!(!unit.contains("Wants=kubeunit-cp2-etcd"), "{unit}");
+    let etcd = unit(&second, "etcd");
+    let unit = std::fs::read_to_string(second.join("units").join(unit(&second, "kube-apiserver")))
+        .unwrap();
+    assert!(!unit.contains(&format!("Wants={etcd}")), "{unit}");
     assert!(unit.contains("--etcd-prefix=/clusters/cp2"), "{unit}");
 
     let two = Cluster::started(&c, &version, second.clone(), &ports2);
@@ -678,7 +674,11 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
         "{}",
         text(&out)
     );
-    assert_eq!(c.list_units("kubeunit-cp2-*"), "", "nothing may start");
+    assert_eq!(
+        c.list_units(&format!("{}*", unit_prefix(&second))),
+        "",
+        "nothing may start"
+    );
 }
 
 #[test]
@@ -803,8 +803,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
         ]
         .iter()
         .map(|comp| {
-            let unit = format!("kubeunit-control-plane-{comp}.service");
-            show_unit(&c, &unit)
+            show_unit(&c, &unit(&state, comp))
                 .get("InvocationID")
                 .cloned()
                 .unwrap_or_default()
@@ -813,7 +812,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
     };
     let before = invocations();
     // An edit to etcd's unit file (the transient unit is replaced, not restarted as it was).
-    let file = state.join("units/kubeunit-control-plane-etcd.service");
+    let file = state.join("units").join(unit(&state, "etcd"));
     let text_before = std::fs::read_to_string(&file).unwrap();
     std::fs::write(
         &file,
@@ -838,7 +837,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
         assert_ne!(before[i], after[i], "{comp} restarted");
         assert!(!after[i].is_empty(), "{comp} runs");
     }
-    let env = show_unit(&c, "kubeunit-control-plane-etcd.service");
+    let env = show_unit(&c, &unit(&state, "etcd"));
     assert!(
         env.get("Environment")
             .is_some_and(|e| e.contains("KUBEUNIT_RESTART_TEST=1")),
@@ -883,14 +882,9 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let show = |unit: &str, prop: &str| -> String {
-        let out = c.run(&[
-            "systemctl",
-            "show",
-            "-P",
-            prop,
-            &format!("kubeunit-control-plane-{unit}.service"),
-        ]);
+    let unit_of = unit;
+    let show = |component: &str, prop: &str| -> String {
+        let out = c.run(&["systemctl", "show", "-P", prop, &unit_of(&state, component)]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     // etcd healthy (as our own client sees it, so kubeunit's probe, every 50 ms, saw it too).
@@ -932,9 +926,9 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
         "-o",
         "short-monotonic",
         "-u",
-        "kubeunit-control-plane-kube-apiserver.service",
+        &unit(&state, "kube-apiserver"),
         "-u",
-        "kubeunit-control-plane-etcd.service",
+        &unit(&state, "etcd"),
     ]);
     let journal = String::from_utf8_lossy(&journal.stdout).into_owned();
     assert!(!journal.contains("timed out. Killing"), "{journal}");
@@ -946,8 +940,8 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
             .rposition(|l| l.contains(what))
     };
     let (apiserver_stopped, etcd_stopping) = (
-        last("Stopped kubeunit-control-plane-kube-apiserver.service").expect("apiserver stopped"),
-        last("Stopping kubeunit-control-plane-etcd.service").expect("etcd stopping"),
+        last(&format!("Stopped {}", unit(&state, "kube-apiserver"))).expect("apiserver stopped"),
+        last(&format!("Stopping {}", unit(&state, "etcd"))).expect("etcd stopping"),
     );
     assert!(apiserver_stopped < etcd_stopping, "{journal}");
 }
