@@ -945,3 +945,161 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     );
     assert!(apiserver_stopped < etcd_stopping, "{journal}");
 }
+
+/// Two state dirs of one profile (the same environment name) with `ports: auto`, on one systemd
+/// and one network at once: each has its own units and ports, both are healthy, and stopping one
+/// leaves the other running. A recorded port that something else took meanwhile is named by
+/// start's preflight before anything starts.
+#[test]
+fn two_state_dirs_of_one_profile_run_side_by_side_on_auto_ports() {
+    let c = Container::boot("side-by-side");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let kubectl_bin = k8s_dir(&version).join("kubectl");
+    let mut args = control_plane_args(&version);
+    args.extend(["--set".into(), "ports=auto".into()]);
+    let gen = |dir: &str| -> PathBuf {
+        let state = c.work.join(dir);
+        let mut argv = vec!["gen", "--state-dir", state.to_str().unwrap()];
+        argv.extend(args.iter().map(String::as_str));
+        let out = c.kubeunit(&argv);
+        assert!(out.status.success(), "gen {dir}: {}", text(&out));
+        state
+    };
+    let (a, b) = (gen("a"), gen("b"));
+    let (pa, pb) = (recorded_ports(&a), recorded_ports(&b));
+    assert!(
+        pa.values().all(|p| !pb.values().any(|q| q == p)),
+        "{pa:?} / {pb:?}"
+    );
+    let (ua, ub) = (unit_prefix(&a), unit_prefix(&b));
+    assert_ne!(ua, ub);
+    assert!(ua.starts_with("kubeunit-control-plane_") && ub.starts_with("kubeunit-control-plane_"));
+    let ku = |state: &Path, args: &[&str]| -> Output {
+        let mut argv = vec![args[0], "--state-dir", state.to_str().unwrap()];
+        argv.extend_from_slice(&args[1..]);
+        c.kubeunit(&argv)
+    };
+    let kubectl = |state: &Path, args: &[&str]| -> Output {
+        run(Command::new(&kubectl_bin)
+            .arg("--kubeconfig")
+            .arg(state.join("kubeconfig/admin.kubeconfig"))
+            .args(args))
+    };
+    let free = |ports: &std::collections::BTreeMap<String, u16>| {
+        ports
+            .iter()
+            .filter(|(_, p)| std::net::TcpListener::bind(("0.0.0.0", **p)).is_err())
+            .map(|(f, p)| format!("{f}={p}"))
+            .collect::<Vec<_>>()
+    };
+
+    // Something took a's API server port after gen: start names it and starts nothing.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", pa["apiserver"])).unwrap();
+    let out = ku(&a, &["start"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "port {} (ports.apiserver, for kube-apiserver) is already in use",
+            pa["apiserver"]
+        )),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(c.list_units(&format!("{ua}*")), "", "nothing of a started");
+    drop(squatter);
+
+    // Both at once.
+    std::thread::scope(|s| {
+        let starts: Vec<_> = [&a, &b]
+            .into_iter()
+            .map(|state| s.spawn(move || (state, ku(state, &["start"]))))
+            .collect();
+        for h in starts {
+            let (state, out) = h.join().unwrap();
+            assert!(
+                out.status.success(),
+                "start {}: {}",
+                state.display(),
+                text(&out)
+            );
+        }
+    });
+    let status = |state: &Path| -> serde_json::Value {
+        let out = ku(state, &["status", "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+    };
+    for (state, prefix, ports) in [(&a, &ua, &pa), (&b, &ub, &pb)] {
+        let st = status(state);
+        assert_eq!(st.as_array().map(Vec::len), Some(4), "{st}");
+        for comp in st.as_array().unwrap() {
+            assert_eq!(comp["healthy"], true, "{comp}");
+            assert!(
+                comp["unit"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{prefix}-")),
+                "{comp}"
+            );
+        }
+        let out = kubectl(state, &["get", "--raw", "/readyz"]);
+        assert_eq!(text(&out).trim(), "ok");
+        let server = kubectl(
+            state,
+            &[
+                "config",
+                "view",
+                "-o",
+                "jsonpath={.clusters[0].cluster.server}",
+            ],
+        );
+        assert_eq!(
+            text(&server),
+            format!("https://127.0.0.1:{}", ports["apiserver"])
+        );
+    }
+    // Two clusters, not one: an object in a is not in b.
+    assert!(kubectl(&a, &["create", "configmap", "only-in-a"])
+        .status
+        .success());
+    assert!(!kubectl(&b, &["get", "configmap", "only-in-a"])
+        .status
+        .success());
+
+    // Stopping a leaves b running.
+    let out = ku(&a, &["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(ku(&a, &["status"]).status.code(), Some(3));
+    assert_eq!(c.list_units(&format!("{ua}*")), "", "nothing of a left");
+    assert_eq!(free(&pa), Vec::<String>::new(), "a's ports are free");
+    for comp in status(&b).as_array().unwrap() {
+        assert_eq!(comp["healthy"], true, "b after a's stop: {comp}");
+    }
+    assert_eq!(
+        text(&kubectl(&b, &["get", "--raw", "/readyz"])).trim(),
+        "ok"
+    );
+    // ...and a starts again beside it, with its data.
+    let out = ku(&a, &["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(kubectl(&a, &["get", "configmap", "only-in-a"])
+        .status
+        .success());
+    // Stopping b leaves a running.
+    let out = ku(&b, &["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(c.list_units(&format!("{ub}*")), "", "nothing of b left");
+    assert_eq!(free(&pb), Vec::<String>::new(), "b's ports are free");
+    for comp in status(&a).as_array().unwrap() {
+        assert_eq!(comp["healthy"], true, "a after b's stop: {comp}");
+    }
+    let out = ku(&a, &["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(free(&pa), Vec::<String>::new(), "a's ports are free");
+    let services: Vec<String> = c
+        .list_units("kubeunit-*")
+        .lines()
+        .filter(|l| l.contains(".service"))
+        .map(String::from)
+        .collect();
+    assert_eq!(services, Vec::<String>::new(), "no service left");
+}

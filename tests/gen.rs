@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -1028,18 +1028,6 @@ fn profiles_extend_and_default_state_dir_follows_the_environment() {
     );
 }
 
-/// The ports of the environment in `state`, as its profile.yaml records them (field -> port).
-fn recorded_ports(state: &Path) -> BTreeMap<String, u64> {
-    let text = std::fs::read_to_string(state.join("profile.yaml")).unwrap();
-    let p: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
-    p["ports"]
-        .as_mapping()
-        .unwrap_or_else(|| panic!("ports are not numbers in:\n{text}"))
-        .iter()
-        .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_u64().unwrap()))
-        .collect()
-}
-
 #[test]
 fn ports_auto_is_picked_once_recorded_and_kept() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1056,7 +1044,7 @@ fn ports_auto_is_picked_once_recorded_and_kept() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ports = recorded_ports(&a);
     // Ten distinct ports from kubeunit's range, away from the tests' blocks (21000 and up).
-    let values: BTreeSet<u64> = ports.values().copied().collect();
+    let values: BTreeSet<u16> = ports.values().copied().collect();
     assert_eq!((ports.len(), values.len()), (10, 10), "{ports:?}");
     assert!(
         values.iter().all(|p| (12000..21000).contains(p)),
@@ -1091,7 +1079,7 @@ fn ports_auto_is_picked_once_recorded_and_kept() {
     }
     // A later gen with `auto` keeps the recorded ports, even while one of them is taken (as the
     // running environment takes them).
-    let _held = std::net::TcpListener::bind(("0.0.0.0", ports["apiserver"] as u16)).unwrap();
+    let _held = std::net::TcpListener::bind(("0.0.0.0", ports["apiserver"])).unwrap();
     let out = gen_ok(&a, &auto);
     assert!(!text(&out).contains("ports: auto picked"), "{}", text(&out));
     assert_eq!(recorded_ports(&a), ports);
