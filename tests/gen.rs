@@ -1057,10 +1057,7 @@ fn ports_auto_is_picked_once_recorded_and_kept() {
     );
     // Each is free now (nothing listens: gen holds none of them).
     for p in &values {
-        assert!(
-            std::net::TcpListener::bind(("0.0.0.0", *p as u16)).is_ok(),
-            "{p}"
-        );
+        assert!(std::net::TcpListener::bind(("0.0.0.0", *p)).is_ok(), "{p}");
     }
     // The units name them.
     let apiserver =
