@@ -52,6 +52,44 @@ fn start(c: &Container, state: &Path) -> (f64, f64) {
     (wall, report["totalSeconds"].as_f64().unwrap_or(0.0))
 }
 
+/// CPU seconds the environment's processes have used so far (utime + stime of each component's
+/// main process; none of them forks work out).
+fn cpu_seconds(c: &Container, state: &Path) -> Vec<(String, f64)> {
+    let out = c.kubeunit(&[
+        "status",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status -o json");
+    st.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|row| Some((row["component"].as_str()?.to_string(), row["pid"].as_u64()?)))
+        .map(|(component, pid)| {
+            let out = c.run(&["cat", &format!("/proc/{pid}/stat")]);
+            let stat = String::from_utf8_lossy(&out.stdout).into_owned();
+            // After the command name in parentheses: state is field 3, utime 14, stime 15.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0.0))
+                .collect();
+            (
+                component,
+                (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0,
+            )
+        })
+        .collect()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn ku_ok(c: &Container, verb: &str, state: &Path) {
     let out = c.kubeunit(&[verb, "--state-dir", state.to_str().unwrap()]);
     assert!(
@@ -127,15 +165,30 @@ fn main() {
 
     // Solo: the first environment alone, fresh data each run.
     let mut solo = Vec::new();
+    let mut cpu = Vec::new();
     for run in 1..=runs {
         let (wall, inside) = start(&c, &states[0]);
-        println!("solo run {run}: {wall:.2}s (inside start(): {inside:.2}s)");
+        let per = cpu_seconds(&c, &states[0]);
+        let used: f64 = per.iter().map(|(_, s)| s).sum();
+        let each: Vec<String> = per.iter().map(|(c, s)| format!("{c} {s:.2}")).collect();
+        println!(
+            "solo run {run}: {wall:.2}s (inside start(): {inside:.2}s), its processes used {used:.2} CPU-s ({}) (load {})",
+            each.join(", "),
+            loadavg()
+        );
         solo.push(wall);
+        cpu.push(used);
         stop_all(&c, &states[..1]);
         ku_ok(&c, "destroy", &states[0]);
     }
     let solo_median = median(&solo);
-    println!("solo median: {solo_median:.2}s\n");
+    let cores = std::thread::available_parallelism().map_or(1, |p| p.get()) as f64;
+    let floor = n as f64 * median(&cpu) / cores;
+    println!(
+        "solo median: {solo_median:.2}s; {n} bring-ups need about {:.1} CPU-s: on {cores} cores at least {floor:.2}s ({:.2}x solo) even with nothing else running\n",
+        n as f64 * median(&cpu),
+        floor / solo_median
+    );
 
     // All at once, fresh data each round.
     let mut worst: f64 = 0.0;
@@ -153,7 +206,10 @@ fn main() {
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let round_secs = t.elapsed().as_secs_f64();
-        println!("side by side, round {round} (all {n} ready after {round_secs:.2}s):");
+        println!(
+            "side by side, round {round} (all {n} ready after {round_secs:.2}s, load {}):",
+            loadavg()
+        );
         for (i, (wall, inside)) in times.iter().enumerate() {
             let ratio = wall / solo_median;
             worst = worst.max(ratio);
