@@ -276,7 +276,10 @@ def kill_leftovers():
 def kubeunit_gen_argv(state):
     return [KUBEUNIT, "gen", "--state-dir", state, "--profile", "control-plane", "--bin-dir", K8S_BIN,
             "--set", f"components.etcd.binary={ETCD_BIN}/etcd", "--set", f"versions.kubernetes={K8S_VERSION}",
-            "--set", f"versions.etcd={ETCD_VERSION}"]
+            "--set", f"versions.etcd={ETCD_VERSION}",
+            # The short unit names of a default state dir (kubeunit-control-plane-*), which the
+            # checks below look for: elsewhere `instance: auto` adds the state dir's hash.
+            "--set", "instance="]
 
 
 class Kubeunit:

@@ -323,8 +323,30 @@ fn same_environment(plan: &Plan, previous: &Previous, opts: &Options) -> Result<
     let Some(m) = &previous.manifest else {
         return Ok(());
     };
-    if m.name == plan.name() || opts.force {
+    if opts.force {
         return Ok(());
+    }
+    if m.name == plan.name() {
+        // Another instance renames every unit: the running ones would be left behind.
+        let instance = m
+            .profile
+            .get("instance")
+            .and_then(|i| i.as_str())
+            .unwrap_or("");
+        if instance == plan.instance {
+            return Ok(());
+        }
+        return Err(Error::state(
+            &plan.state_dir,
+            format!(
+                "its units are named for instance {instance:?}; generating instance {:?} would rename them (and leave the running ones behind)",
+                plan.instance
+            ),
+            format!(
+                "keep the recorded instance (--set instance=auto, or leave it out), or pass --force after `kubeunit stop --state-dir {}`",
+                plan.state_dir.display()
+            ),
+        ));
     }
     Err(Error::state(
         &plan.state_dir,
@@ -417,6 +439,7 @@ mod tests {
                 address_v4: None,
                 address_v6: None,
                 epoch: time::OffsetDateTime::UNIX_EPOCH,
+                state_home: None,
             };
             let result = profile("ci", &sets)
                 .and_then(|p| Plan::new(p, Path::new("/nonexistent/state"), &host))

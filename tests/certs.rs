@@ -44,8 +44,6 @@ fn unix(rfc3339: &str) -> i64 {
 
 struct Env<'a> {
     c: &'a Container,
-    /// The environment's name (its units are `kubeunit-NAME-COMPONENT.service`).
-    name: String,
     state: PathBuf,
     kubectl: PathBuf,
     ports: &'a Ports,
@@ -89,7 +87,7 @@ impl Env<'_> {
     }
 
     fn unit(&self, component: &str) -> String {
-        format!("kubeunit-{}-{component}.service", self.name)
+        unit(&self.state, component)
     }
 
     /// Each component's InvocationID (new on every start of its unit).
@@ -180,7 +178,6 @@ fn renew_replaces_certificates_and_restarts_only_their_users() {
     let state = gen_in(&c, "state", &ports, &args);
     let e = Env {
         c: &c,
-        name: ENV.to_string(),
         state: state.clone(),
         kubectl: kubernetes_bin_dir().join("kubectl"),
         ports: &ports,
@@ -416,7 +413,6 @@ fn expired_certificates_are_named_and_renewal_brings_the_cluster_back() {
     let state = gen_in(&c, "state", &ports, &args);
     let e = Env {
         c: &c,
-        name: format!("{ENV}x"),
         state: state.clone(),
         kubectl: kubernetes_bin_dir().join("kubectl"),
         ports: &ports,
@@ -495,7 +491,7 @@ fn expired_certificates_are_named_and_renewal_brings_the_cluster_back() {
         "--state=active",
         "--no-legend",
         "--plain",
-        &format!("kubeunit-{ENV}x-*"),
+        &format!("{}-*", unit_prefix(&state)),
     ]);
     assert_eq!(
         String::from_utf8_lossy(&active.stdout).trim(),
@@ -673,7 +669,7 @@ fn renew_without_restart_and_help() {
     assert!(table.contains("USED BY"), "{table}");
 
     // The user's own edits (a unit file, an addon of theirs) do not stop a renewal, and stay.
-    let unit = dir.join("units/kubeunit-control-plane-kube-scheduler.service");
+    let unit = dir.join("units").join(unit(&dir, "kube-scheduler"));
     let mut edited = std::fs::read_to_string(&unit).unwrap();
     edited.push_str("# my edit\n");
     std::fs::write(&unit, &edited).unwrap();

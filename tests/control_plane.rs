@@ -366,13 +366,9 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
     // stop leaves nothing; a second start brings the same cluster back.
     let out = cl.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
-    let units = c.list_units("kubeunit-control-plane*");
+    let units = c.list_units(&format!("{}*", unit_prefix(&state)));
     if !units.is_empty() {
-        let dump = c.run(&[
-            "systemd-analyze",
-            "dump",
-            "kubeunit-control-plane-etcd.service",
-        ]);
+        let dump = c.run(&["systemd-analyze", "dump", &unit(&state, "etcd")]);
         panic!(
             "units left after stop ({}):\n{}\n{}",
             text(&out),
@@ -534,8 +530,7 @@ fn hyperkube_style_single_binary_runs_the_control_plane() {
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let state = gen_control_plane(&c, &version, &ports, &extra);
     let unit =
-        std::fs::read_to_string(state.join("units/kubeunit-control-plane-kube-apiserver.service"))
-            .unwrap();
+        std::fs::read_to_string(state.join("units").join(unit(&state, "kube-apiserver"))).unwrap();
     assert!(
         unit.contains(&format!(
             "ExecStart={} \\\n    kube-apiserver \\\n",
@@ -607,11 +602,12 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
     let mut args = control_plane_args(&version);
     args.extend(datastore(&pki.join("apiserver-etcd-client.crt")));
     let second = gen_in(&c, "cp2", &ports2, &args);
-    assert!(!second.join("units/kubeunit-cp2-etcd.service").exists());
+    assert!(!second.join("units").join(unit(&second, "etcd")).exists());
     assert!(!second.join("pki/etcd").exists(), "no etcd certificates");
-    let unit =
-        std::fs::read_to_string(second.join("units/kubeunit-cp2-kube-apiserver.service")).unwrap();
-    assert!(!unit.contains("Wants=kubeunit-cp2-etcd"), "{unit}");
+    let etcd = unit(&second, "etcd");
+    let unit = std::fs::read_to_string(second.join("units").join(unit(&second, "kube-apiserver")))
+        .unwrap();
+    assert!(!unit.contains(&format!("Wants={etcd}")), "{unit}");
     assert!(unit.contains("--etcd-prefix=/clusters/cp2"), "{unit}");
 
     let two = Cluster::started(&c, &version, second.clone(), &ports2);
@@ -678,7 +674,11 @@ fn a_second_environment_keeps_its_cluster_in_the_first_ones_etcd() {
         "{}",
         text(&out)
     );
-    assert_eq!(c.list_units("kubeunit-cp2-*"), "", "nothing may start");
+    assert_eq!(
+        c.list_units(&format!("{}*", unit_prefix(&second))),
+        "",
+        "nothing may start"
+    );
 }
 
 #[test]
@@ -803,8 +803,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
         ]
         .iter()
         .map(|comp| {
-            let unit = format!("kubeunit-control-plane-{comp}.service");
-            show_unit(&c, &unit)
+            show_unit(&c, &unit(&state, comp))
                 .get("InvocationID")
                 .cloned()
                 .unwrap_or_default()
@@ -813,7 +812,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
     };
     let before = invocations();
     // An edit to etcd's unit file (the transient unit is replaced, not restarted as it was).
-    let file = state.join("units/kubeunit-control-plane-etcd.service");
+    let file = state.join("units").join(unit(&state, "etcd"));
     let text_before = std::fs::read_to_string(&file).unwrap();
     std::fs::write(
         &file,
@@ -838,7 +837,7 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
         assert_ne!(before[i], after[i], "{comp} restarted");
         assert!(!after[i].is_empty(), "{comp} runs");
     }
-    let env = show_unit(&c, "kubeunit-control-plane-etcd.service");
+    let env = show_unit(&c, &unit(&state, "etcd"));
     assert!(
         env.get("Environment")
             .is_some_and(|e| e.contains("KUBEUNIT_RESTART_TEST=1")),
@@ -883,14 +882,9 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let show = |unit: &str, prop: &str| -> String {
-        let out = c.run(&[
-            "systemctl",
-            "show",
-            "-P",
-            prop,
-            &format!("kubeunit-control-plane-{unit}.service"),
-        ]);
+    let unit_of = unit;
+    let show = |component: &str, prop: &str| -> String {
+        let out = c.run(&["systemctl", "show", "-P", prop, &unit_of(&state, component)]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     // etcd healthy (as our own client sees it, so kubeunit's probe, every 50 ms, saw it too).
@@ -932,9 +926,9 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
         "-o",
         "short-monotonic",
         "-u",
-        "kubeunit-control-plane-kube-apiserver.service",
+        &unit(&state, "kube-apiserver"),
         "-u",
-        "kubeunit-control-plane-etcd.service",
+        &unit(&state, "etcd"),
     ]);
     let journal = String::from_utf8_lossy(&journal.stdout).into_owned();
     assert!(!journal.contains("timed out. Killing"), "{journal}");
@@ -946,8 +940,8 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
             .rposition(|l| l.contains(what))
     };
     let (apiserver_stopped, etcd_stopping) = (
-        last("Stopped kubeunit-control-plane-kube-apiserver.service").expect("apiserver stopped"),
-        last("Stopping kubeunit-control-plane-etcd.service").expect("etcd stopping"),
+        last(&format!("Stopped {}", unit(&state, "kube-apiserver"))).expect("apiserver stopped"),
+        last(&format!("Stopping {}", unit(&state, "etcd"))).expect("etcd stopping"),
     );
     assert!(apiserver_stopped < etcd_stopping, "{journal}");
 }
@@ -995,4 +989,162 @@ fn a_slow_api_server_gets_the_controller_manager_restarted_and_start_completes()
     }
     let out = cl.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// Two state dirs of one profile (the same environment name) with `ports: auto`, on one systemd
+/// and one network at once: each has its own units and ports, both are healthy, and stopping one
+/// leaves the other running. A recorded port that something else took meanwhile is named by
+/// start's preflight before anything starts.
+#[test]
+fn two_state_dirs_of_one_profile_run_side_by_side_on_auto_ports() {
+    let c = Container::boot("side-by-side");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let kubectl_bin = k8s_dir(&version).join("kubectl");
+    let mut args = control_plane_args(&version);
+    args.extend(["--set".into(), "ports=auto".into()]);
+    let gen = |dir: &str| -> PathBuf {
+        let state = c.work.join(dir);
+        let mut argv = vec!["gen", "--state-dir", state.to_str().unwrap()];
+        argv.extend(args.iter().map(String::as_str));
+        let out = c.kubeunit(&argv);
+        assert!(out.status.success(), "gen {dir}: {}", text(&out));
+        state
+    };
+    let (a, b) = (gen("a"), gen("b"));
+    let (pa, pb) = (recorded_ports(&a), recorded_ports(&b));
+    assert!(
+        pa.values().all(|p| !pb.values().any(|q| q == p)),
+        "{pa:?} / {pb:?}"
+    );
+    let (ua, ub) = (unit_prefix(&a), unit_prefix(&b));
+    assert_ne!(ua, ub);
+    assert!(ua.starts_with("kubeunit-control-plane_") && ub.starts_with("kubeunit-control-plane_"));
+    let ku = |state: &Path, args: &[&str]| -> Output {
+        let mut argv = vec![args[0], "--state-dir", state.to_str().unwrap()];
+        argv.extend_from_slice(&args[1..]);
+        c.kubeunit(&argv)
+    };
+    let kubectl = |state: &Path, args: &[&str]| -> Output {
+        run(Command::new(&kubectl_bin)
+            .arg("--kubeconfig")
+            .arg(state.join("kubeconfig/admin.kubeconfig"))
+            .args(args))
+    };
+    let free = |ports: &std::collections::BTreeMap<String, u16>| {
+        ports
+            .iter()
+            .filter(|(_, p)| std::net::TcpListener::bind(("0.0.0.0", **p)).is_err())
+            .map(|(f, p)| format!("{f}={p}"))
+            .collect::<Vec<_>>()
+    };
+
+    // Something took a's API server port after gen: start names it and starts nothing.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", pa["apiserver"])).unwrap();
+    let out = ku(&a, &["start"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "port {} (ports.apiserver, for kube-apiserver) is already in use",
+            pa["apiserver"]
+        )),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(c.list_units(&format!("{ua}*")), "", "nothing of a started");
+    drop(squatter);
+
+    // Both at once.
+    std::thread::scope(|s| {
+        let starts: Vec<_> = [&a, &b]
+            .into_iter()
+            .map(|state| s.spawn(move || (state, ku(state, &["start"]))))
+            .collect();
+        for h in starts {
+            let (state, out) = h.join().unwrap();
+            assert!(
+                out.status.success(),
+                "start {}: {}",
+                state.display(),
+                text(&out)
+            );
+        }
+    });
+    let status = |state: &Path| -> serde_json::Value {
+        let out = ku(state, &["status", "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+    };
+    for (state, prefix, ports) in [(&a, &ua, &pa), (&b, &ub, &pb)] {
+        let st = status(state);
+        assert_eq!(st.as_array().map(Vec::len), Some(4), "{st}");
+        for comp in st.as_array().unwrap() {
+            assert_eq!(comp["healthy"], true, "{comp}");
+            assert!(
+                comp["unit"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{prefix}-")),
+                "{comp}"
+            );
+        }
+        let out = kubectl(state, &["get", "--raw", "/readyz"]);
+        assert_eq!(text(&out).trim(), "ok");
+        let server = kubectl(
+            state,
+            &[
+                "config",
+                "view",
+                "-o",
+                "jsonpath={.clusters[0].cluster.server}",
+            ],
+        );
+        assert_eq!(
+            text(&server),
+            format!("https://127.0.0.1:{}", ports["apiserver"])
+        );
+    }
+    // Two clusters, not one: an object in a is not in b.
+    assert!(kubectl(&a, &["create", "configmap", "only-in-a"])
+        .status
+        .success());
+    assert!(!kubectl(&b, &["get", "configmap", "only-in-a"])
+        .status
+        .success());
+
+    // Stopping a leaves b running.
+    let out = ku(&a, &["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(ku(&a, &["status"]).status.code(), Some(3));
+    assert_eq!(c.list_units(&format!("{ua}*")), "", "nothing of a left");
+    assert_eq!(free(&pa), Vec::<String>::new(), "a's ports are free");
+    for comp in status(&b).as_array().unwrap() {
+        assert_eq!(comp["healthy"], true, "b after a's stop: {comp}");
+    }
+    assert_eq!(
+        text(&kubectl(&b, &["get", "--raw", "/readyz"])).trim(),
+        "ok"
+    );
+    // ...and a starts again beside it, with its data.
+    let out = ku(&a, &["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(kubectl(&a, &["get", "configmap", "only-in-a"])
+        .status
+        .success());
+    // Stopping b leaves a running.
+    let out = ku(&b, &["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(c.list_units(&format!("{ub}*")), "", "nothing of b left");
+    assert_eq!(free(&pb), Vec::<String>::new(), "b's ports are free");
+    for comp in status(&a).as_array().unwrap() {
+        assert_eq!(comp["healthy"], true, "a after b's stop: {comp}");
+    }
+    let out = ku(&a, &["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(free(&pa), Vec::<String>::new(), "a's ports are free");
+    let services: Vec<String> = c
+        .list_units("kubeunit-*")
+        .lines()
+        .filter(|l| l.contains(".service"))
+        .map(String::from)
+        .collect();
+    assert_eq!(services, Vec::<String>::new(), "no service left");
 }

@@ -149,14 +149,15 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
         "{}",
         text(&out)
     );
-    assert_eq!(c.list_units("kubeunit-control-plane*"), "");
+    let prefix = unit_prefix(&e.state);
+    let units = format!("{prefix}*");
+    let scheduler_unit = unit(&e.state, "kube-scheduler");
+    let scheduler_debug = format!("{prefix}-kube-scheduler-debug.service");
+    assert_eq!(c.list_units(&units), "");
 
     e.ku_ok(&["start"]);
-    let units_before = c.list_units("kubeunit-control-plane*");
-    assert!(
-        units_before.contains("kubeunit-control-plane-kube-scheduler.service"),
-        "{units_before}"
-    );
+    let units_before = c.list_units(&units);
+    assert!(units_before.contains(&scheduler_unit), "{units_before}");
     let refused = |args: &[&str], needle: &str| {
         let out = e.ku(args);
         assert_ne!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
@@ -166,7 +167,7 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
             text(&out)
         );
         assert_eq!(
-            c.list_units("kubeunit-control-plane*"),
+            c.list_units(&units),
             units_before,
             "{args:?} changed nothing"
         );
@@ -224,15 +225,17 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
     ]);
     let report: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["healthy"], true, "{report}");
-    assert_eq!(
-        report["unit"],
-        "kubeunit-control-plane-kube-scheduler-debug.service"
-    );
+    assert_eq!(report["unit"], scheduler_debug.as_str());
     let row = e.row("kube-scheduler");
     assert_eq!(row["debugger"], listen.as_str(), "{row}");
     assert_eq!(row["healthy"], true, "{row}");
     let text_status = String::from_utf8_lossy(&e.ku(&["status"]).stdout).into_owned();
-    assert!(text_status.contains(&format!("kube-scheduler runs under dlv (kubeunit-control-plane-kube-scheduler-debug.service): dlv connect {listen}")), "{text_status}");
+    assert!(
+        text_status.contains(&format!(
+            "kube-scheduler runs under dlv ({scheduler_debug}): dlv connect {listen}"
+        )),
+        "{text_status}"
+    );
     // Its own arguments, after dlv's.
     let argv: Vec<String> = serde_json::from_value(report["argv"].clone()).unwrap();
     let cmdline: Value =
@@ -286,7 +289,7 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
     // Back to the normal unit, healthy.
     e.ku_ok(&["debug", "kube-scheduler", "--stop"]);
     let row = e.row("kube-scheduler");
-    assert_eq!(row["unit"], "kubeunit-control-plane-kube-scheduler.service");
+    assert_eq!(row["unit"], scheduler_unit.as_str());
     assert!(row["debugger"].is_null() && row["healthy"] == true, "{row}");
 
     // The API server under dlv becomes ready; the others keep working through it.
@@ -339,7 +342,7 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
 
     // stop takes the debug unit with the rest.
     e.ku_ok(&["stop"]);
-    assert_eq!(c.list_units("kubeunit-control-plane*"), "", "nothing left");
+    assert_eq!(c.list_units(&units), "", "nothing left");
 }
 
 /// `restart --binary`: another binary for one component, recorded in the profile: `status` and

@@ -204,15 +204,18 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
         "{}",
         text(&out)
     );
-    let target = "kubeunit-equiv.target";
+    let prefix = unit_prefix(state);
+    let target = format!("{prefix}.target");
+    let target = target.as_str();
     let out = c.run(&["systemctl", "is-enabled", target]);
     assert_eq!(text(&out).trim(), "enabled");
     let hooks = ["kube-apiserver-apply-addons", "containerd-import-images"]
-        .map(|h| format!("kubeunit-equiv-{h}.service"));
+        .map(|h| format!("{prefix}-{h}.service"));
     // Forward: the target and the hooks. Backward (Before= of what another unit is After=): the
     // environment's units, all loaded now, where the transient ones were loaded one at a time.
-    let added =
-        |v: &str| v == target || hooks.contains(&v.to_string()) || v.starts_with("kubeunit-equiv-");
+    let added = |v: &str| {
+        v == target || hooks.contains(&v.to_string()) || v.starts_with(&format!("{prefix}-"))
+    };
     for (unit, transient) in transients {
         let installed = show_unit(c, unit);
         assert_eq!(
@@ -261,7 +264,7 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
         ("etcd", false),
         ("node-network", false),
     ] {
-        let installed = show_unit(c, &format!("kubeunit-equiv-{component}.service"));
+        let installed = show_unit(c, &unit(state, component));
         assert_eq!(
             exec_argv_of(&installed, "ExecStartPost").contains(" wait "),
             gated,

@@ -351,7 +351,7 @@ fn first_service_address_follows_the_service_cidr() {
             "{cidr}: clusterDNS should be {dns}:\n{kubelet}"
         );
         let unit =
-            std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+            std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-apiserver"))).unwrap();
         assert!(unit.contains(&format!("--service-cluster-ip-range={cidr}")));
     }
 }
@@ -453,29 +453,35 @@ fn systemd_analyze_verify_accepts_every_unit() {
         text(&out)
     );
     let apiserver =
-        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+        std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-apiserver"))).unwrap();
     assert!(
         apiserver.contains("Type=notify")
-            && apiserver
-                .contains("Wants=kubeunit-dev-etcd.service\nAfter=kubeunit-dev-etcd.service")
+            && apiserver.contains(&format!(
+                "Wants={etcd}\nAfter={etcd}",
+                etcd = unit(&dir, "etcd")
+            ))
     );
     assert!(
-        apiserver.contains("Slice=kubeunit-dev.slice") && apiserver.contains("Restart=on-failure")
+        apiserver.contains(&format!("Slice={}.slice", unit_prefix(&dir)))
+            && apiserver.contains("Restart=on-failure")
     );
     let scheduler =
-        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-scheduler.service")).unwrap();
+        std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-scheduler"))).unwrap();
     assert!(scheduler.contains("Type=exec") && scheduler.contains("--profiling=false"));
     // Environment goes to a 0600 file, never into the unit.
-    let proxy = std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-proxy.service")).unwrap();
+    let proxy = std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-proxy"))).unwrap();
     assert!(!proxy.contains("GODEBUG") && proxy.contains("EnvironmentFile="));
     // The node's components join the node's network namespace, which a oneshot unit makes and
     // removes (after a failed start too).
     assert!(
-        proxy.contains("NetworkNamespacePath=/run/netns/kubeunit-dev"),
+        proxy.contains(&format!(
+            "NetworkNamespacePath=/run/netns/{}",
+            unit_prefix(&dir)
+        )),
         "{proxy}"
     );
     let network =
-        std::fs::read_to_string(dir.join("units/kubeunit-dev-node-network.service")).unwrap();
+        std::fs::read_to_string(dir.join("units").join(unit(&dir, "node-network"))).unwrap();
     assert!(
         network.contains("Type=oneshot\nRemainAfterExit=yes")
             && network.contains("/config/node-network.sh \\\n    up\n")
@@ -690,7 +696,7 @@ fn disabling_a_component_removes_its_files() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("state");
     gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
-    assert!(dir.join("units/kubeunit-dev-kube-proxy.service").exists());
+    assert!(dir.join("units").join(unit(&dir, "kube-proxy")).exists());
     gen_dev(
         &dir,
         &[
@@ -700,7 +706,7 @@ fn disabling_a_component_removes_its_files() {
             "components.kube-proxy.enabled=false",
         ],
     );
-    assert!(!dir.join("units/kubeunit-dev-kube-proxy.service").exists());
+    assert!(!dir.join("units").join(unit(&dir, "kube-proxy")).exists());
     assert!(!dir.join("kubeconfig/kube-proxy.kubeconfig").exists());
     assert!(!dir.join("pki/kube-proxy.key").exists());
     let out = run(kubeunit().args(["gen", "--check", "--state-dir"]).arg(&dir));
@@ -767,7 +773,7 @@ fn check_reports_tampered_missing_and_changed_files() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out).contains("changed   units/kubeunit-dev-kube-apiserver.service"),
+        text(&out).contains(&format!("changed   units/{}", unit(&dir, "kube-apiserver"))),
         "{}",
         text(&out)
     );
@@ -789,7 +795,7 @@ fn hyperkube_style_binary_is_expressible() {
         ],
     );
     let unit =
-        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+        std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-apiserver"))).unwrap();
     let bin = tmp.path().join("bin/hyperkube");
     assert!(
         unit.contains(&format!(
@@ -816,10 +822,10 @@ fn feature_gates_reach_flags_and_config_files() {
         ],
     );
     let api =
-        std::fs::read_to_string(dir.join("units/kubeunit-dev-kube-apiserver.service")).unwrap();
+        std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-apiserver"))).unwrap();
     assert!(api.contains("--feature-gates=AllAlpha=false"));
     let kubelet_unit =
-        std::fs::read_to_string(dir.join("units/kubeunit-dev-kubelet.service")).unwrap();
+        std::fs::read_to_string(dir.join("units").join(unit(&dir, "kubelet"))).unwrap();
     assert!(
         !kubelet_unit.contains("--feature-gates"),
         "kubelet takes gates from its config file"
@@ -829,7 +835,7 @@ fn feature_gates_reach_flags_and_config_files() {
         kubelet.contains("featureGates:\n  AllAlpha: false\n  KubeletTracing: true\n"),
         "{kubelet}"
     );
-    let etcd = std::fs::read_to_string(dir.join("units/kubeunit-dev-etcd.service")).unwrap();
+    let etcd = std::fs::read_to_string(dir.join("units").join(unit(&dir, "etcd"))).unwrap();
     assert!(
         !etcd.contains("AllAlpha"),
         "Kubernetes gates are not etcd's"
@@ -1011,13 +1017,144 @@ fn profiles_extend_and_default_state_dir_follows_the_environment() {
     assert!(out.status.success(), "{}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["stateDir"], state.to_string_lossy().as_ref());
-    let unit =
-        std::fs::read_to_string(state.join("units/kubeunit-mine-kube-apiserver.service")).unwrap();
-    assert!(unit.contains("--secure-port=7443") && unit.contains("--v=1"));
-    assert!(state.join("units/kubeunit-mine-etcd.service").exists());
+    let apiserver =
+        std::fs::read_to_string(state.join("units").join(unit(&state, "kube-apiserver"))).unwrap();
+    assert!(apiserver.contains("--secure-port=7443") && apiserver.contains("--v=1"));
+    assert!(state.join("units").join(unit(&state, "etcd")).exists());
     assert!(
-        std::fs::read_to_string(state.join("units/kubeunit-mine-etcd.service"))
+        std::fs::read_to_string(state.join("units").join(unit(&state, "etcd")))
             .unwrap()
             .contains("--unsafe-no-fsync=true")
     );
+}
+
+#[test]
+fn ports_auto_is_picked_once_recorded_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let auto = [
+        "--profile",
+        "control-plane",
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+        "--set",
+        "ports=auto",
+    ];
+    let out = gen_ok(&a, &[&auto[..], &["-o", "json"]].concat());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ports = recorded_ports(&a);
+    // Ten distinct ports from kubeunit's range, away from the tests' blocks (21000 and up).
+    let values: BTreeSet<u16> = ports.values().copied().collect();
+    assert_eq!((ports.len(), values.len()), (10, 10), "{ports:?}");
+    assert!(
+        values.iter().all(|p| (12000..21000).contains(p)),
+        "{ports:?}"
+    );
+    assert_eq!(json["ports"]["apiserver"], ports["apiserver"]);
+    assert!(
+        json["notes"].to_string().contains("ports: auto picked"),
+        "{json}"
+    );
+    // Each is free now (nothing listens: gen holds none of them).
+    for p in &values {
+        assert!(std::net::TcpListener::bind(("0.0.0.0", *p)).is_ok(), "{p}");
+    }
+    // The units name them.
+    let apiserver =
+        std::fs::read_to_string(a.join("units").join(unit(&a, "kube-apiserver"))).unwrap();
+    assert!(
+        apiserver.contains(&format!("--secure-port={}", ports["apiserver"])),
+        "{apiserver}"
+    );
+    // gen --check (the recorded profile, or `auto` again) finds nothing to change.
+    for args in [&[][..], &auto[..]] {
+        let out = run(kubeunit()
+            .args(["gen", "--check", "--state-dir"])
+            .arg(&a)
+            .args(args));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
+    }
+    // A later gen with `auto` keeps the recorded ports, even while one of them is taken (as the
+    // running environment takes them).
+    let _held = std::net::TcpListener::bind(("0.0.0.0", ports["apiserver"])).unwrap();
+    let out = gen_ok(&a, &auto);
+    assert!(!text(&out).contains("ports: auto picked"), "{}", text(&out));
+    assert_eq!(recorded_ports(&a), ports);
+    // Another state dir of the same profile: other ports and other unit names.
+    gen_ok(&b, &auto);
+    let other = recorded_ports(&b);
+    assert!(
+        other.values().all(|p| !values.contains(p)),
+        "{ports:?} / {other:?}"
+    );
+    assert_ne!(unit(&a, "etcd"), unit(&b, "etcd"));
+    assert!(unit(&a, "etcd").starts_with("kubeunit-control-plane_"));
+    // Named ports replace the recorded ones.
+    gen_ok(
+        &a,
+        &[&auto[..4], &["--set", "ports.apiserver=7443"]].concat(),
+    );
+    assert_eq!(recorded_ports(&a)["apiserver"], 7443);
+    assert_eq!(
+        recorded_ports(&a)["etcdClient"],
+        2379,
+        "the profile's own ports"
+    );
+}
+
+#[test]
+fn units_are_named_for_the_state_dir_and_the_name_stays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let args = [
+        "--profile",
+        "ci",
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+    ];
+    let json = |dir: &Path| -> serde_json::Value {
+        let out = gen_ok(dir, &[&args[..], &["-o", "json"]].concat());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (ja, jb) = (json(&a), json(&b));
+    assert_eq!(
+        (ja["name"].as_str(), jb["name"].as_str()),
+        (Some("ci"), Some("ci"))
+    );
+    let (pa, pb) = (
+        ja["unitPrefix"].as_str().unwrap(),
+        jb["unitPrefix"].as_str().unwrap(),
+    );
+    assert_ne!(pa, pb);
+    assert_eq!(pa, unit_prefix(&a), "gen says what profile.yaml records");
+    assert_eq!(
+        pa,
+        format!("kubeunit-ci_{}", ja["instance"].as_str().unwrap())
+    );
+    // Every unit file is the state dir's own; the slice and its Slice= agree.
+    for dir in [&a, &b] {
+        let prefix = unit_prefix(dir);
+        for e in std::fs::read_dir(dir.join("units")).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(name.starts_with(&prefix), "{name} in {}", dir.display());
+        }
+        let etcd = std::fs::read_to_string(dir.join("units").join(unit(dir, "etcd"))).unwrap();
+        assert!(etcd.contains(&format!("Slice={prefix}.slice")), "{etcd}");
+    }
+    // The kubeconfigs keep the environment's name (contexts do not move with the state dir).
+    let admin = std::fs::read_to_string(a.join("kubeconfig/admin.kubeconfig")).unwrap();
+    assert!(admin.contains("- name: \"kubeunit-ci\"\n"), "{admin}");
+    // An explicit instance of another kind would rename the units: refused unless forced.
+    let out = run(kubeunit()
+        .args(["gen", "--state-dir"])
+        .arg(&a)
+        .args(args)
+        .args(["--set", "instance=other"]));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("rename"), "{}", text(&out));
+    assert_eq!(unit_prefix(&a), pa);
+    // `instance=` (none) is the default state dir's short names.
+    let c = tmp.path().join("c");
+    gen_ok(&c, &[&args[..], &["--set", "instance="]].concat());
+    assert_eq!(unit_prefix(&c), "kubeunit-ci");
 }

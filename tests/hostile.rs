@@ -461,6 +461,7 @@ fn a_state_dir_belongs_to_one_environment() {
             .success()
     );
     let before = contents(&dir);
+    let control_plane_etcd = unit(&dir, "etcd");
     refused(
         &gen(&dir, &[]),
         &["belongs to environment 'control-plane'", "'ci'", "--force"],
@@ -468,10 +469,9 @@ fn a_state_dir_belongs_to_one_environment() {
     assert_eq!(contents(&dir), before);
     let out = gen(&dir, &["--force"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(dir.join("units/kubeunit-ci-etcd.service").exists());
-    assert!(!dir
-        .join("units/kubeunit-control-plane-etcd.service")
-        .exists());
+    assert!(unit(&dir, "etcd").starts_with("kubeunit-ci"));
+    assert!(dir.join("units").join(unit(&dir, "etcd")).exists());
+    assert!(!dir.join("units").join(control_plane_etcd).exists());
 }
 
 #[test]
@@ -636,7 +636,7 @@ fn awkward_values_reach_units_quoted() {
         ],
     );
     assert!(out.status.success(), "{}", text(&out));
-    let unit_path = dir.join("units/kubeunit-ci-etcd.service");
+    let unit_path = dir.join("units").join(unit(&dir, "etcd"));
     let verify = run(Command::new("systemd-analyze")
         .arg("verify")
         .arg(&unit_path));
@@ -785,8 +785,7 @@ fn profiling_is_off_by_default() {
     let dir = tmp.path().join("state");
     assert!(gen(&dir, &[]).status.success());
     for c in ["kube-apiserver", "kube-controller-manager"] {
-        let unit =
-            std::fs::read_to_string(dir.join(format!("units/kubeunit-ci-{c}.service"))).unwrap();
+        let unit = std::fs::read_to_string(dir.join("units").join(unit(&dir, c))).unwrap();
         assert!(unit.contains("--profiling=false"), "{c}");
     }
     let scheduler = std::fs::read_to_string(dir.join("config/scheduler-config.yaml")).unwrap();
@@ -928,14 +927,16 @@ fn operations_refuse_bad_input_before_touching_anything() {
     ]));
     assert!(out.status.success(), "{}", text(&out));
     let units = root.join("etc/systemd/system");
-    let link = units.join("multi-user.target.wants/kubeunit-ci.target");
+    let prefix = unit_prefix(&state);
+    let link = units.join(format!("multi-user.target.wants/{prefix}.target"));
     assert_eq!(
         std::fs::read_link(&link).unwrap(),
-        Path::new("/etc/systemd/system/kubeunit-ci.target")
+        Path::new(&format!("/etc/systemd/system/{prefix}.target"))
     );
-    let scheduler = std::fs::read_to_string(
-        units.join("kubeunit-ci-kube-scheduler.service.d/50-kubeunit-install.conf"),
-    )
+    let scheduler = std::fs::read_to_string(units.join(format!(
+        "{}.d/50-kubeunit-install.conf",
+        unit(&state, "kube-scheduler")
+    )))
     .unwrap();
     assert!(
         scheduler.contains(&format!(
@@ -944,7 +945,7 @@ fn operations_refuse_bad_input_before_touching_anything() {
         "{scheduler}"
     );
     // A drop-in of the user's next to ours stays, with its directory.
-    let mine = units.join("kubeunit-ci-etcd.service.d/90-mine.conf");
+    let mine = units.join(format!("{}.d/90-mine.conf", unit(&state, "etcd")));
     std::fs::write(&mine, "[Service]\nNice=1\n").unwrap();
     let out = run(kubeunit().args(["uninstall", "--state-dir", sd, "--root", root_s]));
     assert!(out.status.success(), "{}", text(&out));
@@ -1008,4 +1009,55 @@ fn concurrent_kubeconfig_merges_lose_nothing_and_a_stale_lock_is_named() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("config.lock"), "{}", text(&out));
     assert_eq!(std::fs::read(&config).unwrap(), before);
+}
+
+#[test]
+fn hermetic_refuses_ports_auto_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("built");
+    let state = tmp.path().join("state");
+    // A profile file that says `ports: auto` is refused as `--set ports=auto` is.
+    let profile = tmp.path().join("auto.yaml");
+    std::fs::write(&profile, "extends: ci\nports: auto\n").unwrap();
+    let file = profile.to_str().unwrap();
+    for extra in [
+        ["--profile", "ci", "--set", "ports=auto"],
+        ["--profile", file, "--set", "logging.verbosity=2"],
+    ] {
+        let out = run(kubeunit()
+            .args([
+                "gen",
+                "--hermetic",
+                "--seed",
+                "1",
+                "--set",
+                "pki.epoch=2026-01-01T00:00:00Z",
+            ])
+            .args(["--set", ADVERTISE, "--state-dir"])
+            .arg(&state)
+            .arg("--out")
+            .arg(&out_dir)
+            .args(extra));
+        refused(&out, &["ports", "auto", "--hermetic"]);
+        assert!(!out_dir.exists() && !state.exists(), "nothing written");
+    }
+    // A hand-edited profile.yaml with `ports: auto` is not started on guesses: gen resolves it.
+    let dir = tmp.path().join("edited");
+    assert!(gen(&dir, &[]).status.success());
+    let yaml = std::fs::read_to_string(dir.join("profile.yaml")).unwrap();
+    let start = yaml.find("ports:\n").unwrap();
+    let end = start + yaml[start..].find("\npki:").unwrap();
+    std::fs::write(
+        dir.join("profile.yaml"),
+        format!("{}ports: auto{}", &yaml[..start], &yaml[end..]),
+    )
+    .unwrap();
+    let status = run(kubeunit().args(["status", "--state-dir"]).arg(&dir));
+    refused(&status, &["ports", "kubeunit gen"]);
+    // ...which picks ports again (the check says so), and records them.
+    assert_eq!(check(&dir).status.code(), Some(1));
+    assert!(gen(&dir, &["--set", "ports=auto"]).status.success());
+    assert!(std::fs::read_to_string(dir.join("profile.yaml"))
+        .unwrap()
+        .contains("etcdClient: 1"));
 }

@@ -108,9 +108,9 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
     // Install and start now; a Deployment.
     let out = env.ku(&["install", "--now"]);
     assert!(out.status.success(), "{}", text(&out));
-    let out = env
-        .c
-        .run(&["systemctl", "is-enabled", "kubeunit-inst.target"]);
+    let prefix = unit_prefix(&env.state);
+    let target = format!("{prefix}.target");
+    let out = env.c.run(&["systemctl", "is-enabled", &target]);
     assert_eq!(text(&out).trim(), "enabled");
     wait_for("node Ready", Duration::from_secs(120), || env.node_ready());
     let image = pinned("TEST_IMAGE")[0].clone();
@@ -135,9 +135,9 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
     let out = env.c.run(&[
         "systemctl",
         "is-active",
-        "kubeunit-inst.target",
-        "kubeunit-inst-kube-apiserver-apply-addons.service",
-        "kubeunit-inst-containerd-import-images.service",
+        &target,
+        &format!("{prefix}-kube-apiserver-apply-addons.service"),
+        &format!("{prefix}-containerd-import-images.service"),
     ]);
     assert_eq!(text(&out), "active\nactive\nactive\n", "reached at boot");
     wait_for(
@@ -160,7 +160,7 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
         "-o",
         "cat",
         "-u",
-        "kubeunit-inst-kube-scheduler.service",
+        &unit(&env.state, "kube-scheduler"),
     ]);
     assert!(
         text(&out).contains("kube-scheduler healthy after"),

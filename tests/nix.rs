@@ -438,8 +438,8 @@ fn a_nix_built_state_dir_starts_under_systemd() {
         .args(["get", "namespace", "kube-system", "-o", "name"]));
     assert_eq!(ok(ns, "kubectl"), "namespace/kube-system");
     assert!(c
-        .list_units("kubeunit-nixcp-*")
-        .contains("kubeunit-nixcp-kube-apiserver.service"));
+        .list_units(&format!("{}-*", unit_prefix(&state)))
+        .contains(&unit(&state, "kube-apiserver")));
     let stopped = ku(&["stop"]);
     assert!(stopped.status.success(), "stop: {}", text(&stopped));
 }

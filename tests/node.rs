@@ -51,6 +51,20 @@ impl Node<'_> {
         ])
     }
 
+    /// The host's end of the node link: `ku-` and the environment's host name (`NAME_INSTANCE`),
+    /// or a hash of it when that is longer than an interface name may be (kubeunit's rule).
+    fn interface(&self) -> String {
+        use sha2::Digest;
+        let prefix = unit_prefix(&self.state);
+        let host_name = prefix.trim_start_matches("kubeunit-");
+        let short = format!("ku-{host_name}");
+        if short.len() <= 15 {
+            return short;
+        }
+        let digest = sha2::Sha256::digest(host_name.as_bytes());
+        format!("ku-{}", &hex::encode(digest)[..12])
+    }
+
     /// What this environment's node could leave on the host: processes, mounts, links, network
     /// namespaces, iptables rules, cgroups. One line each.
     fn leftovers(&self) -> Vec<String> {
@@ -58,7 +72,7 @@ impl Node<'_> {
         let script = format!(
             "echo procs: $(grep -l 'kubeunit-{name}' /proc/[0-9]*/cgroup 2>/dev/null | wc -l); \
              echo mounts: $(grep -E ' ({data}|/run/kubeunit/{name}|/run/netns/kubeunit-{name})' /proc/self/mountinfo | wc -l); \
-             echo links: $(ip -br link | grep -E '^(ku-{name}|cni0)' | wc -l); \
+             echo links: $(ip -br link | grep -E '^({interface}|cni0)' | wc -l); \
              echo netns: $( (ip netns list | grep kubeunit-{name}; find /run/kubeunit/{name} -type f -path '*netns*') 2>/dev/null | wc -l); \
              echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E 'kubeunit-{name}|KUBE-|CNI-' | wc -l); \
              echo cgroups: $(find /sys/fs/cgroup -path '*kubeunit-{name}*' -type d 2>/dev/null | wc -l); \
@@ -66,6 +80,7 @@ impl Node<'_> {
              echo log links: $(find /var/log/containers -lname '{data}/*' 2>/dev/null | wc -l)",
             data = data.display(),
             name = self.name,
+            interface = self.interface(),
         );
         let out = self.c.sh(&script);
         String::from_utf8_lossy(&out.stdout)
@@ -181,7 +196,7 @@ fn node_end_to_end(version: &str) {
     wait_for("node -> ClusterIP", Duration::from_secs(60), || {
         let out = n.c.run(&[
             "nsenter",
-            "--net=/run/netns/kubeunit-dev",
+            &format!("--net=/run/netns/{}", unit_prefix(&n.state)),
             "timeout",
             "3",
             "bash",
@@ -267,7 +282,7 @@ spec:
     // kill -9 of containerd, the kubelet and kube-proxy: systemd restarts each, pods keep running.
     let before = n.restarts();
     for component in ["containerd", "kubelet", "kube-proxy"] {
-        let unit = format!("kubeunit-dev-{component}.service");
+        let unit = unit(&n.state, component);
         let out = n.c.run(&[
             "systemctl",
             "kill",
@@ -308,12 +323,25 @@ spec:
     if version == pinned("KUBERNETES_VERSIONS")[0] {
         let other = Container::boot("node-same-name");
         let mut args = dev_args(version);
-        args.extend(["--set".into(), "images=[]".into()]);
+        // The same instance too: the same link (another state dir would get its own).
+        let instance = unit_prefix(&n.state)
+            .trim_start_matches("kubeunit-dev")
+            .trim_start_matches('_')
+            .to_string();
+        args.extend([
+            "--set".into(),
+            "images=[]".into(),
+            "--set".into(),
+            format!("instance={instance}"),
+        ]);
         let state = gen_in(&other, "dev", &Ports::allocate(), &args);
         let out = other.kubeunit(&["start", "--state-dir", &state.to_string_lossy()]);
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
         assert!(
-            text(&out).contains("the node link's interface ku-dev exists already"),
+            text(&out).contains(&format!(
+                "the node link's interface {} exists already",
+                n.interface()
+            )),
             "{}",
             text(&out)
         );

@@ -144,17 +144,23 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         .into_iter()
         .find(|r| r["component"] == "etcd-snapshot")
         .expect("an etcd-snapshot row");
-    assert_eq!(row["unit"], "kubeunit-snap-etcd-snapshot.timer", "{row}");
+    let prefix = unit_prefix(&state);
+    let timer_units = format!("{prefix}-*.timer");
+    assert_eq!(
+        row["unit"],
+        format!("{prefix}-etcd-snapshot.timer"),
+        "{row}"
+    );
     assert_eq!(row["healthy"], true, "{row}");
     assert!(
         row["nextRun"].as_str().is_some_and(|t| t.ends_with('Z')),
         "{row}"
     );
-    let timers = c.list_units("kubeunit-snap-*.timer");
+    let timers = c.list_units(&timer_units);
     assert!(timers.contains("active waiting"), "{timers}");
     // restart takes the timer and its service down and up again; a second start changes nothing.
     e.ku_ok(&["restart", "etcd-snapshot"]);
-    let timers = c.list_units("kubeunit-snap-*.timer");
+    let timers = c.list_units(&timer_units);
     assert!(timers.contains("active waiting"), "{timers}");
     assert!(e.ku_ok(&["start"]).contains("already running"));
     // It fires by itself: a scheduled snapshot appears, and status shows the run.
@@ -163,7 +169,8 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         Duration::from_secs(60),
         || !e.scheduled().is_empty(),
     );
-    let service = "kubeunit-snap-etcd-snapshot.service";
+    let service = unit(&state, "etcd-snapshot");
+    let service = service.as_str();
     // Its service, started directly three more times: the newest 2 are kept.
     let mut taken = e.scheduled();
     for _ in 0..3 {
@@ -198,7 +205,9 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
     assert!(row["lastRun"].is_string(), "{row}");
     let status = e.ku_ok(&["status"]);
     assert!(
-        status.contains("etcd-snapshot (kubeunit-snap-etcd-snapshot.timer): next run 20"),
+        status.contains(&format!(
+            "etcd-snapshot ({prefix}-etcd-snapshot.timer): next run 20"
+        )),
         "{status}"
     );
     let journal = c.run(&["journalctl", "-u", service, "--no-pager"]);
@@ -305,9 +314,7 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         .unwrap();
     assert!(rv > 1_000_000_000, "resourceVersion {rv}");
     // The timer is back with the rest.
-    assert!(c
-        .list_units("kubeunit-snap-*.timer")
-        .contains("active waiting"));
+    assert!(c.list_units(&timer_units).contains("active waiting"));
 
     // A restore whose start fails (the API server's port taken while the environment is down)
     // is rolled back: etcd's data from before stays, and nothing of the restore is left.
@@ -336,7 +343,11 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
 
     let out = e.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(c.list_units("kubeunit-snap-*"), "", "nothing left loaded");
+    assert_eq!(
+        c.list_units(&format!("{prefix}-*")),
+        "",
+        "nothing left loaded"
+    );
     // A snapshot needs etcd running: a clear error, no file.
     let before = e.list().len();
     let out = e.ku(&["snapshot", "save"]);

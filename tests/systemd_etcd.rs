@@ -111,12 +111,12 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
         "show",
         "-p",
         "MainPID,Slice,Type",
-        "kubeunit-et1-etcd.service",
+        &unit(&state, "etcd"),
     ]);
     let show = String::from_utf8_lossy(&show.stdout);
     assert!(
         show.contains(&format!("MainPID={pid}"))
-            && show.contains("Slice=kubeunit-et1.slice")
+            && show.contains(&format!("Slice={}.slice", unit_prefix(&state)))
             && show.contains("Type=notify"),
         "{show}"
     );
@@ -125,7 +125,8 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     assert!(logs.status.success(), "{}", text(&logs));
     let logs = String::from_utf8_lossy(&logs.stdout);
     assert!(
-        logs.contains("kubeunit-et1-etcd") && logs.contains("ready to serve client requests"),
+        logs.contains(&format!("{}-etcd", unit_prefix(&state)))
+            && logs.contains("ready to serve client requests"),
         "{logs}"
     );
 
@@ -245,7 +246,8 @@ fn edited_unit_file_is_honoured_and_failed_units_are_reset() {
     let ports = Ports::allocate();
     let c = Container::boot("edited");
     let state = gen_etcd_env(&c, "et3", &ports);
-    let unit_path = state.join("units/kubeunit-et3-etcd.service");
+    let etcd = unit(&state, "etcd");
+    let unit_path = state.join("units").join(&etcd);
     let unit = std::fs::read_to_string(&unit_path).unwrap();
     assert!(unit.contains("--snapshot-count=10000"));
     std::fs::write(
@@ -255,25 +257,17 @@ fn edited_unit_file_is_honoured_and_failed_units_are_reset() {
     .unwrap();
 
     // A failed unit of the same name (left from an earlier run) is reset, not a blocker.
-    let failed = c.run(&[
-        "systemd-run",
-        "--unit=kubeunit-et3-etcd.service",
-        "/bin/false",
-    ]);
+    let failed = c.run(&["systemd-run", &format!("--unit={etcd}"), "/bin/false"]);
     assert!(failed.status.success(), "{}", text(&failed));
     wait_until("the stand-in unit failed", Duration::from_secs(10), || {
-        String::from_utf8_lossy(
-            &c.run(&["systemctl", "is-failed", "kubeunit-et3-etcd.service"])
-                .stdout,
-        )
-        .trim()
+        String::from_utf8_lossy(&c.run(&["systemctl", "is-failed", &etcd]).stdout).trim()
             == "failed"
     });
 
     let out = ku(&c, "start", &state, &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("using your edited units/kubeunit-et3-etcd.service"),
+        text(&out).contains(&format!("using your edited units/{etcd}")),
         "{}",
         text(&out)
     );
@@ -285,7 +279,7 @@ fn edited_unit_file_is_honoured_and_failed_units_are_reset() {
     let check = c.kubeunit(&["gen", "--check", "--state-dir", state.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(1));
     assert!(
-        text(&check).contains("tampered  units/kubeunit-et3-etcd.service"),
+        text(&check).contains(&format!("tampered  units/{etcd}")),
         "{}",
         text(&check)
     );
@@ -309,7 +303,8 @@ fn component_that_fails_is_reported_with_its_journal_and_cleaned_up() {
     let ports = Ports::allocate();
     let c = Container::boot("failing");
     let state = gen_etcd_env(&c, "et4", &ports);
-    let unit_path = state.join("units/kubeunit-et4-etcd.service");
+    let etcd = unit(&state, "etcd");
+    let unit_path = state.join("units").join(&etcd);
     let unit = std::fs::read_to_string(&unit_path).unwrap();
     std::fs::write(
         &unit_path,
@@ -319,10 +314,7 @@ fn component_that_fails_is_reported_with_its_journal_and_cleaned_up() {
     let out = ku(&c, "start", &state, &["--timeout", "30"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let t = text(&out);
-    assert!(
-        t.contains("etcd (kubeunit-et4-etcd.service) failed to start"),
-        "{t}"
-    );
+    assert!(t.contains(&format!("etcd ({etcd}) failed to start")), "{t}");
     assert!(
         t.contains("last 20 lines of its journal") && t.contains("no-such-flag"),
         "journal tail: {t}"
@@ -375,7 +367,7 @@ fn bus_option_drives_a_containers_systemd_from_outside() {
         .args(["start", "--bus", &bus, "--state-dir"])
         .arg(&state));
     assert!(out.status.success(), "{}", text(&out));
-    let inside = c.run(&["systemctl", "is-active", "kubeunit-et6-etcd.service"]);
+    let inside = c.run(&["systemctl", "is-active", &unit(&state, "etcd")]);
     assert_eq!(String::from_utf8_lossy(&inside.stdout).trim(), "active");
     let out = run(kubeunit()
         .env("KUBEUNIT_BUS_ADDRESS", &bus)

@@ -103,7 +103,7 @@ pub fn units(
             "kill_mode": c.kill_mode,
             "slice": slice,
             "rootless": plan.profile.rootless,
-            "syslog_identifier": format!("kubeunit-{}-{}", plan.name(), c.name),
+            "syslog_identifier": format!("{}-{}", plan.unit_prefix(), c.name),
         });
         let text = r.render(&render::SERVICE, &data)?;
         put(

@@ -131,20 +131,7 @@ pub fn default_state_dir(name: &str) -> PathBuf {
     if let Some(d) = std::env::var_os("KUBEUNIT_STATE_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
-    if is_root() {
-        return PathBuf::from("/var/lib/kubeunit").join(name);
-    }
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    base.join("kubeunit").join(name)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::spec::host::state_home().join(name)
 }
 
 /// Run an async command to completion on a single-threaded runtime.

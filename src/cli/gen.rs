@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use super::common::{default_state_dir, lock_wait, print_json, say, Output};
 use crate::artifacts::{Generated, Options};
-use crate::error::Error;
+use crate::error::{Error, FieldError};
 use crate::pipeline;
 use crate::pki::{Decision, Entropy};
-use crate::spec::{host, paths, HostFacts, Plan};
+use crate::spec::profile::PortSpec;
+use crate::spec::{auto, host, paths, HostFacts, Plan};
 use crate::state::{self, Access, Difference, WriteSummary};
 
 pub const AFTER_HELP: &str = "Examples:
@@ -90,6 +91,39 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     if args.check && args.profile.is_none() && dir.join(paths::PROFILE).exists() {
         profile = pipeline::resolved_profile(&dir)?;
     }
+    if args.hermetic && profile.ports == PortSpec::Auto {
+        return Err(Error::field(
+            "profile",
+            FieldError::new(
+                "ports",
+                "auto",
+                "--hermetic reads nothing of this machine, so it cannot tell which ports are free",
+                "name the ports (--set ports.apiserver=N, ...; `kubeunit profile show base` lists them), or drop --hermetic",
+            ),
+        ));
+    }
+    // `auto` keeps what the state dir recorded (with --out: the new dir records nothing yet).
+    let recorded_in = args.out.as_deref().unwrap_or(&dir);
+    let recorded = recorded_in
+        .join(paths::PROFILE)
+        .exists()
+        .then(|| pipeline::resolved_profile(recorded_in).ok())
+        .flatten();
+    auto::keep_recorded(&mut profile, recorded.as_ref());
+    let mut picked = None;
+    if profile.ports == PortSpec::Auto {
+        let ports = auto::port_block(&dir, host::port_free).ok_or_else(|| Error::Usage {
+            message: format!(
+                "ports: auto found no block of {} free ports in {}-{}",
+                auto::BLOCK_SIZE,
+                auto::FIRST_PORT,
+                auto::FIRST_PORT + auto::BLOCKS * auto::BLOCK_SIZE - 1
+            ),
+            fix: "name the ports instead (--set ports.apiserver=N, ...)".into(),
+        })?;
+        picked = Some(ports.etcd_client);
+        profile.ports = PortSpec::Fixed(ports);
+    }
     let facts = if args.hermetic {
         if profile.pki.epoch.as_deref().is_none_or(str::is_empty) {
             return Err(Error::Usage {
@@ -133,6 +167,12 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     let (generated, mut summary) =
         pipeline::gen(&plan, &opts, out.as_deref(), lock_wait()?, &mut say)?;
     summary.notes.extend(validity_warning(&plan, &generated));
+    if let Some(first) = picked {
+        summary.notes.push(format!(
+            "ports: auto picked {first}-{} (free now; recorded in profile.yaml, kept by a later gen with ports: auto)",
+            first + auto::BLOCK_SIZE - 1
+        ));
+    }
     let report = GenReport {
         out: out.as_deref(),
         plan: &plan,
@@ -144,6 +184,9 @@ pub fn exec(args: Args) -> Result<i32, Error> {
             "stateDir": plan.state_dir,
             "out": out,
             "name": plan.name(),
+            "instance": plan.instance,
+            "unitPrefix": plan.unit_prefix(),
+            "ports": plan.ports,
             "written": summary.written,
             "unchanged": summary.unchanged,
             "removed": summary.removed,

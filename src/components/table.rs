@@ -306,7 +306,7 @@ pub const COMPONENTS: &[Component] = &[
                     "host": link.host.to_string(),
                     "node": link.node.to_string(),
                     "prefix": link.net.prefix_len(),
-                    "tag": format!("kubeunit-{} node link", cx.plan.name()),
+                    "tag": format!("{} node link", cx.plan.unit_prefix()),
                     "marker": cx.plan.run_dir().join("node-network.masquerade"),
                 }),
             ))
@@ -376,7 +376,9 @@ pub const COMPONENTS: &[Component] = &[
                 Ok(Content::Template(
                     &CNI_BRIDGE,
                     json!({
-                        "network": format!("kubeunit-{}", plan.name()),
+                        // host-local keeps its leases in /var/lib/cni/networks/<network>, on
+                        // the host: one per environment.
+                        "network": plan.unit_prefix(),
                         // The node's namespace has this one bridge.
                         "bridge": "cni0",
                         "pod_cidr": plan.pod_cidr.to_string(),
@@ -429,9 +431,9 @@ pub const COMPONENTS: &[Component] = &[
                 json!({
                     "address": plan.link.node.to_string(),
                     "pod_logs_dir": pod_logs,
-                    "port": prof.ports.kubelet,
+                    "port": plan.ports.kubelet,
                     "healthz_address": plan.link.node.to_string(),
-                    "healthz_port": prof.ports.kubelet_healthz,
+                    "healthz_port": plan.ports.kubelet_healthz,
                     "tls_cert": plan.path(&paths::cert("kubelet")),
                     "tls_key": plan.path(&paths::key("kubelet")),
                     "client_ca": plan.path(&paths::cert("ca")),
@@ -463,7 +465,7 @@ pub const COMPONENTS: &[Component] = &[
         },
         files: &[template(KUBE_PROXY_CONFIG_FILE, |cx| {
             let plan = cx.plan;
-            let ports = &plan.profile.ports;
+            let ports = &plan.ports;
             let node = |port| host_port(plan.link.node.into(), port);
             Ok(Content::Template(
                 &KUBE_PROXY_CONFIG,
@@ -745,7 +747,7 @@ mod host {
 /// pod. Written as the kubelet's systemd driver wants it, as a cgroupfs-style name: `/kubeunit/dev` for
 /// `kubeunit.slice/kubeunit-dev.slice`.
 fn pods_cgroup_root(plan: &Plan) -> String {
-    format!("/kubeunit/{}", plan.name().replace('-', "/"))
+    format!("/kubeunit/{}", plan.host_name().replace('-', "/"))
 }
 
 /// The kubelet insists that its cgroup root exists in every controller. On cgroup v1 systemd makes
@@ -818,7 +820,7 @@ fn flag(name: &str, value: impl Into<String>) -> (String, String) {
 
 fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
-    let ports = &plan.profile.ports;
+    let ports = &plan.ports;
     // The peer listener serves no one else on a single host: keep it on loopback whatever the bind.
     let peer = format!("https://{}", host_port(plan.loopback(), ports.etcd_peer));
     let mut flags = vec![
@@ -935,7 +937,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
     let mut flags = vec![
         flag("advertise-address", plan.advertise.to_string()),
         flag("bind-address", plan.bind.to_string()),
-        flag("secure-port", prof.ports.apiserver.to_string()),
+        flag("secure-port", plan.ports.apiserver.to_string()),
         flag("allow-privileged", "true"),
         flag("profiling", "false"),
         flag(
@@ -1033,11 +1035,7 @@ fn controller_base(plan: &Plan, identity: &str, port: u16) -> Vec<(String, Strin
 
 fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
-    let mut flags = controller_base(
-        plan,
-        "controller-manager",
-        plan.profile.ports.controller_manager,
-    );
+    let mut flags = controller_base(plan, "controller-manager", plan.ports.controller_manager);
     flags.extend([
         flag("cluster-name", plan.name()),
         flag("root-ca-file", p(&paths::cert("ca"))),
@@ -1062,7 +1060,7 @@ fn scheduler_flags(plan: &Plan) -> Vec<(String, String)> {
     // and delegated-auth flags still apply next to it.
     let mut flags = vec![flag("config", p(SCHEDULER_CONFIG_FILE))];
     flags.extend(
-        controller_base(plan, "scheduler", plan.profile.ports.scheduler)
+        controller_base(plan, "scheduler", plan.ports.scheduler)
             .into_iter()
             // --profiling is ignored next to --config: enableProfiling is in the config file.
             .filter(|(n, _)| !matches!(n.as_str(), "kubeconfig" | "leader-elect" | "profiling")),
@@ -1074,7 +1072,7 @@ fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
     let mut flags = controller_base(
         plan,
         "cloud-controller-manager",
-        plan.profile.ports.cloud_controller_manager,
+        plan.ports.cloud_controller_manager,
     );
     flags.push(flag("cluster-name", plan.name()));
     flags

@@ -4,7 +4,13 @@ use crate::spec::{load, Plan};
 
 #[test]
 fn table_references_resolve() {
-    let ports = load::layered("base", &[]).unwrap().1.ports;
+    let ports = load::layered("base", &[])
+        .unwrap()
+        .1
+        .ports
+        .fixed()
+        .cloned()
+        .unwrap();
     for c in COMPONENTS {
         for field in c.ports {
             assert!(ports.get(field).is_some(), "{}: no ports.{field}", c.name);

@@ -86,7 +86,7 @@ impl Env {
         self.units
             .iter()
             .filter(|(c, _)| !c.netns)
-            .flat_map(|(c, _)| c.ports(&self.plan.profile.ports))
+            .flat_map(|(c, _)| c.ports(&self.plan.ports))
             .map(|(_, p)| p)
             .collect()
     }
@@ -114,7 +114,7 @@ pub async fn running_units(env: &Env, sd: &crate::systemd::Systemd) -> Result<us
 
 /// The transient unit a component runs in under a debugger: `kubeunit-<env>-<component>-debug.service`.
 pub fn debug_unit_name(plan: &Plan, component: &str) -> String {
-    format!("kubeunit-{}-{}-debug.service", plan.name(), component)
+    plan.unit_of(&format!("{component}-debug"), "service")
 }
 
 /// The listen address a debug unit's description names (`kubeunit debug` writes it there).

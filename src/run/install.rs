@@ -103,12 +103,8 @@ pub struct InstallReport {
 
 /// The unit of a component's start hook: `kubeunit-<env>-<component>-<hook>.service`.
 pub fn hook_unit_name(env: &Env, c: &Component, hook: crate::components::Hook) -> String {
-    format!(
-        "kubeunit-{}-{}-{}.service",
-        env.plan.name(),
-        c.name,
-        hook.slug()
-    )
+    env.plan
+        .unit_of(&format!("{}-{}", c.name, hook.slug()), "service")
 }
 
 /// Everything install writes for `env` at `place`, with `kubeunit` the binary the boot-time units
@@ -193,7 +189,7 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
                 "target": target,
                 "exec": kubeunit_cmd(&["hook", c.name]),
                 "slice": env.slice.name,
-                "syslog_identifier": format!("kubeunit-{}-{}-{}", plan.name(), c.name, hook.slug()),
+                "syslog_identifier": format!("{}-{}-{}", plan.unit_prefix(), c.name, hook.slug()),
             }),
         )?;
         out.push(Entry::File {
@@ -235,7 +231,7 @@ pub fn installed(env: &Env, place: &Place) -> Result<Option<Vec<PathBuf>>, Error
             fix: "move that file away (it is not kubeunit's) and run install again".into(),
         });
     }
-    let prefix = format!("kubeunit-{}-", env.plan.name());
+    let prefix = format!("{}-", env.plan.unit_prefix());
     let mut paths = vec![unit_dir.join(&env.slice.name)];
     for line in text.lines() {
         let Some(name) = line.strip_prefix("Wants=") else {

@@ -186,7 +186,7 @@ fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), E
         .iter()
         .filter(|(c, _)| !running.contains(c.name) && !c.netns)
         .flat_map(|(c, _)| {
-            c.ports(&plan.profile.ports)
+            c.ports(&plan.ports)
                 .into_iter()
                 .map(move |(field, port)| (port, field, c.name))
         })

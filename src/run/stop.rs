@@ -74,8 +74,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
                 Ending::Kill => sd.stop_killing(&unit.name).await?,
             };
         }
-        sd.kill_all(&format!("kubeunit-{}-kubepods.slice", env.plan.name()))
-            .await?;
+        sd.kill_all(&env.plan.unit_of("kubepods", "slice")).await?;
     }
     // An installed environment's target goes too, so that starting it again starts everything.
     let installed = super::env::installed(&env.plan, sd).await?;

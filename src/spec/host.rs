@@ -20,7 +20,13 @@ pub struct HostFacts {
     /// Validity start when the profile has no `pki.epoch`: SOURCE_DATE_EPOCH, else the start of today
     /// (UTC), so that runs on the same day agree to the byte.
     pub epoch: OffsetDateTime,
+    /// Where the default state dirs are (`<state home>/NAME`): an environment there keeps the short
+    /// unit names (`instance: auto`). `None`: nowhere known.
+    pub state_home: Option<PathBuf>,
 }
+
+/// The system manager's state home: default state dirs of root.
+pub const SYSTEM_STATE_HOME: &str = "/var/lib/kubeunit";
 
 impl HostFacts {
     /// Read this host's interfaces, SOURCE_DATE_EPOCH and the clock.
@@ -33,16 +39,19 @@ impl HostFacts {
             address_v4: host_address(false),
             address_v6: host_address(true),
             epoch,
+            state_home: Some(state_home()),
         }
     }
 
     /// No facts (`gen --hermetic`): no address, and the Unix epoch, which a caller only passes on
-    /// with the profile's own `pki.epoch` set.
+    /// with the profile's own `pki.epoch` set. The system's state home is a convention, not a
+    /// fact of the machine; a user's is not known.
     pub fn none() -> HostFacts {
         HostFacts {
             address_v4: None,
             address_v6: None,
             epoch: OffsetDateTime::UNIX_EPOCH,
+            state_home: Some(PathBuf::from(SYSTEM_STATE_HOME)),
         }
     }
 
@@ -53,6 +62,7 @@ impl HostFacts {
             address_v4: address_v4.and_then(|a| a.parse().ok()),
             address_v6: None,
             epoch: OffsetDateTime::UNIX_EPOCH,
+            state_home: Some(PathBuf::from(SYSTEM_STATE_HOME)),
         }
     }
 
@@ -62,6 +72,38 @@ impl HostFacts {
         } else {
             self.address_v4
         }
+    }
+}
+
+/// Where default state dirs live: `/var/lib/kubeunit` for root, else `$XDG_STATE_HOME/kubeunit`
+/// (default `~/.local/state/kubeunit`). `$KUBEUNIT_STATE_DIR` is a state dir, not a home: see
+/// `cli::common::default_state_dir`.
+pub fn state_home() -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from(SYSTEM_STATE_HOME);
+    }
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("kubeunit")
+}
+
+/// Whether nothing listens on TCP `port` on any address of this host, and nothing binds it: a
+/// bind to the wildcard address fails for a port any listener holds. `ports: auto` picks ports
+/// this says are free; the port is not held after, so something else may take it before `start`
+/// (whose preflight names it then).
+pub fn port_free(port: u16) -> bool {
+    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
+    if TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_err() {
+        return false;
+    }
+    match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)) {
+        Ok(_) => true,
+        // No IPv6 on this host: nothing can listen there either.
+        Err(e) => e.kind() != std::io::ErrorKind::AddrInUse,
     }
 }
 

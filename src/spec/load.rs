@@ -38,7 +38,16 @@ pub fn resolved(path: &Path, text: &str) -> Result<(Source, Profile), Error> {
     let source = Source::File(path.to_path_buf());
     // On top of `base`: a state dir written by an older kubeunit lacks fields added since.
     let (_, mut value) = load_layered("base", &mut Vec::new())?;
-    merge(&mut value, parse_yaml(&source, text)?);
+    let mut recorded = parse_yaml(&source, text)?;
+    // No `instance` recorded: none (`gen` leaves it out then, as versions before it did), never
+    // base's `auto`, which would rename the units of a state dir outside the default place.
+    if let Value::Mapping(m) = &mut recorded {
+        let key = Value::String("instance".into());
+        if !m.contains_key(&key) {
+            m.insert(key, Value::String(String::new()));
+        }
+    }
+    merge(&mut value, recorded);
     finish(source, value, &[])
 }
 
@@ -215,7 +224,7 @@ mod set_tests {
             "featureGates.Foo=false",
         ])
         .unwrap();
-        assert_eq!(p.ports.apiserver, 7443);
+        assert_eq!(p.ports.fixed().map(|p| p.apiserver), Some(7443));
         assert!(p.etcd.unsafe_no_fsync);
         assert_eq!(p.network.extra_sans, vec!["a.example", "192.0.2.1"]);
         assert_eq!(p.apiserver.authorization_mode, vec!["RBAC"]);

@@ -12,13 +12,18 @@ use time::OffsetDateTime;
 
 use super::host::HostFacts;
 use super::paths;
-use super::profile::{parse_epoch, Profile};
+use super::profile::{parse_epoch, PortSpec, Ports, Profile};
 use crate::error::{Error, FieldError};
 
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub profile: Profile,
     pub state_dir: PathBuf,
+    /// What sets this environment's units apart from another state dir's of the same name
+    /// (`instance`); empty: nothing, the units are `kubeunit-NAME-*`.
+    pub instance: String,
+    /// The ports (`ports`, never `auto` here: `gen` resolves that before planning).
+    pub ports: Ports,
     pub data_dir: PathBuf,
     pub node_name: String,
     pub service_cidr: IpNet,
@@ -59,9 +64,9 @@ pub struct NodeLink {
 }
 
 impl NodeLink {
-    fn new(profile: &Profile) -> Result<NodeLink, Error> {
+    /// `name`: the environment's name on this host (`Plan::host_name`).
+    fn new(profile: &Profile, name: &str) -> Result<NodeLink, Error> {
         use sha2::Digest;
-        let name = &profile.name;
         let digest = sha2::Sha256::digest(name.as_bytes());
         let net = if profile.node.link == "auto" {
             // One of the 32768 /30s of 198.18.0.0/15 (RFC 2544: never routed, rarely used).
@@ -108,6 +113,28 @@ impl Plan {
                 state_dir.display()
             )));
         }
+        let instance = if profile.instance == "auto" {
+            super::auto::instance(&profile.name, state_dir, host.state_home.as_deref())
+        } else {
+            profile.instance.clone()
+        };
+        let ports = match &profile.ports {
+            PortSpec::Fixed(p) => p.clone(),
+            PortSpec::Auto => {
+                return Err(Error::field(
+                    "profile",
+                    FieldError::new(
+                        "ports",
+                        "auto",
+                        "not resolved: `kubeunit gen` picks free ports for `auto` and records them in the state dir's profile.yaml",
+                        format!(
+                            "run `kubeunit gen --state-dir {}` (keeps the ports it recorded), or name the ports",
+                            state_dir.display()
+                        ),
+                    ),
+                ))
+            }
+        };
         let net = &profile.network;
         // The profile was validated; parse failures below cannot happen, but are not unwrapped either.
         let bad = |f: &str| Error::Internal(format!("unvalidated profile field {f}"));
@@ -176,7 +203,7 @@ impl Plan {
         let cert_validity = dur(&profile.pki.cert_validity)?;
         let containerd_socket = match &profile.containerd.socket {
             s if s.as_os_str().is_empty() => {
-                run_dir(&profile.name).join("containerd/containerd.sock")
+                run_dir(&host_name(&profile.name, &instance)).join("containerd/containerd.sock")
             }
             s => s.clone(),
         };
@@ -184,12 +211,14 @@ impl Plan {
             r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
             r => r.clone(),
         };
-        let link = NodeLink::new(&profile)?;
+        let link = NodeLink::new(&profile, &host_name(&profile.name, &instance))?;
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
             d => d.clone(),
         };
         Ok(Plan {
+            instance,
+            ports,
             snapshot_dir,
             link,
             state_dir: state_dir.to_path_buf(),
@@ -214,6 +243,8 @@ impl Plan {
     /// The profile with every value this plan resolved written in (the state dir's `profile.yaml`).
     pub fn resolved_profile(&self) -> Profile {
         let mut p = self.profile.clone();
+        p.instance = self.instance.clone();
+        p.ports = PortSpec::Fixed(self.ports.clone());
         p.network.advertise_address = self.advertise.to_string();
         p.network.dns_ip = self.dns_ip.to_string();
         p.node.name = self.node_name.clone();
@@ -227,22 +258,44 @@ impl Plan {
 
     /// Runtime state of this environment that lives in /run (containerd's state, sockets).
     pub fn run_dir(&self) -> PathBuf {
-        run_dir(self.name())
+        run_dir(&self.host_name())
     }
 
+    /// The environment's name: its cluster, kubeconfig contexts, `--env`.
     pub fn name(&self) -> &str {
         &self.profile.name
     }
 
-    /// `kubeunit-<name>.slice`: every unit of the environment lives in it.
+    /// The environment's name among everything of this host that environments must not share
+    /// (systemd units, network namespace, /run): `NAME`, or `NAME_INSTANCE` when the state dir
+    /// has an instance. An underscore, not a dash: see `slice_cgroup`.
+    pub fn host_name(&self) -> String {
+        host_name(&self.profile.name, &self.instance)
+    }
+
+    /// `kubeunit-<host name>`: what every unit name of the environment starts with. The one
+    /// place unit names are made: services, timers, the slice, the target, debug and hook units,
+    /// the kubelet's pod slice.
+    pub fn unit_prefix(&self) -> String {
+        format!("kubeunit-{}", self.host_name())
+    }
+
+    /// `kubeunit-<host name>-<what>.<kind>`: a unit of the environment's own.
+    pub fn unit_of(&self, what: &str, kind: &str) -> String {
+        format!("{}-{what}.{kind}", self.unit_prefix())
+    }
+
+    /// `kubeunit-<host name>.slice`: every unit of the environment lives in it.
     pub fn slice_name(&self) -> String {
-        format!("kubeunit-{}.slice", self.profile.name)
+        format!("{}.slice", self.unit_prefix())
     }
 
     /// The slice's cgroup path: systemd nests slices by the dashes of their names
-    /// (`kubeunit-a-b.slice` lives in `kubeunit.slice/kubeunit-a.slice`).
+    /// (`kubeunit-a-b.slice` lives in `kubeunit.slice/kubeunit-a.slice`). An instance joins with
+    /// an underscore, so `kubeunit-a_1f2e.slice` is the sibling of `kubeunit-a.slice`, not its
+    /// child (stopping one environment's slice would stop the other's).
     pub fn slice_cgroup(&self) -> String {
-        let name = format!("kubeunit-{}", self.profile.name);
+        let name = self.unit_prefix();
         let mut path = String::new();
         for (i, _) in name.match_indices('-').chain([(name.len(), "")]) {
             path.push('/');
@@ -254,16 +307,16 @@ impl Plan {
 
     /// The target an installed environment (`kubeunit install`) starts at boot.
     pub fn target_name(&self) -> String {
-        format!("kubeunit-{}.target", self.profile.name)
+        format!("{}.target", self.unit_prefix())
     }
 
     pub fn unit_name(&self, component: &str) -> String {
-        format!("kubeunit-{}-{}.service", self.profile.name, component)
+        self.unit_of(component, "service")
     }
 
     /// The timer of a component that runs on a schedule: `kubeunit-<env>-<component>.timer`.
     pub fn timer_name(&self, component: &str) -> String {
-        format!("kubeunit-{}-{}.timer", self.profile.name, component)
+        self.unit_of(component, "timer")
     }
 
     /// Whether a component the profile switches on with `components.NAME.enabled` is on (one that
@@ -287,25 +340,29 @@ impl Plan {
     }
 
     pub fn apiserver_url(&self) -> String {
-        self.local_url(self.profile.ports.apiserver)
+        self.local_url(self.ports.apiserver)
     }
 
     /// The API server as the node's components (in the node's network namespace) reach it.
     pub fn node_apiserver_url(&self) -> String {
         format!(
             "https://{}",
-            host_port(self.link.host.into(), self.profile.ports.apiserver)
+            host_port(self.link.host.into(), self.ports.apiserver)
         )
     }
 
     pub fn etcd_url(&self) -> String {
-        self.local_url(self.profile.ports.etcd_client)
+        self.local_url(self.ports.etcd_client)
     }
 
-    /// A built-in profile with `--set` values, planned for `/s` on fixed host facts (unit tests).
+    /// A built-in profile with `--set` values, planned for `/s` on fixed host facts (unit tests),
+    /// with the short unit names of a default state dir unless the sets name an instance.
     #[cfg(test)]
     pub fn for_tests(profile: &str, sets: &[&str]) -> Plan {
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let sets: Vec<String> = std::iter::once("instance=")
+            .chain(sets.iter().copied())
+            .map(String::from)
+            .collect();
         let (_, p) = super::load::layered(profile, &sets).unwrap_or_else(|e| panic!("{e}"));
         Plan::new(p, Path::new("/s"), &HostFacts::fixed(Some("192.0.2.5")))
             .unwrap_or_else(|e| panic!("{e}"))
@@ -317,9 +374,18 @@ impl Plan {
     }
 }
 
-/// `/run/kubeunit/<name>`: an environment's runtime state (gone with a reboot, as /run is).
-fn run_dir(name: &str) -> PathBuf {
-    Path::new("/run/kubeunit").join(name)
+/// `/run/kubeunit/<host name>`: an environment's runtime state (gone with a reboot, as /run is).
+fn run_dir(host_name: &str) -> PathBuf {
+    Path::new("/run/kubeunit").join(host_name)
+}
+
+/// See `Plan::host_name`.
+fn host_name(name: &str, instance: &str) -> String {
+    if instance.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}_{instance}")
+    }
 }
 
 /// The last instant an X.509 certificate can name (GeneralizedTime has four-digit years).
@@ -412,10 +478,6 @@ mod tests {
         assert_eq!(plan.data_dir, Path::new("/s/data"));
         assert_eq!(plan.epoch, OffsetDateTime::UNIX_EPOCH);
         assert_eq!(plan.profile, p, "the input profile is not rewritten");
-        assert_eq!(
-            plan.slice_cgroup(),
-            "/kubeunit.slice/kubeunit-control.slice/kubeunit-control-plane.slice"
-        );
         let resolved = plan.resolved_profile();
         assert_eq!(resolved.network.advertise_address, "192.0.2.5");
         assert_eq!(resolved.node.name, "control-plane");
@@ -430,6 +492,149 @@ mod tests {
         let e = Plan::new(p, Path::new("/s"), &other).unwrap_err();
         assert!(e.to_string().contains("network.advertiseAddress"), "{e}");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn units_are_named_per_state_dir_with_short_names_in_the_default_one() {
+        let (_, p) = load::layered("control-plane", &[]).unwrap();
+        let plan = |dir: &str| Plan::new(p.clone(), Path::new(dir), &facts()).unwrap();
+        let default = plan("/var/lib/kubeunit/control-plane");
+        assert_eq!(default.instance, "");
+        assert_eq!(
+            default.unit_name("etcd"),
+            "kubeunit-control-plane-etcd.service"
+        );
+        assert_eq!(
+            default.timer_name("etcd-snapshot"),
+            "kubeunit-control-plane-etcd-snapshot.timer"
+        );
+        assert_eq!(default.slice_name(), "kubeunit-control-plane.slice");
+        assert_eq!(default.target_name(), "kubeunit-control-plane.target");
+        assert_eq!(
+            default.slice_cgroup(),
+            "/kubeunit.slice/kubeunit-control.slice/kubeunit-control-plane.slice"
+        );
+        assert_eq!(default.run_dir(), Path::new("/run/kubeunit/control-plane"));
+        assert_eq!(default.link.netns, "kubeunit-control-plane");
+        // Elsewhere: the state dir's instance in every name, and the slice beside the default
+        // one's, not inside it (its stop would stop this one).
+        let (a, b) = (plan("/a"), plan("/b"));
+        assert_ne!(a.instance, b.instance);
+        let i = &a.instance;
+        assert_eq!(
+            a.unit_name("etcd"),
+            format!("kubeunit-control-plane_{i}-etcd.service")
+        );
+        assert_eq!(a.slice_name(), format!("kubeunit-control-plane_{i}.slice"));
+        assert_eq!(
+            a.target_name(),
+            format!("kubeunit-control-plane_{i}.target")
+        );
+        assert_eq!(
+            a.slice_cgroup(),
+            format!("/kubeunit.slice/kubeunit-control.slice/kubeunit-control-plane_{i}.slice")
+        );
+        assert_eq!(
+            a.unit_of("kubepods", "slice"),
+            format!("kubeunit-control-plane_{i}-kubepods.slice")
+        );
+        assert_eq!(
+            a.run_dir(),
+            Path::new(&format!("/run/kubeunit/control-plane_{i}"))
+        );
+        assert_ne!(a.link, b.link, "a network namespace and link each");
+        assert_ne!(a.containerd_socket, b.containerd_socket);
+        // Names that are the environment's, not the host's, stay.
+        assert_eq!(
+            (a.name(), a.node_name.as_str()),
+            ("control-plane", "control-plane")
+        );
+        // profile.yaml records the instance, and leaves out none (as older versions wrote it).
+        let resolved = a.resolved_profile();
+        assert_eq!(&resolved.instance, i);
+        assert!(resolved.to_yaml().contains(&format!("instance: {i}")));
+        assert!(!default.resolved_profile().to_yaml().contains("instance"));
+        let read = |p: &Profile| {
+            load::resolved(Path::new("/x/profile.yaml"), &p.to_yaml())
+                .unwrap()
+                .1
+        };
+        assert_eq!(read(&resolved).instance, *i);
+        assert_eq!(read(&default.resolved_profile()).instance, "");
+        // A recorded instance (or none) is kept wherever the state dir is planned.
+        assert_eq!(
+            Plan::new(read(&default.resolved_profile()), Path::new("/c"), &facts())
+                .unwrap()
+                .instance,
+            ""
+        );
+        assert_eq!(
+            Plan::new(read(&resolved), Path::new("/c"), &facts())
+                .unwrap()
+                .instance,
+            *i
+        );
+        // A rootless user's default dir is short too; with no known home, nothing is.
+        let home = HostFacts {
+            state_home: Some("/home/u/.local/state/kubeunit".into()),
+            ..facts()
+        };
+        let user = Plan::new(
+            p.clone(),
+            Path::new("/home/u/.local/state/kubeunit/control-plane"),
+            &home,
+        );
+        assert_eq!(user.unwrap().instance, "");
+        let nowhere = HostFacts {
+            state_home: None,
+            ..facts()
+        };
+        let d = Plan::new(
+            p.clone(),
+            Path::new("/var/lib/kubeunit/control-plane"),
+            &nowhere,
+        );
+        assert_ne!(d.unwrap().instance, "");
+        // An explicit one, or none.
+        assert_eq!(
+            Plan::for_tests("control-plane", &["instance=x1"]).unit_name("etcd"),
+            "kubeunit-control-plane_x1-etcd.service"
+        );
+        assert_eq!(
+            Plan::for_tests("control-plane", &[]).unit_name("etcd"),
+            "kubeunit-control-plane-etcd.service"
+        );
+    }
+
+    #[test]
+    fn ports_auto_must_be_resolved_before_planning() {
+        let (_, p) = load::layered("control-plane", &["ports=auto".to_string()]).unwrap();
+        assert_eq!(p.ports, PortSpec::Auto);
+        let e = Plan::new(p, Path::new("/s"), &facts()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("ports") && msg.contains("kubeunit gen"),
+            "{msg}"
+        );
+        assert_eq!(e.exit_code(), 2);
+        // A resolved profile records numbers: it plans as it is.
+        let mut p = load::layered("control-plane", &["ports=auto".to_string()])
+            .unwrap()
+            .1;
+        let ports = crate::spec::auto::port_block(Path::new("/s"), |_| true).unwrap();
+        p.ports = PortSpec::Fixed(ports.clone());
+        let plan = Plan::new(p, Path::new("/s"), &facts()).unwrap();
+        assert_eq!(plan.ports, ports);
+        assert_eq!(
+            plan.apiserver_url(),
+            format!("https://127.0.0.1:{}", ports.apiserver)
+        );
+        let yaml = plan.resolved_profile().to_yaml();
+        assert!(
+            yaml.contains(&format!("apiserver: {}", ports.apiserver)),
+            "{yaml}"
+        );
+        assert!(!yaml.contains("auto"), "{yaml}");
     }
 
     #[test]

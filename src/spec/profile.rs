@@ -23,6 +23,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
 pub struct Profile {
     /// Environment name: unit names, slice, cluster name. Lowercase letters, digits and dashes.
     pub name: String,
+    /// What tells this environment's units apart from those of another state dir with the same
+    /// name (`kubeunit-NAME_INSTANCE-etcd.service`). `auto`: none in the name's default state dir
+    /// (`/var/lib/kubeunit/NAME`, rootless `$XDG_STATE_HOME/kubeunit/NAME`), elsewhere a short hash
+    /// of the state dir's path; `""`: none. `gen` records what it resolved in `profile.yaml`
+    /// (where a missing key means none, as state dirs of older versions have it).
+    #[serde(default = "auto", skip_serializing_if = "String::is_empty")]
+    pub instance: String,
     /// Where component binaries live unless a component names an absolute `binary`.
     pub bin_dir: PathBuf,
     /// Runs under a user's own systemd manager (`--user`): no component that needs root (a node),
@@ -34,7 +41,7 @@ pub struct Profile {
     pub data_dir: Option<PathBuf>,
     pub node: Node,
     pub network: Network,
-    pub ports: Ports,
+    pub ports: PortSpec,
     pub pki: Pki,
     /// Feature gates for every Kubernetes component.
     #[serde(default)]
@@ -125,7 +132,75 @@ pub struct Ports {
     pub cloud_controller_manager: u16,
 }
 
+/// `ports:`: every port by name, or `auto`, which `gen` turns into free ports of this host once
+/// and records in the state dir's `profile.yaml` (see `spec::auto`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PortSpec {
+    Auto,
+    Fixed(Ports),
+}
+
+impl PortSpec {
+    /// The ports, unless they are still `auto`.
+    pub fn fixed(&self) -> Option<&Ports> {
+        match self {
+            PortSpec::Auto => None,
+            PortSpec::Fixed(p) => Some(p),
+        }
+    }
+}
+
+impl Serialize for PortSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PortSpec::Auto => s.serialize_str("auto"),
+            PortSpec::Fixed(p) => p.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PortSpec {
+    // By hand, not `untagged`: a wrong port keeps its path (`ports.apiserver`) in the error.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PortSpec, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = PortSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("`auto` or a mapping of ports (etcdClient: 2379, ...)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PortSpec, E> {
+                if v == "auto" {
+                    Ok(PortSpec::Auto)
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<PortSpec, A::Error> {
+                Ports::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(PortSpec::Fixed)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 impl Ports {
+    /// Ports from a list in schema order (`all`): `ports: auto` resolved.
+    pub fn from_list(p: [u16; 10]) -> Ports {
+        Ports {
+            etcd_client: p[0],
+            etcd_peer: p[1],
+            apiserver: p[2],
+            controller_manager: p[3],
+            scheduler: p[4],
+            kubelet: p[5],
+            kubelet_healthz: p[6],
+            kube_proxy_healthz: p[7],
+            kube_proxy_metrics: p[8],
+            cloud_controller_manager: p[9],
+        }
+    }
+
     /// (field name, port) for every port, in schema order.
     pub fn all(&self) -> Vec<(&'static str, u16)> {
         vec![

@@ -102,6 +102,22 @@ fn name(p: &Profile, errs: &mut Vec<FieldError>) {
             "use 1-32 lowercase letters, digits and inner dashes, e.g. `dev2`",
         ));
     }
+    // No dash: a slice's name is its place in the tree (`kubeunit-a-b.slice` lives in
+    // `kubeunit-a.slice`), and an instance must not put one environment's slice in another's.
+    let instance = &p.instance;
+    let ok = instance == "auto"
+        || (instance.len() <= 16
+            && instance
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+    if !ok {
+        errs.push(FieldError::new(
+            "instance",
+            quoted(instance),
+            "not an instance suffix",
+            "use `auto`, \"\" (none), or up to 16 lowercase letters and digits",
+        ));
+    }
 }
 
 /// A value shown in an error: quoted and escaped, so that a newline or a control character in it
@@ -484,8 +500,12 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
 }
 
 fn ports(p: &Profile, errs: &mut Vec<FieldError>) {
+    // `auto` is resolved by `gen` into ports that pass these checks.
+    let Some(ports) = p.ports.fixed() else {
+        return;
+    };
     let mut seen: BTreeMap<u16, &str> = BTreeMap::new();
-    for (field, port) in p.ports.all() {
+    for (field, port) in ports.all() {
         if port == 0 {
             errs.push(FieldError::new(
                 format!("ports.{field}"),
@@ -674,6 +694,24 @@ mod tests {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let (_, p) = load::layered("dev", &sets).unwrap();
         validate(&p)
+    }
+
+    #[test]
+    fn instances_and_auto_ports() {
+        for ok in ["auto", "", "ab12", "0123456789abcdef"] {
+            assert_eq!(errors(&[&format!("instance={ok}")]), vec![], "{ok}");
+        }
+        for bad in ["Ab", "a-b", "a_b", "0123456789abcdef0", "a b"] {
+            let e = errors(&[&format!("instance={bad}")]);
+            assert_eq!(e.len(), 1, "{bad}: {e:?}");
+            assert_eq!(e[0].field, "instance");
+        }
+        // `auto` is for gen to resolve; anything else where ports go is refused with the field.
+        assert_eq!(errors(&["ports=auto"]), vec![]);
+        let bad = load::layered("dev", &["ports=some".to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("ports") && bad.contains("auto"), "{bad}");
     }
 
     #[test]

@@ -208,3 +208,43 @@ pub fn wait_for(what: &str, timeout: std::time::Duration, mut f: impl FnMut() ->
         std::thread::sleep(std::time::Duration::from_millis(250));
     }
 }
+
+/// What the unit names of the environment in `state` start with, as its profile.yaml records it:
+/// `kubeunit-NAME`, or `kubeunit-NAME_INSTANCE` for a state dir outside the name's default place.
+pub fn unit_prefix(state: &Path) -> String {
+    let path = state.join("profile.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let p: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let name = p["name"]
+        .as_str()
+        .expect("profile.yaml names the environment");
+    match p.get("instance").and_then(|i| i.as_str()).unwrap_or("") {
+        "" => format!("kubeunit-{name}"),
+        i => format!("kubeunit-{name}_{i}"),
+    }
+}
+
+/// The service of `component` of the environment in `state` (`kubeunit-NAME[_INSTANCE]-etcd.service`).
+pub fn unit(state: &Path, component: &str) -> String {
+    format!("{}-{component}.service", unit_prefix(state))
+}
+
+/// The ports of the environment in `state` as its profile.yaml records them (field -> port): what
+/// `ports: auto` resolved to.
+pub fn recorded_ports(state: &Path) -> BTreeMap<String, u16> {
+    let path = state.join("profile.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let p: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    p["ports"]
+        .as_mapping()
+        .unwrap_or_else(|| panic!("ports are not numbers in:\n{text}"))
+        .iter()
+        .map(|(k, v)| {
+            let port = v.as_u64().and_then(|v| u16::try_from(v).ok());
+            (
+                k.as_str().unwrap().to_string(),
+                port.expect("a port number"),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,233 @@
+//! Side-by-side benchmark: four control-plane environments of one profile (the same name, four
+//! state dirs, `ports: auto`) started at once on one systemd (PID 1 in a container), each one's
+//! time to ready (`kubeunit start` returns once every component is healthy) against the solo time
+//! (the median of a few starts of one of them alone). Then all four stop, and every recorded port
+//! must be free and no unit of them left. Not a test: it reports (and fails on a broken run).
+//!
+//!   cargo bench --bench side_by_side     # KUBEUNIT_BENCH_RUNS=N solo and side-by-side rounds (default 3)
+//!                                        # KUBEUNIT_BENCH_ENVS=N environments side by side (default 4)
+//!
+//! The goal: each within 1.5x of the solo time on 2 cores.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use common::container::{control_plane_args, Container};
+use common::{pinned, recorded_ports, text, unit_prefix};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// `kubeunit start`, timed; its own report of the time inside start().
+fn start(c: &Container, state: &Path) -> (f64, f64) {
+    let t = Instant::now();
+    let out = c.kubeunit(&[
+        "start",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let wall = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "start {}: {}",
+        state.display(),
+        text(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("start -o json");
+    (wall, report["totalSeconds"].as_f64().unwrap_or(0.0))
+}
+
+/// CPU seconds the environment's processes have used so far (utime + stime of each component's
+/// main process; none of them forks work out).
+fn cpu_seconds(c: &Container, state: &Path) -> Vec<(String, f64)> {
+    let out = c.kubeunit(&[
+        "status",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status -o json");
+    st.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|row| Some((row["component"].as_str()?.to_string(), row["pid"].as_u64()?)))
+        .map(|(component, pid)| {
+            let out = c.run(&["cat", &format!("/proc/{pid}/stat")]);
+            let stat = String::from_utf8_lossy(&out.stdout).into_owned();
+            // After the command name in parentheses: state is field 3, utime 14, stime 15.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0.0))
+                .collect();
+            (
+                component,
+                (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0,
+            )
+        })
+        .collect()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn ku_ok(c: &Container, verb: &str, state: &Path) {
+    let out = c.kubeunit(&[verb, "--state-dir", state.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{verb} {}: {}",
+        state.display(),
+        text(&out)
+    );
+}
+
+/// Stop all at once; then every recorded port free and no unit of any left.
+fn stop_all(c: &Container, states: &[PathBuf]) -> f64 {
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for state in states {
+            s.spawn(move || ku_ok(c, "stop", state));
+        }
+    });
+    let secs = t.elapsed().as_secs_f64();
+    for state in states {
+        let busy: Vec<String> = recorded_ports(state)
+            .into_iter()
+            .filter(|(_, p)| std::net::TcpListener::bind(("0.0.0.0", *p)).is_err())
+            .map(|(f, p)| format!("{f}={p}"))
+            .collect();
+        assert!(
+            busy.is_empty(),
+            "{}: ports still taken: {busy:?}",
+            state.display()
+        );
+        let left = c.list_units(&format!("{}*", unit_prefix(state)));
+        assert!(left.is_empty(), "{}: units left: {left}", state.display());
+    }
+    secs
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("side_by_side: bench");
+        return;
+    }
+    let runs = env_usize("KUBEUNIT_BENCH_RUNS", 3);
+    let n = env_usize("KUBEUNIT_BENCH_ENVS", 4);
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let c = Container::boot("bench-side");
+    let mut args = control_plane_args(&version);
+    args.extend(["--set".into(), "ports=auto".into()]);
+    let states: Vec<PathBuf> = (1..=n)
+        .map(|i| {
+            let state = c.work.join(format!("env{i}"));
+            let mut argv = vec!["gen", "--state-dir", state.to_str().unwrap()];
+            argv.extend(args.iter().map(String::as_str));
+            let out = c.kubeunit(&argv);
+            assert!(out.status.success(), "gen: {}", text(&out));
+            state
+        })
+        .collect();
+    println!(
+        "{n} control-plane environments side by side (profile control-plane, ports: auto), Kubernetes {version}, etcd {}, {} cores\n",
+        pinned("ETCD_VERSION")[0],
+        std::thread::available_parallelism().map_or(0, |p| p.get())
+    );
+    for state in &states {
+        let ports = recorded_ports(state);
+        println!(
+            "  {}: units {}-*, apiserver :{}, etcd :{}",
+            state.display(),
+            unit_prefix(state),
+            ports["apiserver"],
+            ports["etcdClient"]
+        );
+    }
+
+    // Solo: the first environment alone, fresh data each run.
+    let mut solo = Vec::new();
+    let mut cpu = Vec::new();
+    for run in 1..=runs {
+        let (wall, inside) = start(&c, &states[0]);
+        let per = cpu_seconds(&c, &states[0]);
+        let used: f64 = per.iter().map(|(_, s)| s).sum();
+        let each: Vec<String> = per.iter().map(|(c, s)| format!("{c} {s:.2}")).collect();
+        println!(
+            "solo run {run}: {wall:.2}s (inside start(): {inside:.2}s), its processes used {used:.2} CPU-s ({}) (load {})",
+            each.join(", "),
+            loadavg()
+        );
+        solo.push(wall);
+        cpu.push(used);
+        stop_all(&c, &states[..1]);
+        ku_ok(&c, "destroy", &states[0]);
+    }
+    let solo_median = median(&solo);
+    let cores = std::thread::available_parallelism().map_or(1, |p| p.get()) as f64;
+    let floor = n as f64 * median(&cpu) / cores;
+    println!(
+        "solo median: {solo_median:.2}s; {n} bring-ups need about {:.1} CPU-s: on {cores} cores at least {floor:.2}s ({:.2}x solo) even with nothing else running\n",
+        n as f64 * median(&cpu),
+        floor / solo_median
+    );
+
+    // All at once, fresh data each round.
+    let mut worst: f64 = 0.0;
+    let mut all = Vec::new();
+    for round in 1..=runs {
+        let t = Instant::now();
+        let times: Vec<(f64, f64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = states
+                .iter()
+                .map(|state| {
+                    let c = &c;
+                    s.spawn(move || start(c, state))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let round_secs = t.elapsed().as_secs_f64();
+        println!(
+            "side by side, round {round} (all {n} ready after {round_secs:.2}s, load {}):",
+            loadavg()
+        );
+        for (i, (wall, inside)) in times.iter().enumerate() {
+            let ratio = wall / solo_median;
+            worst = worst.max(ratio);
+            all.push(*wall);
+            println!(
+                "  env{}: {wall:.2}s (inside start(): {inside:.2}s), {ratio:.2}x solo",
+                i + 1
+            );
+        }
+        let stop_secs = stop_all(&c, &states);
+        println!("  all {n} stopped in {stop_secs:.2}s: every port free, no unit left");
+        for state in &states {
+            ku_ok(&c, "destroy", state);
+        }
+    }
+    println!(
+        "\nsolo median {solo_median:.2}s; side by side median {:.2}s, worst {:.2}x solo (goal <= 1.5x)",
+        median(&all),
+        worst
+    );
+}
