@@ -123,7 +123,11 @@ fn main() {
         "median: stop {:.3}s ({} runs), destroy --all {:.3}s ({} runs)\n",
         median(&mut stops),
         stops.len(),
-        if destroys.is_empty() { 0.0 } else { median(&mut destroys) },
+        if destroys.is_empty() {
+            0.0
+        } else {
+            median(&mut destroys)
+        },
         destroys.len()
     );
     drop(c);
