@@ -183,10 +183,20 @@ fn etcd_lifecycle_start_status_logs_crash_restart_stop() {
     );
 
     let t = Instant::now();
-    let out = ku(&c, "stop", &state, &[]);
+    let out = ku(&c, "stop", &state, &["-o", "json"]);
     let stop_secs = t.elapsed().as_secs_f64();
     assert!(out.status.success(), "stop: {}", text(&out));
     eprintln!("measured: stop of the etcd-only environment took {stop_secs:.2}s");
+    // What scripts read: the units stopped, no busy port.
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stop -o json ({e}): {}", text(&out)));
+    assert_eq!(report["busyPorts"], serde_json::json!([]), "{report}");
+    assert!(
+        report["stopped"].as_array().is_some_and(|s| s
+            .iter()
+            .any(|u| u.as_str().is_some_and(|u| u.ends_with("-etcd.service")))),
+        "{report}"
+    );
     assert_eq!(c.list_units("kubeunit-et1*"), "", "no unit may remain");
     let procs = c.run(&["pgrep", "-x", "etcd"]);
     assert!(

@@ -53,6 +53,7 @@ pub enum Command {
     #[command(after_help = start::AFTER_HELP)]
     Start(start::Args),
     /// Stop every unit of the environment (its slice) and wait until they and their ports are gone.
+    #[command(after_help = stop::AFTER_HELP)]
     Stop(stop::Args),
     /// Per component: unit state, PID, memory, restarts, uptime and health.
     #[command(after_help = status::AFTER_HELP)]
