@@ -89,19 +89,45 @@ pub fn gen(
             "pass a new or empty directory to --out (or drop --out to update a state dir in place)",
         ));
     }
+    write_state_dir(
+        dir,
+        found,
+        wait,
+        on_wait,
+        |_| {
+            let (previous, generated) = render(plan, dir, opts)?;
+            same_environment(plan, &previous, opts)?;
+            let manifest = manifest_of(plan, &generated)?;
+            Ok((previous, manifest, generated))
+        },
+        |generated| &generated.tree,
+    )
+}
+
+/// Write a tree into `dir` (new, empty or a state dir, as `found` says) the one way `gen` and
+/// `import` share: created, locked (waiting up to `wait`), an interrupted write completed, then
+/// `prepare` says what is there and what goes in (previous run, manifest, and what `tree` reads the
+/// tree from), and the journaled write. A directory created for this is removed again when
+/// anything fails before the write begins.
+fn write_state_dir<T>(
+    dir: &Path,
+    found: Found,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+    prepare: impl FnOnce(&state::Root) -> Result<(Previous, Manifest, T), Error>,
+    tree: impl Fn(&T) -> &state::Tree,
+) -> Result<(T, WriteSummary), Error> {
     let undo = state::dir::Undo::before_create(dir, found);
     let mut wrote = false;
     let result = state::dir::create(dir).and_then(|()| {
         let (root, _lock) = state::lock::acquire(dir, Access::Exclusive, true, wait, on_wait)?
             .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
         let recovered = state::recover(&root)?;
-        let (previous, generated) = render(plan, dir, opts)?;
-        same_environment(plan, &previous, opts)?;
-        let manifest = manifest_of(plan, &generated)?;
+        let (previous, manifest, value) = prepare(&root)?;
         wrote = true;
-        let mut summary = state::write(&root, &previous, &generated.tree, &manifest)?;
+        let mut summary = state::write(&root, &previous, tree(&value), &manifest)?;
         summary.notes.extend(recovered);
-        Ok((generated, summary))
+        Ok((value, summary))
     });
     if result.is_err() && !wrote {
         undo.run();
@@ -138,12 +164,7 @@ pub fn import(
         ));
     }
     let found = state::dir::inspect(dst)?;
-    let undo = state::dir::Undo::before_create(dst, found);
-    let mut wrote = false;
-    let result = state::dir::create(dst).and_then(|()| {
-        let (root, _lock) = state::lock::acquire(dst, Access::Exclusive, true, wait, on_wait)?
-            .ok_or_else(|| Error::Internal("no lock file after creating it".into()))?;
-        let recovered = state::recover(&root)?;
+    let prepare = |root: &state::Root| {
         let previous = Previous::load(dst)?;
         let fresh = root
             .walk("")
@@ -171,15 +192,10 @@ pub fn import(
                 ))
             }
         }
-        wrote = true;
-        let mut summary = state::write(&root, &previous, &tree, &manifest)?;
-        summary.notes.extend(recovered);
-        Ok(summary)
-    });
-    if result.is_err() && !wrote {
-        undo.run();
-    }
-    Ok((manifest.clone(), result?))
+        Ok((previous, manifest.clone(), tree))
+    };
+    let (_, summary) = write_state_dir(dst, found, wait, on_wait, prepare, |tree| tree)?;
+    Ok((manifest, summary))
 }
 
 /// The manifest of what `generated` will write.

@@ -285,6 +285,21 @@ impl Systemd {
 
     /// Stop a unit and wait for the job; a unit that is not loaded counts as stopped.
     pub async fn stop(&self, name: &str) -> Result<Option<JobResult>, SystemdError> {
+        self.stop_then(name, async { Ok(()) }).await
+    }
+
+    /// Stop a unit and SIGKILL every process of it (a slice: of its subtree) at once, then wait for
+    /// the job. The stop job is queued first, so systemd takes the deaths for the stop (no restart).
+    pub async fn stop_killing(&self, name: &str) -> Result<Option<JobResult>, SystemdError> {
+        self.stop_then(name, self.kill_all(name)).await
+    }
+
+    /// Queue a stop job, run `then` while it runs, and wait for it (`None`: no such unit).
+    async fn stop_then(
+        &self,
+        name: &str,
+        then: impl std::future::Future<Output = Result<(), SystemdError>>,
+    ) -> Result<Option<JobResult>, SystemdError> {
         let mut removed = self
             .manager
             .receive_job_removed()
@@ -295,31 +310,13 @@ impl Systemd {
             .stop_unit(name.to_string(), "replace".into())
             .await
         {
-            Ok(job) => wait_job(&mut removed, &job).await.map(Some),
+            Ok(job) => {
+                then.await?;
+                wait_job(&mut removed, &job).await.map(Some)
+            }
             Err(e) if is_no_such_unit(&e) => Ok(None),
             Err(e) => Err(call(format!("StopUnit {name}"))(e)),
         }
-    }
-
-    /// Stop a unit and SIGKILL every process of it (a slice: of its subtree) at once, then wait for
-    /// the job. The stop job is queued first, so systemd takes the deaths for the stop (no restart).
-    pub async fn stop_killing(&self, name: &str) -> Result<Option<JobResult>, SystemdError> {
-        let mut removed = self
-            .manager
-            .receive_job_removed()
-            .await
-            .map_err(call("subscribing to JobRemoved"))?;
-        let job = match self
-            .manager
-            .stop_unit(name.to_string(), "replace".into())
-            .await
-        {
-            Ok(job) => job,
-            Err(e) if is_no_such_unit(&e) => return Ok(None),
-            Err(e) => return Err(call(format!("StopUnit {name}"))(e)),
-        };
-        self.kill_all(name).await?;
-        wait_job(&mut removed, &job).await.map(Some)
     }
 
     /// Restart a loaded unit in place (RestartUnit, mode replace) and wait for the job: it keeps its
@@ -328,7 +325,7 @@ impl Systemd {
         let job = self
             .manager
             .restart_unit(name.to_string(), "replace".into());
-        self.job(format!("RestartUnit {name}"), job).await
+        self.job(format!("RestartUnit {name}"), job, || {}).await
     }
 
     /// Start a unit systemd loads from its unit file (an installed one) and wait for the start job.
@@ -344,26 +341,19 @@ impl Systemd {
         mode: StartMode,
         submitted: impl FnOnce(),
     ) -> Result<JobResult, SystemdError> {
-        let mut removed = self
-            .manager
-            .receive_job_removed()
-            .await
-            .map_err(call("subscribing to JobRemoved"))?;
         let job = self
             .manager
-            .start_unit(name.to_string(), mode.job_mode("replace").into())
-            .await
-            .map_err(call(format!("StartUnit {name}")))?;
-        submitted();
-        wait_job(&mut removed, &job).await
+            .start_unit(name.to_string(), mode.job_mode("replace").into());
+        self.job(format!("StartUnit {name}"), job, submitted).await
     }
 
     /// Submit a job (`submit` is not polled before the subscription is in place, so a fast job
-    /// cannot finish unseen) and wait for its result.
+    /// cannot finish unseen), call `submitted` once it is queued, and wait for its result.
     async fn job(
         &self,
         what: String,
         submit: impl std::future::Future<Output = zbus::Result<OwnedObjectPath>>,
+        submitted: impl FnOnce(),
     ) -> Result<JobResult, SystemdError> {
         let mut removed = self
             .manager
@@ -371,6 +361,7 @@ impl Systemd {
             .await
             .map_err(call("subscribing to JobRemoved"))?;
         let job = submit.await.map_err(call(what))?;
+        submitted();
         wait_job(&mut removed, &job).await
     }
 
