@@ -394,6 +394,92 @@ fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// Hostile input to `import`: several imports of one source into one target at once (all succeed,
+/// the result is the source, modes included), a listed file far too large (refused before it is
+/// read), a target spelled with `..` (not the path the source was made for: refused) and a source
+/// path with a newline (refused).
+#[test]
+fn import_holds_against_concurrent_runs_huge_files_dotdot_and_newlines() {
+    let work = PathBuf::from(format!(
+        "/tmp/kubeunit-it/nix-hostile-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let target = work.join("target");
+    let built = work.join("built");
+    ok(
+        run(kubeunit()
+            .args(["gen", "--profile", "control-plane", "--seed", "9"])
+            .arg("--state-dir")
+            .arg(&target)
+            .arg("--out")
+            .arg(&built)
+            .args(["--set", "network.advertiseAddress=192.0.2.7"])),
+        "gen --out",
+    );
+
+    // Four at once into the same new target.
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            kubeunit()
+                .arg("import")
+                .arg(&built)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in runs {
+        let out = r.wait_with_output().unwrap();
+        assert!(out.status.success(), "concurrent import: {}", text(&out));
+    }
+    assert_eq!(tree_hash(&built), tree_hash(&target));
+    assert_eq!(mode(&target.join("pki/ca.key")), 0o600);
+    ok(
+        run(kubeunit()
+            .args(["gen", "--check", "--state-dir"])
+            .arg(&target)),
+        "gen --check after concurrent imports",
+    );
+    std::fs::remove_dir_all(&target).unwrap();
+
+    // A listed file of 17 MiB (sparse: nothing that size is ever read).
+    let huge = work.join("huge");
+    ok(
+        run(Command::new("cp").arg("-a").arg(&built).arg(&huge)),
+        "cp",
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(huge.join("pki/ca.crt"))
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    let out = run(kubeunit().arg("import").arg(&huge));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("too large"), "{}", text(&out));
+    assert!(!target.exists());
+
+    // `..` in the target: another spelling is another path than the one the units name.
+    let dotted = work.join("x/../target");
+    let out = run(kubeunit()
+        .arg("import")
+        .arg(&built)
+        .arg("--state-dir")
+        .arg(&dotted));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("was generated for"), "{}", text(&out));
+    assert!(!target.exists() && !work.join("x").exists());
+
+    // A newline in the source path.
+    let out = run(kubeunit().arg("import").arg(work.join("bu\nilt")));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("control characters"), "{}", text(&out));
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 #[test]
 fn a_nix_built_state_dir_starts_under_systemd() {
     let c = Container::boot("nixstate");

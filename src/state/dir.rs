@@ -67,7 +67,9 @@ pub fn inspect(dir: &Path) -> Result<Found, Error> {
         )
     })?;
     let has = |name: &str| top.iter().any(|(n, _)| n == name);
-    let found = if has(MANIFEST) || has(JOURNAL) {
+    // The journal's temp file alone: another `gen` or `import` is writing its first journal now
+    // (or was killed doing so); under the lock, recovery finishes or clears it.
+    let found = if has(MANIFEST) || has(JOURNAL) || has(&super::root::tmp_name(JOURNAL)) {
         Found::Ours
     } else {
         let mut foreign = Vec::new();
