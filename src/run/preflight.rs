@@ -397,5 +397,23 @@ mod tests {
         // Garbage is an empty cache.
         std::fs::write(&path, "{not json").unwrap();
         assert_eq!(VersionCache::read(&path), VersionCache::default());
+        // So are a link (to a cache elsewhere) and a file too large to be one, unread.
+        let elsewhere = dir.path().join("elsewhere.json");
+        cache.write(&elsewhere);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert_eq!(VersionCache::read(&path), VersionCache::default());
+        std::fs::remove_file(&path).unwrap();
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(2 << 20)
+            .unwrap();
+        assert_eq!(VersionCache::read(&path), VersionCache::default());
+        // Writing replaces the link itself, never what it points at.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        VersionCache::default().write(&path);
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+        assert_eq!(VersionCache::read(&elsewhere), cache);
     }
 }
