@@ -364,8 +364,38 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
         .contains("deployment.apps/web"));
 
     // stop leaves nothing; a second start brings the same cluster back.
-    let out = cl.ku(&["stop"]);
+    let out = cl.ku(&["stop", "-o", "json"]);
     assert!(out.status.success(), "{}", text(&out));
+    // The API server's own (loopback) connections were ended once it had closed its listener, and
+    // it still went through its whole graceful termination and exited 0 (systemd: "Deactivated
+    // successfully", not a kill or a failure).
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stop -o json");
+    assert!(
+        report["ownConnections"]["kube-apiserver"]["ended"].as_u64() >= Some(1),
+        "{report}"
+    );
+    let journal = c.run(&[
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "cat",
+        "-u",
+        &unit(&state, "kube-apiserver"),
+    ]);
+    let journal = String::from_utf8_lossy(&journal.stdout).into_owned();
+    let stop_at = journal
+        .rfind("[graceful-termination] shutdown event\" name=\"ShutdownInitiated\"")
+        .expect("the API server's shutdown in its journal");
+    let shutdown = &journal[stop_at..];
+    for what in [
+        "InFlightRequestsDrained",
+        "audit backend shutdown completed",
+        "[graceful-termination] apiserver is exiting",
+        "Deactivated successfully",
+    ] {
+        assert!(shutdown.contains(what), "no {what:?} in:\n{shutdown}");
+    }
+    assert!(!shutdown.contains("status=9/KILL"), "{shutdown}");
     let units = c.list_units(&format!("{}*", unit_prefix(&state)));
     if !units.is_empty() {
         let dump = c.run(&["systemd-analyze", "dump", &unit(&state, "etcd")]);

@@ -64,6 +64,7 @@ const FANCY: Component = Component {
     host_checks: &[],
     enabled_by: None,
     timer: None,
+    own_connections_on_stop: None,
 };
 
 #[test]

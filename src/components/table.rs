@@ -43,6 +43,7 @@ const KUBERNETES: Component = Component {
     after_healthy: None,
     data_dirs: &[],
     after_stop: &[],
+    own_connections_on_stop: None,
     validate: |_| vec![],
     host_checks: &[],
     enabled_by: None,
@@ -186,6 +187,10 @@ pub const COMPONENTS: &[Component] = &[
         host_checks: &[host::datastore_reachable],
         probe: https("apiserver", "/readyz"),
         ports: &["apiserver"],
+        // Its loopback client (informers, controllers) holds its exit after draining: the idle
+        // HTTP/2 connections get golang.org/x/net/http2's fixed 1 s GOAWAY grace, which made
+        // `stop` take 1.2 s instead of about 0.2 s.
+        own_connections_on_stop: Some("apiserver"),
         data_dirs: &["audit"],
         flags: apiserver_flags,
         files: &[

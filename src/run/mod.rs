@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod images;
 pub mod install;
 pub mod kubeconfig;
+pub mod own_connections;
 pub mod preflight;
 pub mod probe;
 pub mod restart;

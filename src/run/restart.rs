@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::env::{debug_unit_name, Env};
+use super::own_connections::Watches;
 use super::preflight::preflight;
 use super::start::{start_one, start_slice, Progress, Timing};
 use crate::components::Component;
@@ -56,11 +57,19 @@ pub async fn restart(
         }
         names.push(&u.name);
     }
+    // As `stop` does: a component that is its own client is helped out of its shutdown.
+    let watches = Watches::start(
+        &env.plan,
+        sd,
+        dependents.iter().map(|(d, u)| (*d, u)).chain([(*c, unit)]),
+    )
+    .await?;
     for name in &names {
         sd.stop(name).await?;
         sd.wait_gone(name, Duration::from_secs(60)).await?;
         sd.reset_failed(name).await?;
     }
+    watches.finish().await;
     if !installed {
         // Its name is free for the new transient unit only once systemd unloaded the old one (a
         // dependency only after what refers to it).

@@ -1,12 +1,14 @@
 //! `stop`: the slice (and with it every unit), then failed units cleared, unloaded units waited for,
 //! and ports released.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::cleanup;
 use super::env::{debug_unit_name, Env};
+use super::own_connections::{Outcome, Watches};
 use super::probe;
 use crate::error::Error;
 use crate::systemd::Systemd;
@@ -18,6 +20,9 @@ pub struct StopReport {
     /// What the after-stop cleanup could not remove.
     pub cleanup_problems: Vec<String>,
     pub busy_ports: Vec<u16>,
+    /// By component: its own connections `stop` ended once it closed its listener, so that its exit
+    /// did not wait on them (see `run::own_connections`).
+    pub own_connections: BTreeMap<String, Outcome>,
     pub seconds: f64,
 }
 
@@ -57,6 +62,13 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
             stopped.push(name.to_string());
         }
     }
+    // Graceful: a component that is its own client is helped out of its shutdown once it drained.
+    let watches = match ending {
+        Ending::Graceful => {
+            Watches::start(&env.plan, sd, env.units.iter().map(|(c, u)| (*c, u))).await?
+        }
+        Ending::Kill => Watches::start(&env.plan, sd, std::iter::empty()).await?,
+    };
     // Timers first: they are in no slice, and would start their service again.
     for name in &timers {
         sd.stop(name).await?;
@@ -99,6 +111,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         }
         sd.reset_failed(&unit.name).await?;
     }
+    let own_connections = watches.finish().await;
     let plan = env.plan.clone();
     let components: Vec<_> = env.units.iter().rev().map(|(c, _)| *c).collect();
     let problems = tokio::task::spawn_blocking(move || {
@@ -152,6 +165,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         stopped,
         cleanup_problems: problems,
         busy_ports: busy,
+        own_connections,
         seconds: t0.elapsed().as_secs_f64(),
     })
 }

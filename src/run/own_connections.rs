@@ -1,0 +1,359 @@
+//! Ending a stopping component's connections to itself, so that its graceful exit does not wait on
+//! them (the component table's `own_connections_on_stop`).
+//!
+//! kube-apiserver is its own client (the loopback client of its informers and controllers). Once it
+//! has drained and closed its listener, its HTTP server still waits for those idle connections:
+//! golang.org/x/net/http2 gives a client a fixed 1 s after GOAWAY (`goAwayTimeout`), and over
+//! HTTP/1.1 net/http waits 5 s for a connection that was dialed but never used. Nothing is served
+//! on them any more, so `stop` ends them (SOCK_DESTROY) once the listener is gone: the process then
+//! finishes its shutdown at once and exits 0. Connections of any other process are never touched,
+//! and where this cannot be done (another PID or network namespace, no CAP_NET_ADMIN, a kernel
+//! without SOCK_DESTROY) the component simply takes its own time.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use procfs::net::{TcpNetEntry, TcpState};
+use procfs::process::{FDTarget, Process};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+
+use crate::components::Component;
+use crate::error::Error;
+use crate::spec::Plan;
+use crate::systemd::Systemd;
+use crate::unit::UnitFile;
+
+/// How often the process's sockets are looked at while it runs.
+const PERIOD: Duration = Duration::from_millis(5);
+
+/// What one watch did: how many connections it ended, or why it did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// The listener closed and these many of the process's own connections were ended.
+    Ended(usize),
+    /// Nothing to do or nothing possible: why.
+    Skipped(String),
+}
+
+/// The watches of the components about to be stopped, by component.
+pub struct Watches(Vec<(&'static str, JoinHandle<Outcome>)>);
+
+impl Watches {
+    /// Watch every running unit of `units` whose component has `own_connections_on_stop`; call
+    /// before their stop jobs are queued.
+    pub async fn start<'a>(
+        plan: &Plan,
+        sd: &Systemd,
+        units: impl Iterator<Item = (&'static Component, &'a UnitFile)>,
+    ) -> Result<Watches, Error> {
+        let mut watches = Vec::new();
+        for (c, unit) in units {
+            let Some(field) = c.own_connections_on_stop else {
+                continue;
+            };
+            let Some(port) = plan.ports.get(field) else {
+                continue;
+            };
+            let Some(state) = sd.state(&unit.name).await? else {
+                continue;
+            };
+            if state.main_pid == 0 {
+                continue;
+            }
+            let name = unit.name.clone();
+            let watch = tokio::spawn(async move {
+                end_after_listener_closes(state.main_pid, &name, port).await
+            });
+            watches.push((c.name, watch));
+        }
+        Ok(Watches(watches))
+    }
+
+    /// What each watch did; call once the components stopped (a watch still running then is
+    /// ended: its process is gone or stopped without closing its listener).
+    pub async fn finish(self) -> BTreeMap<String, Outcome> {
+        let mut outcomes = BTreeMap::new();
+        for (name, watch) in self.0 {
+            let outcome = if watch.is_finished() {
+                watch
+                    .await
+                    .unwrap_or_else(|e| Outcome::Skipped(format!("the watch failed: {e}")))
+            } else {
+                watch.abort();
+                Outcome::Skipped("it stopped without closing its listener first".into())
+            };
+            outcomes.insert(name.to_string(), outcome);
+        }
+        outcomes
+    }
+}
+
+/// Watch `pid` (the main process of `unit`) until its listener on `port` closes, then end every
+/// connection between two of its own sockets on that port. Returns when that is done, when the
+/// process is gone, or with `Skipped` when the process cannot be watched from here.
+pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outcome {
+    if let Err(why) = watchable(pid, unit) {
+        return Outcome::Skipped(why);
+    }
+    let mut listened = false;
+    loop {
+        let Some(sockets) = Sockets::of(pid) else {
+            return Outcome::Skipped("the process exited".into());
+        };
+        if sockets.listening_on(port) {
+            listened = true;
+        } else if listened {
+            return match end_own(pid, port) {
+                Ok(n) => Outcome::Ended(n),
+                Err(e) => Outcome::Skipped(e),
+            };
+        } else {
+            // Not serving (yet): its connections may still be in use; leave them alone.
+            return Outcome::Skipped(format!("not listening on port {port}"));
+        }
+        tokio::time::sleep(PERIOD).await;
+    }
+}
+
+/// End the established connections between two sockets of `pid` on `port` (the server side of
+/// each is destroyed; its peer, in the same process, gets a reset). Returns how many.
+pub fn end_own(pid: u32, port: u16) -> Result<usize, String> {
+    let Some(sockets) = Sockets::of(pid) else {
+        return Ok(0);
+    };
+    let mut ended = 0;
+    for s in sockets.own_connections(port) {
+        destroy_tcp(s.local_address, s.remote_address)
+            .map_err(|e| format!("ending {} -> {}: {e}", s.remote_address, s.local_address))?;
+        ended += 1;
+    }
+    Ok(ended)
+}
+
+/// Whether `pid` is `unit`'s process as this process sees it: same PID namespace (its cgroup
+/// names the unit) and same network namespace (where the netlink socket acts).
+fn watchable(pid: u32, unit: &str) -> Result<(), String> {
+    if pid == 0 {
+        return Err("no main process".into());
+    }
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
+    if !cgroup.lines().any(|l| l.ends_with(&format!("/{unit}"))) {
+        return Err(format!(
+            "PID {pid} here is not {unit} (another PID namespace)"
+        ));
+    }
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    if ns("self").is_none() || ns("self") != ns(&pid.to_string()) {
+        return Err(format!("PID {pid} is in another network namespace"));
+    }
+    Ok(())
+}
+
+/// A process's TCP sockets: the entries of its network namespace's tables whose inode it holds.
+struct Sockets(Vec<TcpNetEntry>);
+
+impl Sockets {
+    fn of(pid: u32) -> Option<Sockets> {
+        let p = Process::new(pid as i32).ok()?;
+        let inodes: HashSet<u64> = p
+            .fd()
+            .ok()?
+            .flatten()
+            .filter_map(|fd| match fd.target {
+                FDTarget::Socket(inode) => Some(inode),
+                _ => None,
+            })
+            .collect();
+        let mut entries = p.tcp().ok()?;
+        entries.extend(p.tcp6().unwrap_or_default());
+        entries.retain(|e| e.inode != 0 && inodes.contains(&e.inode));
+        Some(Sockets(entries))
+    }
+
+    fn listening_on(&self, port: u16) -> bool {
+        self.0
+            .iter()
+            .any(|e| e.state == TcpState::Listen && e.local_address.port() == port)
+    }
+
+    /// Server sides (local port `port`) whose client side is a socket of the same process.
+    fn own_connections(&self, port: u16) -> Vec<&TcpNetEntry> {
+        let established = |e: &&TcpNetEntry| e.state == TcpState::Established;
+        let clients: HashSet<(SocketAddr, SocketAddr)> = self
+            .0
+            .iter()
+            .filter(established)
+            .map(|e| (e.local_address, e.remote_address))
+            .collect();
+        self.0
+            .iter()
+            .filter(established)
+            .filter(|e| e.local_address.port() == port)
+            .filter(|e| clients.contains(&(e.remote_address, e.local_address)))
+            .collect()
+    }
+}
+
+/// SOCK_DESTROY of one TCP socket by its addresses (what `ss -K` does). By hand: no well-kept crate
+/// offers it (netlink-packet-sock-diag builds only SOCK_DIAG_BY_FAMILY requests), and it is one
+/// fixed 72-byte request (linux/sock_diag.h, linux/inet_diag.h) answered by an ack.
+fn destroy_tcp(local: SocketAddr, remote: SocketAddr) -> io::Result<()> {
+    const SOCK_DESTROY: u16 = 21;
+    const INET_DIAG_NOCOOKIE: u32 = !0;
+    // SAFETY: plain system calls on a descriptor this function owns; the buffers outlive them.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (family, src, dst) = match (local, remote) {
+        (SocketAddr::V4(l), SocketAddr::V4(r)) => (
+            libc::AF_INET,
+            addr16(&l.ip().octets()),
+            addr16(&r.ip().octets()),
+        ),
+        (l, r) => (libc::AF_INET6, v6(l), v6(r)),
+    };
+    let mut msg: Vec<u8> = Vec::with_capacity(72);
+    // struct nlmsghdr
+    msg.extend(72u32.to_ne_bytes());
+    msg.extend(SOCK_DESTROY.to_ne_bytes());
+    msg.extend(((libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16).to_ne_bytes());
+    msg.extend(1u32.to_ne_bytes()); // seq
+    msg.extend(0u32.to_ne_bytes()); // pid: the kernel
+                                    // struct inet_diag_req_v2: family, protocol, ext, pad, states
+    msg.extend([family as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    msg.extend((!0u32).to_ne_bytes());
+    // struct inet_diag_sockid: ports and addresses in network byte order, interface, cookie
+    msg.extend(local.port().to_be_bytes());
+    msg.extend(remote.port().to_be_bytes());
+    msg.extend(src);
+    msg.extend(dst);
+    msg.extend(0u32.to_ne_bytes());
+    msg.extend(INET_DIAG_NOCOOKIE.to_ne_bytes());
+    msg.extend(INET_DIAG_NOCOOKIE.to_ne_bytes());
+    debug_assert_eq!(msg.len(), 72);
+    // SAFETY: see above.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = [0u8; 512];
+    // SAFETY: see above.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The ack: struct nlmsghdr of type NLMSG_ERROR, then the (negative) errno, 0 for success.
+    let n = n as usize;
+    let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+    if n < 20 || kind != libc::NLMSG_ERROR as u16 {
+        return Err(io::Error::other(format!(
+            "unexpected netlink answer (type {kind}, {n} bytes)"
+        )));
+    }
+    let errno = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+    if errno != 0 {
+        return Err(io::Error::from_raw_os_error(-errno));
+    }
+    Ok(())
+}
+
+fn addr16(v4: &[u8; 4]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[..4].copy_from_slice(v4);
+    a
+}
+
+fn v6(a: SocketAddr) -> [u8; 16] {
+    match a {
+        SocketAddr::V6(a) => a.ip().octets(),
+        SocketAddr::V4(a) => a.ip().to_ipv6_mapped().octets(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    use std::net::{TcpListener, TcpStream};
+
+    /// This process connected to itself and to a child process: once the listener is closed, only
+    /// the connection between two of its own sockets is ended.
+    #[test]
+    fn ends_only_connections_to_itself_after_the_listener_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let pid = std::process::id();
+        let mut own_client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut own_server, _) = listener.accept().unwrap();
+        // Another process's connection (a child holding it open) stays.
+        let mut child = std::process::Command::new("bash")
+            .args([
+                "-c",
+                "exec 3<>/dev/tcp/127.0.0.1/$1; echo up; read -r _; echo child >&3",
+                "bash",
+                &port.to_string(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut up = [0u8; 3];
+        child.stdout.as_mut().unwrap().read_exact(&mut up).unwrap();
+        let (mut other_server, _) = listener.accept().unwrap();
+
+        let sockets = Sockets::of(pid).unwrap();
+        assert!(sockets.listening_on(port));
+        assert_eq!(sockets.own_connections(port).len(), 1);
+        drop(listener);
+        assert!(!Sockets::of(pid).unwrap().listening_on(port));
+
+        assert_eq!(end_own(pid, port), Ok(1), "one own connection ended");
+        // Both ends of it see the end (an error, not a timeout); the child's connection still
+        // carries data.
+        for end in [&mut own_server, &mut own_client] {
+            end.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let got = end.read(&mut [0u8; 8]);
+            assert!(
+                matches!(&got, Ok(0))
+                    || got.as_ref().is_err_and(|e| !matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    )),
+                "{got:?}"
+            );
+        }
+        drop(child.stdin.take());
+        let mut got = [0u8; 6];
+        other_server.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"child\n");
+        child.wait().unwrap();
+        assert_eq!(end_own(pid, port), Ok(0), "nothing left to end");
+    }
+
+    #[test]
+    fn a_process_of_another_unit_is_not_watched() {
+        let pid = std::process::id();
+        let err = watchable(pid, "kubeunit-nothing-kube-apiserver.service").unwrap_err();
+        assert!(
+            err.contains("is not kubeunit-nothing-kube-apiserver.service"),
+            "{err}"
+        );
+        assert!(watchable(0, "x.service").is_err());
+    }
+}
