@@ -6,6 +6,7 @@
 //!
 //!   cargo bench --bench side_by_side     # KUBEUNIT_BENCH_RUNS=N solo and side-by-side rounds (default 3)
 //!                                        # KUBEUNIT_BENCH_ENVS=N environments side by side (default 4)
+//!                                        # KUBEUNIT_BENCH_GEN_ARGS="--set a=b ..." more gen arguments
 //!
 //! The goal: each within 1.5x of the solo time on 2 cores.
 
@@ -137,6 +138,13 @@ fn main() {
     let c = Container::boot("bench-side");
     let mut args = control_plane_args(&version);
     args.extend(["--set".into(), "ports=auto".into()]);
+    // KUBEUNIT_BENCH_GEN_ARGS: more gen arguments (whitespace-separated), to compare settings.
+    args.extend(
+        std::env::var("KUBEUNIT_BENCH_GEN_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(String::from),
+    );
     let states: Vec<PathBuf> = (1..=n)
         .map(|i| {
             let state = c.work.join(format!("env{i}"));

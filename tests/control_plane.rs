@@ -353,6 +353,16 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
 
     // kill -9 of the API server: systemd brings it back, with the data.
     let pid = cl.status()[1]["pid"].as_u64().unwrap();
+    // (Its environment is the profile's: base.yaml's GOGC, through the unit's EnvironmentFile.)
+    let environ = c.run(&["cat", &format!("/proc/{pid}/environ")]);
+    assert!(
+        environ
+            .stdout
+            .split(|b| *b == 0)
+            .any(|kv| kv == b"GOGC=400"),
+        "{}",
+        String::from_utf8_lossy(&environ.stdout)
+    );
     assert!(c.run(&["kill", "-9", &pid.to_string()]).status.success());
     wait_for("kube-apiserver restarted", Duration::from_secs(60), || {
         let st = cl.status();
