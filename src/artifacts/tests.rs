@@ -32,6 +32,7 @@ const FANCY: Component = Component {
     notify: false,
     needs: &["kube-apiserver"],
     starts_alongside: &[],
+    starts_once_up: &[],
     after_if_enabled: &[],
     kubernetes: true,
     gates_in_config: false,

@@ -23,8 +23,10 @@ const KUBERNETES: Component = Component {
     stand_in: None,
     notify: false,
     needs: &["kube-apiserver"],
-    // Every Kubernetes client retries the API server until it answers.
-    starts_alongside: &["kube-apiserver"],
+    // Every Kubernetes client retries the API server until it answers; it starts once the API
+    // server listens (READY=1), so that its start-up does not compete with the API server's.
+    starts_alongside: &[],
+    starts_once_up: &["kube-apiserver"],
     after_if_enabled: &[],
     kubernetes: true,
     gates_in_config: false,
@@ -160,6 +162,7 @@ pub const COMPONENTS: &[Component] = &[
         }),
         notify: true,
         needs: &[],
+        starts_once_up: &[],
         kubernetes: false,
         probe: Some(Probe {
             https: true,
@@ -180,6 +183,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "kube-apiserver",
         notify: true,
         needs: &["etcd"],
+        starts_once_up: &[],
         // It dials etcd until it answers (--storage-initialization-timeout), and sends READY=1 only
         // once it serves: the two start together.
         starts_alongside: &["etcd"],
@@ -288,6 +292,7 @@ pub const COMPONENTS: &[Component] = &[
         needs_root: true,
         binary: "/bin/sh",
         needs: &[],
+        starts_once_up: &[],
         kubernetes: false,
         oneshot: true,
         version: |_| "",
@@ -324,6 +329,7 @@ pub const COMPONENTS: &[Component] = &[
         binary: "containerd",
         notify: true,
         needs: &["node-network"],
+        starts_once_up: &[],
         netns: true,
         kubernetes: false,
         delegate: true,
@@ -492,6 +498,7 @@ pub const COMPONENTS: &[Component] = &[
         name: "etcd-snapshot",
         binary: "kubeunit",
         needs: &["etcd"],
+        starts_once_up: &[],
         kubernetes: false,
         version: |_| "",
         enabled_by: Some(EnabledBy {

@@ -26,6 +26,27 @@ fn table_references_resolve() {
         for dep in c.needs.iter().chain(c.after_if_enabled) {
             assert!(find(dep).is_some(), "{}: unknown dependency {dep}", c.name);
         }
+        // Started alongside (past After=) or once up (by After=): one start mode per component.
+        assert!(
+            c.starts_alongside.is_empty() || c.starts_once_up.is_empty(),
+            "{}: both starts_alongside and starts_once_up",
+            c.name
+        );
+        for dep in c.starts_alongside.iter().chain(c.starts_once_up) {
+            assert!(
+                c.needs.contains(dep),
+                "{}: {dep} is not one of its needs",
+                c.name
+            );
+        }
+        // "Up" means something only for a unit that tells systemd (READY=1).
+        for dep in c.starts_once_up {
+            assert!(
+                find(dep).is_some_and(|d| d.notify),
+                "{}: {dep} does not notify",
+                c.name
+            );
+        }
         for f in c.files {
             assert!(
                 crate::spec::paths::is_in(f.path, crate::spec::paths::MANAGED_DIRS),

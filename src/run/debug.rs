@@ -184,7 +184,7 @@ async fn start_debug_unit(
     if req.run {
         let mut quiet = |_: Progress| {};
         let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
-        start_one(plan, sd, c, unit, None, t0, deadline, &progress, || {}).await?;
+        start_one(plan, sd, c, unit, None, t0, deadline, &progress, |_| {}).await?;
         return Ok(true);
     }
     match sd

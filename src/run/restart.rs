@@ -96,7 +96,7 @@ pub async fn restart(
         t0,
         deadline,
         &progress,
-        || {},
+        |_| {},
     )
     .await?;
     for (d, u) in &dependents {
@@ -109,7 +109,7 @@ pub async fn restart(
             t0,
             deadline,
             &progress,
-            || {},
+            |_| {},
         )
         .await?;
     }

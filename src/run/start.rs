@@ -1,7 +1,8 @@
 //! `start`: its steps in order, as small functions. Components start the moment everything they are
-//! ordered after is healthy, together with what they start alongside (etcd, kube-apiserver, the
-//! controller-manager and scheduler all at once: `Component::starts_alongside`), and a component's
-//! hook runs as soon as it is healthy.
+//! ordered after is healthy, together with what they start alongside (etcd and kube-apiserver at
+//! once: `Component::starts_alongside`) or once that is up (the Kubernetes clients once
+//! kube-apiserver listens: `Component::starts_once_up`), and a component's hook runs as soon as it
+//! is healthy.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -221,11 +222,9 @@ async fn start_components<'e>(
 ) -> Result<(Vec<Timing>, HookReport), Error> {
     let plan = &env.plan;
     let mut ready_for_dependents: BTreeSet<&str> = running.clone();
-    // Started (their start call made), and of those the ones whose start job systemd has.
+    // Started (their start call made); of those, where systemd has them (`Milestones`).
     let mut launched: BTreeSet<&str> = running.clone();
-    let submitted: RefCell<BTreeSet<&str>> = RefCell::new(running.clone());
-    let submission = tokio::sync::Notify::new();
-    let (submitted, submission) = (&submitted, &submission);
+    let milestones = &Milestones::new(running);
     let mut pending: Vec<&(&'static Component, UnitFile)> = env
         .units
         .iter()
@@ -251,25 +250,15 @@ async fn start_components<'e>(
             for (c, unit) in ready {
                 launched.insert(c.name);
                 let timer = env.timer(c.name);
-                let alongside = c.deps(plan);
+                let deps = c.deps(plan);
                 events.push(Box::pin(async move {
-                    // Its own start call after theirs: systemd then knows the units it Wants=.
-                    wait_submitted(submitted, submission, &alongside).await;
-                    let on_submitted = || {
-                        submitted.borrow_mut().insert(c.name);
-                        submission.notify_waiters();
-                    };
-                    let result = start_one(
-                        plan,
-                        sd,
-                        c,
-                        unit,
-                        timer,
-                        t0,
-                        deadline,
-                        progress,
-                        on_submitted,
-                    )
+                    // Its own start call after theirs (systemd then knows the units it Wants=),
+                    // and after those it starts once up are.
+                    milestones.wait(Milestone::Submitted, &deps).await;
+                    milestones.wait(Milestone::Up, c.starts_once_up).await;
+                    let result = start_one(plan, sd, c, unit, timer, t0, deadline, progress, |m| {
+                        milestones.reached(m, c.name)
+                    })
                     .await;
                     Event::Healthy(c, result)
                 }));
@@ -318,27 +307,60 @@ async fn start_components<'e>(
     Ok((timings, gated))
 }
 
-/// Until every one of `names` has its start job submitted.
-async fn wait_submitted(
-    submitted: &RefCell<BTreeSet<&str>>,
-    submission: &tokio::sync::Notify,
-    names: &[&str],
-) {
-    loop {
-        let notified = submission.notified();
-        tokio::pin!(notified);
-        // Registered before the check, so a submission between the two is not missed.
-        notified.as_mut().enable();
-        if names.iter().all(|n| submitted.borrow().contains(n)) {
-            return;
+/// Where a component's start is: its start job queued, then done (for a notify unit: READY=1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Milestone {
+    Submitted,
+    Up,
+}
+
+/// The components that reached each milestone (those running before `start` have both), and a
+/// wake-up for those waiting on them.
+struct Milestones<'e> {
+    submitted: RefCell<BTreeSet<&'e str>>,
+    up: RefCell<BTreeSet<&'e str>>,
+    changed: tokio::sync::Notify,
+}
+
+impl<'e> Milestones<'e> {
+    fn new(running: &Running<'e>) -> Self {
+        Milestones {
+            submitted: RefCell::new(running.clone()),
+            up: RefCell::new(running.clone()),
+            changed: tokio::sync::Notify::new(),
         }
-        notified.await;
+    }
+
+    fn set(&self, m: Milestone) -> &RefCell<BTreeSet<&'e str>> {
+        match m {
+            Milestone::Submitted => &self.submitted,
+            Milestone::Up => &self.up,
+        }
+    }
+
+    fn reached(&self, m: Milestone, name: &'e str) {
+        self.set(m).borrow_mut().insert(name);
+        self.changed.notify_waiters();
+    }
+
+    /// Until every one of `names` reached `m`.
+    async fn wait(&self, m: Milestone, names: &[&str]) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a change between the two is not missed.
+            notified.as_mut().enable();
+            if names.iter().all(|n| self.set(m).borrow().contains(n)) {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
 /// Start one component's transient unit, wait for its job, then for its health probe. A component
-/// on a schedule: its timer, with its service loaded (not started) alongside. `on_submitted` runs
-/// once systemd has its start job.
+/// on a schedule: its timer, with its service loaded (not started) alongside. `milestone` is called
+/// once systemd has its start job, and once that job is done.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn start_one(
     plan: &Plan,
@@ -349,7 +371,7 @@ pub(super) async fn start_one(
     t0: Instant,
     deadline: Instant,
     progress: &ProgressCell<'_>,
-    on_submitted: impl FnOnce(),
+    mut milestone: impl FnMut(Milestone),
 ) -> Result<Timing, Error> {
     let submitted = t0.elapsed().as_secs_f64();
     let unit = timer.unwrap_or(service);
@@ -365,12 +387,14 @@ pub(super) async fn start_one(
     // An installed environment's units are loaded from their files (`kubeunit install`).
     let installed = super::env::installed(plan, sd).await?;
     // Alongside what it retries by itself: past its After= on them (the caller started them, and
-    // waited for the health of everything else it is ordered after).
+    // waited for the health of everything else it is ordered after). Otherwise in order: systemd
+    // holds the job until the start jobs of what it starts once up are done.
     let mode = if c.deps(plan).iter().any(|d| c.starts_alongside.contains(d)) {
         StartMode::Now
     } else {
         StartMode::InOrder
     };
+    let on_submitted = || milestone(Milestone::Submitted);
     let result = match timer {
         _ if installed => sd.start_unit_then(&unit.name, mode, on_submitted).await?,
         Some(timer) => {
@@ -403,6 +427,7 @@ pub(super) async fn start_one(
             st.result, st.exec_main_status
         )));
     }
+    milestone(Milestone::Up);
     (progress.borrow_mut())(Progress::Running {
         component: c.name,
         seconds: job_done,
