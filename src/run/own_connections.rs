@@ -108,6 +108,10 @@ pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outco
         if sockets.listening_on(port) {
             listened = true;
         } else if listened {
+            // Still the unit's process (not its PID reused since), now that its listener is gone.
+            if let Err(why) = watchable(pid, unit) {
+                return Outcome::Skipped(why);
+            }
             return match end_own(pid, port) {
                 Ok(n) => Outcome::Ended(n),
                 Err(e) => Outcome::Skipped(e),
