@@ -533,13 +533,16 @@ def one_run(cls, run):
 
 def unit_exec(path):
     """ExecStart= of a unit file kubeunit generated, as argv (continuation lines joined), and the
-    environment its EnvironmentFile= lines give the process (KEY="value" lines, as kubeunit writes them)."""
+    environment its Environment= and then EnvironmentFile= lines give the process (KEY="value" lines, as
+    kubeunit writes them; a file's setting overrides, as in systemd)."""
     with open(path) as f:
         text = f.read().replace("\\\n", " ")
     argv, env = None, {}
     for line in text.splitlines():
         if line.startswith("ExecStart="):
             argv = shlex.split(line[len("ExecStart="):])
+        elif line.startswith("Environment="):
+            env.update(w.split("=", 1) for w in shlex.split(line[len("Environment="):]) if "=" in w)
         elif line.startswith("EnvironmentFile="):
             with open(line[len("EnvironmentFile="):].lstrip("-")) as ef:
                 for kv in ef:

@@ -353,7 +353,7 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
 
     // kill -9 of the API server: systemd brings it back, with the data.
     let pid = cl.status()[1]["pid"].as_u64().unwrap();
-    // (Its environment is the profile's: base.yaml's GOGC, through the unit's EnvironmentFile.)
+    // (Its environment has the component table's GOGC, through the unit's Environment=.)
     let environ = c.run(&["cat", &format!("/proc/{pid}/environ")]);
     assert!(
         environ

@@ -65,6 +65,7 @@ const FANCY: Component = Component {
     host_checks: &[],
     enabled_by: None,
     timer: None,
+    environment: &[],
     own_connections_on_stop: None,
 };
 

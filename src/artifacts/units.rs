@@ -98,6 +98,11 @@ pub fn units(
             "notify": c.notify,
             "exec": exec,
             "exec_start_pre": pre_start,
+            "environment": c
+                .environment
+                .iter()
+                .map(|(k, v)| systemd_word(&format!("{k}={v}")))
+                .collect::<Vec<_>>(),
             "env_file": env_file,
             "delegate": c.delegate,
             "kill_mode": c.kill_mode,

@@ -63,6 +63,10 @@ pub struct Component {
     pub flags: fn(&Plan) -> Vec<(String, String)>,
     /// Arguments after the binary, before the flags.
     pub args: fn(&Plan) -> Vec<String>,
+    /// Environment of its process that is no secret and no choice of the profile's: Environment= in
+    /// its unit. The profile's `env` (its EnvironmentFile=, which systemd reads after) overrides a
+    /// variable.
+    pub environment: &'static [(&'static str, &'static str)],
     /// Commands systemd runs before it (ExecStartPre=), each an argv.
     pub pre_start: fn(&Plan) -> Vec<Vec<String>>,
     /// Commands systemd runs once it stopped, or failed to start (ExecStopPost=), each an argv.
