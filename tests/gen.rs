@@ -500,16 +500,27 @@ fn systemd_analyze_verify_accepts_every_unit() {
 fn units_carry_no_secrets() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("state");
-    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
+    gen_dev(
+        &dir,
+        &[
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "components.kube-apiserver.env.TOKEN=s3cret",
+        ],
+    );
     let key = std::fs::read_to_string(dir.join("pki/encryption.key")).unwrap();
     for e in std::fs::read_dir(dir.join("units")).unwrap() {
         let unit = std::fs::read_to_string(e.unwrap().path()).unwrap();
         assert!(!unit.contains(key.trim()) && !unit.contains("PRIVATE KEY"));
-        assert!(
-            !unit.contains("Environment="),
-            "no inline environment in units"
-        );
+        // The profile's env goes to a private file; inline only the component table's tuning.
+        assert!(!unit.contains("s3cret"), "{unit}");
+        for line in unit.lines().filter(|l| l.starts_with("Environment=")) {
+            assert_eq!(line, "Environment=GOGC=400", "{unit}");
+        }
     }
+    let env_file = std::fs::read_to_string(dir.join("env/kube-apiserver.env")).unwrap();
+    assert!(env_file.contains("TOKEN=\"s3cret\""), "{env_file}");
     let enc = dir.join("config/encryption-config.yaml");
     assert!(std::fs::read_to_string(&enc).unwrap().contains(key.trim()));
     assert_eq!(
