@@ -172,8 +172,11 @@ mod tests {
         // Readers are kept out too, and get in once the writer is done.
         assert!(acquire(dir.path(), Access::Shared, false, Duration::ZERO, quiet).is_err());
         drop(held);
-        let a = acquire(dir.path(), Access::Shared, false, Duration::ZERO, quiet).unwrap();
-        let b = acquire(dir.path(), Access::Shared, false, Duration::ZERO, quiet).unwrap();
+        // (A wait: a child another test forks in this process holds a copy of the lock's open file
+        // description until its exec closes it.)
+        let wait = Duration::from_secs(5);
+        let a = acquire(dir.path(), Access::Shared, false, wait, quiet).unwrap();
+        let b = acquire(dir.path(), Access::Shared, false, wait, quiet).unwrap();
         assert!(a.is_some() && b.is_some(), "readers share");
         // Without a lock file and without `create`, nothing is created.
         let empty = tempfile::tempdir().unwrap();
