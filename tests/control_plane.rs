@@ -376,12 +376,13 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
     // stop leaves nothing; a second start brings the same cluster back.
     let out = cl.ku(&["stop", "-o", "json"]);
     assert!(out.status.success(), "{}", text(&out));
-    // The API server's own (loopback) connections were ended once it had closed its listener, and
-    // it still went through its whole graceful termination and exited 0 (systemd: "Deactivated
-    // successfully", not a kill or a failure).
+    // stop watched the API server until it closed its listener and then ended its own (loopback)
+    // connections (how many: whatever it had open then, often 1, sometimes none), and it still went
+    // through its whole graceful termination and exited 0 (systemd: "Deactivated successfully", not
+    // a kill or a failure).
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stop -o json");
     assert!(
-        report["ownConnections"]["kube-apiserver"]["ended"].as_u64() >= Some(1),
+        report["ownConnections"]["kube-apiserver"]["ended"].is_u64(),
         "{report}"
     );
     let journal = c.run(&[
