@@ -383,6 +383,27 @@ spec:
     let out = n.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
     assert!(!Path::new(&n.state.join("data")).exists());
+    // destroy of a running node (every process killed at once) leaves nothing behind either: the
+    // node's link too, so that the next start finds the host clean.
+    let out = n.ku(&["start"]);
+    assert!(out.status.success(), "start after destroy: {}", text(&out));
+    let out = n.ku(&["destroy"]);
+    assert!(out.status.success(), "destroy: {}", text(&out));
+    let after = n.leftovers();
+    for line in &after {
+        assert!(
+            line.ends_with(": 0"),
+            "left behind after destroy: {after:?}"
+        );
+    }
+    let out = n.ku(&["start"]);
+    assert!(
+        out.status.success(),
+        "start after a running destroy: {}",
+        text(&out)
+    );
+    let out = n.ku(&["destroy"]);
+    assert!(out.status.success(), "destroy: {}", text(&out));
 }
 
 #[test]

@@ -95,7 +95,16 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     }
     match ending {
         Ending::Graceful => sd.stop(&env.slice.name).await?,
-        Ending::Kill => sd.stop_killing(&env.slice.name).await?,
+        Ending::Kill => {
+            // Each unit that runs something is killed (its stop job queued first: no restart), then
+            // the slice stops normally. A SIGKILL to the whole slice would also kill what a set-up
+            // unit runs when it stops (node-network's ExecStopPost=, which removes the node's link):
+            // a start after `destroy` then found the link still there.
+            for (_, unit) in env.units.iter().rev().filter(|(c, _)| !c.oneshot) {
+                sd.stop_killing(&unit.name).await?;
+            }
+            sd.stop(&env.slice.name).await?
+        }
     };
     for name in &debug_units {
         sd.stop(name).await?;
