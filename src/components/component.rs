@@ -31,9 +31,10 @@ pub struct Component {
     /// unit keeps Wants= and After= on them, so that stopping (and a start by systemd, at boot) still
     /// goes in order.
     pub starts_alongside: &'static [&'static str],
-    /// Of `needs`, those it starts after once their unit is up, not once they are healthy: its start
-    /// job is submitted with theirs, in order, so systemd holds it until their start jobs are done
-    /// (a notify unit's: READY=1, which kube-apiserver sends once it listens, well before /readyz).
+    /// Of `needs`, those it starts after once their unit is up, not once they are healthy: `start`
+    /// submits its start job once theirs are done (a notify unit's: READY=1, which kube-apiserver
+    /// sends once it listens, well before /readyz). systemd cannot hold it by After=: it ignores
+    /// the ordering against a job started with ignore-dependencies (kube-apiserver's, alongside etcd).
     /// Started earlier (alongside), the Kubernetes clients' start-up took CPU from kube-apiserver's
     /// and made it ready about 0.2 s later on 2 cores.
     pub starts_once_up: &'static [&'static str],

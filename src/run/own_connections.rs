@@ -41,6 +41,7 @@ pub enum Outcome {
 }
 
 /// The watches of the components about to be stopped, by component.
+#[derive(Default)]
 pub struct Watches(Vec<(&'static str, JoinHandle<Outcome>)>);
 
 impl Watches {
@@ -100,27 +101,28 @@ pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outco
     if let Err(why) = watchable(pid, unit) {
         return Outcome::Skipped(why);
     }
-    let mut listened = false;
+    let listening = || Sockets::of(pid).map(|s| s.listening_on(port));
+    match listening() {
+        None => return Outcome::Skipped("the process exited".into()),
+        // Not serving (yet): its connections may still be in use; leave them alone.
+        Some(false) => return Outcome::Skipped(format!("not listening on port {port}")),
+        Some(true) => {}
+    }
     loop {
-        let Some(sockets) = Sockets::of(pid) else {
-            return Outcome::Skipped("the process exited".into());
-        };
-        if sockets.listening_on(port) {
-            listened = true;
-        } else if listened {
-            // Still the unit's process (not its PID reused since), now that its listener is gone.
-            if let Err(why) = watchable(pid, unit) {
-                return Outcome::Skipped(why);
-            }
-            return match end_own(pid, port) {
-                Ok(n) => Outcome::Ended(n),
-                Err(e) => Outcome::Skipped(e),
-            };
-        } else {
-            // Not serving (yet): its connections may still be in use; leave them alone.
-            return Outcome::Skipped(format!("not listening on port {port}"));
-        }
         tokio::time::sleep(PERIOD).await;
+        match listening() {
+            None => return Outcome::Skipped("the process exited".into()),
+            Some(false) => break,
+            Some(true) => {}
+        }
+    }
+    if let Err(why) = watchable(pid, unit) {
+        // (Once its listener is gone: still the unit's process, not its PID reused since.)
+        return Outcome::Skipped(why);
+    }
+    match end_own(pid, port) {
+        Ok(n) => Outcome::Ended(n),
+        Err(e) => Outcome::Skipped(e),
     }
 }
 

@@ -387,8 +387,8 @@ pub(super) async fn start_one(
     // An installed environment's units are loaded from their files (`kubeunit install`).
     let installed = super::env::installed(plan, sd).await?;
     // Alongside what it retries by itself: past its After= on them (the caller started them, and
-    // waited for the health of everything else it is ordered after). Otherwise in order: systemd
-    // holds the job until the start jobs of what it starts once up are done.
+    // waited for the health of everything else it is ordered after, or for the start jobs of what
+    // it starts once up). Otherwise in order.
     let mode = if c.deps(plan).iter().any(|d| c.starts_alongside.contains(d)) {
         StartMode::Now
     } else {

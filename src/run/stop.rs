@@ -67,7 +67,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         Ending::Graceful => {
             Watches::start(&env.plan, sd, env.units.iter().map(|(c, u)| (*c, u))).await?
         }
-        Ending::Kill => Watches::start(&env.plan, sd, std::iter::empty()).await?,
+        Ending::Kill => Watches::default(),
     };
     // Timers first: they are in no slice, and would start their service again.
     for name in &timers {
@@ -96,11 +96,16 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     match ending {
         Ending::Graceful => sd.stop(&env.slice.name).await?,
         Ending::Kill => {
-            // Each unit that runs something is killed (its stop job queued first: no restart), then
-            // the slice stops normally. A SIGKILL to the whole slice would also kill what a set-up
-            // unit runs when it stops (node-network's ExecStopPost=, which removes the node's link):
-            // a start after `destroy` then found the link still there.
-            for (_, unit) in env.units.iter().rev().filter(|(c, _)| !c.oneshot) {
+            // Each unit that runs something is killed (its stop job queued first: no restart; the
+            // node's went above), then the slice stops normally. A SIGKILL to the whole slice would
+            // also kill what a set-up unit runs when it stops (node-network's ExecStopPost=, which
+            // removes the node's link): a start after `destroy` then found the link still there.
+            for (_, unit) in env
+                .units
+                .iter()
+                .rev()
+                .filter(|(c, _)| !c.oneshot && !c.netns)
+            {
                 sd.stop_killing(&unit.name).await?;
             }
             sd.stop(&env.slice.name).await?
