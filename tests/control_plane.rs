@@ -987,6 +987,58 @@ fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     assert!(apiserver_stopped < etcd_stopping, "{journal}");
 }
 
+/// `stop` killed (-9) at any moment of its run (also while it watches kube-apiserver's shutdown to
+/// end its own connections): systemd's stop jobs go on without it, a second `stop` finishes, and
+/// nothing is left running; kube-apiserver still exits 0 (whatever happened to its connections).
+#[test]
+fn stop_killed_midway_then_stop_again_leaves_nothing() {
+    let ports = Ports::allocate();
+    let c = Container::boot("stop-killed");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let state = gen_control_plane(&c, &version, &ports, &[]);
+    let cl = Cluster::started(&c, &version, state, &ports);
+    let state = cl.state.to_str().unwrap().to_string();
+    for delay in ["0.05", "0.15", "0.3"] {
+        // In the container: stop in the background, SIGKILL after `delay`.
+        let script = format!(
+            "{bin} stop --state-dir '{state}' >/dev/null 2>&1 & p=$!; sleep {delay}; kill -9 $p; wait $p; echo $?",
+            bin = env!("CARGO_BIN_EXE_kubeunit"),
+        );
+        let out = c.run(&["sh", "-c", &script]);
+        assert!(out.status.success(), "{}", text(&out));
+        let out = cl.ku(&["stop", "-o", "json"]);
+        assert!(
+            out.status.success(),
+            "stop after a killed stop: {}",
+            text(&out)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stop -o json");
+        assert_eq!(report["busyPorts"], serde_json::json!([]), "{report}");
+        let units = c.list_units(&format!("{}*", unit_prefix(&cl.state)));
+        assert!(units.is_empty(), "units left: {units}");
+        let procs = c.run(&[
+            "pgrep",
+            "-f",
+            &format!("--secure-port={}", ports.port("apiserver")),
+        ]);
+        assert!(!procs.status.success(), "kube-apiserver still runs");
+        let journal = c.run(&[
+            "journalctl",
+            "--no-pager",
+            "-o",
+            "cat",
+            "-u",
+            &unit(&cl.state, "kube-apiserver"),
+        ]);
+        let journal = String::from_utf8_lossy(&journal.stdout).into_owned();
+        let last = &journal[journal.rfind("ShutdownInitiated").expect("its shutdown")..];
+        assert!(last.contains("Deactivated successfully"), "{last}");
+        let out = cl.ku(&["start"]);
+        assert!(out.status.success(), "start again: {}", text(&out));
+    }
+    assert!(cl.ku(&["stop"]).status.success());
+}
+
 /// The Kubernetes clients start once kube-apiserver is up (READY=1, sent once it listens), not
 /// alongside it: with an API server slow to get there (its binary sleeps 12 s first, longer than
 /// the controller-manager's 10 s WaitForAPIServer, after which it would exit), the controller-manager
