@@ -537,6 +537,26 @@ fn wrong_version_binary_is_reported_before_anything_starts() {
         "{t}"
     );
     assert_eq!(c.list_units("kubeunit-*"), "", "nothing may start");
+
+    // Pinned right, the binaries' Go build info (module k8s.io/kubernetes at that tag, etcd's at
+    // its) says so: none is run for its version, so none is in the data dir's cache of
+    // `--version` answers (the hyperkube test below shows a script's answer lands there).
+    // The second start is the one that could keep answers: the first creates the data dir.
+    let state = gen_control_plane(&c, &versions[0], &ports, &[]);
+    for verb in ["start", "stop", "start"] {
+        let out = c.kubeunit(&[verb, "--state-dir", state.to_str().unwrap()]);
+        assert!(out.status.success(), "{verb}: {}", text(&out));
+    }
+    let asked =
+        std::fs::read_to_string(state.join("data/binary-versions.json")).unwrap_or_default();
+    assert!(
+        !asked.contains("kube-") && !asked.contains("etcd"),
+        "a pinned binary was run for its version: {asked}"
+    );
+    assert!(c
+        .kubeunit(&["stop", "--state-dir", state.to_str().unwrap()])
+        .status
+        .success());
 }
 
 #[test]
@@ -583,6 +603,18 @@ fn hyperkube_style_single_binary_runs_the_control_plane() {
     assert!(out.status.success(), "{}", text(&out));
     let out = c.kubeunit(&["status", "--state-dir", state.to_str().unwrap()]);
     assert!(out.status.success(), "all healthy: {}", text(&out));
+    // A script has no Go build info: it was asked `kube-apiserver --version`, and its answer kept
+    // (by the second start: the first creates the data dir).
+    for verb in ["stop", "start"] {
+        let out = c.kubeunit(&[verb, "--state-dir", state.to_str().unwrap()]);
+        assert!(out.status.success(), "{verb}: {}", text(&out));
+    }
+    let asked =
+        std::fs::read_to_string(state.join("data/binary-versions.json")).unwrap_or_default();
+    assert!(
+        asked.contains(&format!("{} kube-apiserver", hyperkube.display())),
+        "{asked}"
+    );
     assert!(c
         .kubeunit(&["stop", "--state-dir", state.to_str().unwrap()])
         .status

@@ -43,6 +43,7 @@ const FANCY: Component = Component {
     netns: false,
     ports: &["cloudControllerManager"],
     version: |v| &v.kubernetes,
+    go_module: "k8s.io/kubernetes",
     flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],
     args: |_| vec![],
     pre_start: |_| vec![],

@@ -60,6 +60,9 @@ pub struct Component {
     pub ports: &'static [&'static str],
     /// The version its binary must report (`--version`), from the profile's `versions`.
     pub version: fn(&Versions) -> &str,
+    /// The Go module its releases are built from: a binary whose Go build info names this module at
+    /// the wanted release is that version without running it; any other is asked `--version`.
+    pub go_module: &'static str,
     /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
     pub flags: fn(&Plan) -> Vec<(String, String)>,
     /// Arguments after the binary, before the flags.

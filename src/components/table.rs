@@ -37,6 +37,7 @@ const KUBERNETES: Component = Component {
     netns: false,
     ports: &[],
     version: |v| &v.kubernetes,
+    go_module: "k8s.io/kubernetes",
     flags: |_| vec![],
     args: |_| vec![],
     environment: &[],
@@ -182,6 +183,7 @@ pub const COMPONENTS: &[Component] = &[
         environment: GO_GC_LESS_OFTEN,
         data_dirs: &["etcd"],
         version: |v| &v.etcd,
+        go_module: "go.etcd.io/etcd/server/v3",
         flags: etcd_flags,
         ..KUBERNETES
     },
@@ -304,6 +306,7 @@ pub const COMPONENTS: &[Component] = &[
         kubernetes: false,
         oneshot: true,
         version: |_| "",
+        go_module: "",
         args: |plan| vec![plan.path(NODE_NETWORK_SCRIPT), "up".into()],
         stop_post: |plan| {
             vec![vec![
@@ -344,6 +347,7 @@ pub const COMPONENTS: &[Component] = &[
         kill_mode: Some("process"),
         data_dirs: &["containerd"],
         version: |_| "",
+        go_module: "",
         after_healthy: Some(Hook::ImportImages),
         host_checks: &[
             host::runtime,
@@ -509,6 +513,7 @@ pub const COMPONENTS: &[Component] = &[
         starts_once_up: &[],
         kubernetes: false,
         version: |_| "",
+        go_module: "",
         enabled_by: Some(EnabledBy {
             field: "etcd.snapshot.schedule",
             when: |p| !p.etcd.snapshot.schedule.is_empty(),

@@ -4,6 +4,7 @@
 //! hook and journal tails.
 
 pub mod addons;
+mod build_info;
 pub mod certs;
 pub mod cleanup;
 pub mod debug;

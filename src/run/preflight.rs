@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::build_info;
 use super::certs::{self, CertExpiry};
 use super::env::Env;
 use super::probe;
@@ -277,8 +278,18 @@ fn file_identity(path: &Path) -> Option<String> {
     ))
 }
 
+/// `expected` (the profile's version), when the binary's Go build info says it is a build of
+/// `module` at that release: what `--version` would print, without starting the binary.
+fn built_as(path: &Path, module: &str, expected: &str) -> Option<String> {
+    let main = build_info::main_module(path).filter(|m| !module.is_empty() && m.path == module)?;
+    let release = main.release()?;
+    (release.trim_start_matches('v') == expected)
+        .then(|| format!("{release} (Go build info: module {module})"))
+}
+
 /// Binaries must report the versions the profile pins (`versions.kubernetes`, `versions.etcd`).
-/// The `--version` calls run side by side (or come from the cache above).
+/// A binary built from its component's Go module at that release says so in its build info; the
+/// others' `--version` calls run side by side (or come from the cache above).
 fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
     let versions = &env.plan.profile.versions;
     type Version<'a> = (&'a Component, &'a str, &'a (String, Vec<String>, bool));
@@ -296,7 +307,7 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
     let found: Vec<(String, Option<String>, String)> = std::thread::scope(|s| {
         let handles: Vec<_> = checks
             .iter()
-            .map(|(_, _, (path, argv, _))| {
+            .map(|(c, expected, (path, argv, _))| {
                 let cached = &cached;
                 s.spawn(move || {
                     // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
@@ -313,6 +324,9 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
                     let identity = file_identity(Path::new(path));
                     if let Some(out) = identity.as_ref().and_then(|id| cached.get(&key, id)) {
                         return (key, identity, out.to_string());
+                    }
+                    if let Some(release) = built_as(Path::new(path), c.go_module, expected) {
+                        return (key, None, release);
                     }
                     let out = match std::process::Command::new(path)
                         .args(leading)
