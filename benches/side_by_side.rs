@@ -1,7 +1,8 @@
 //! Side-by-side benchmark: four control-plane environments of one profile (the same name, four
 //! state dirs, `ports: auto`) started at once on one systemd (PID 1 in a container), each one's
 //! time to ready (`kubeunit start` returns once every component is healthy) against the solo time
-//! (the median of a few starts of one of them alone). Then all four stop, and every recorded port
+//! (the median of a few starts of one of them alone, each just before a round; one warm-up round first,
+//! not counted). Then all four stop, and every recorded port
 //! must be free and no unit of them left. Not a test: it reports (and fails on a broken run).
 //!
 //!   cargo bench --bench side_by_side     # KUBEUNIT_BENCH_RUNS=N solo and side-by-side rounds (default 3)
@@ -171,16 +172,30 @@ fn main() {
         );
     }
 
-    // Solo: the first environment alone, fresh data each run.
+    // Warm-up, not counted: every environment's first start (page cache, data dirs) at once.
+    let t = Instant::now();
+    together(&c, &states);
+    stop_all(&c, &states);
+    for state in &states {
+        ku_ok(&c, "destroy", state);
+    }
+    println!(
+        "warm-up: all {n} started and stopped once ({:.2}s)",
+        t.elapsed().as_secs_f64()
+    );
+
+    // Rounds: the first environment alone, then all at once, fresh data each time. Alternating,
+    // so that the solo runs see the same machine as the rounds (other jobs' load drifts).
     let mut solo = Vec::new();
     let mut cpu = Vec::new();
-    for run in 1..=runs {
+    let mut rounds = Vec::new();
+    for round in 1..=runs {
         let (wall, inside) = start(&c, &states[0]);
         let per = cpu_seconds(&c, &states[0]);
         let used: f64 = per.iter().map(|(_, s)| s).sum();
         let each: Vec<String> = per.iter().map(|(c, s)| format!("{c} {s:.2}")).collect();
         println!(
-            "solo run {run}: {wall:.2}s (inside start(): {inside:.2}s), its processes used {used:.2} CPU-s ({}) (load {})",
+            "round {round}, solo: {wall:.2}s (inside start(): {inside:.2}s), its processes used {used:.2} CPU-s ({}) (load {})",
             each.join(", "),
             loadavg()
         );
@@ -188,54 +203,61 @@ fn main() {
         cpu.push(used);
         stop_all(&c, &states[..1]);
         ku_ok(&c, "destroy", &states[0]);
-    }
-    let solo_median = median(&solo);
-    let cores = std::thread::available_parallelism().map_or(1, |p| p.get()) as f64;
-    let floor = n as f64 * median(&cpu) / cores;
-    println!(
-        "solo median: {solo_median:.2}s; {n} bring-ups need about {:.1} CPU-s: on {cores} cores at least {floor:.2}s ({:.2}x solo) even with nothing else running\n",
-        n as f64 * median(&cpu),
-        floor / solo_median
-    );
 
-    // All at once, fresh data each round.
-    let mut worst: f64 = 0.0;
-    let mut all = Vec::new();
-    for round in 1..=runs {
         let t = Instant::now();
-        let times: Vec<(f64, f64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = states
-                .iter()
-                .map(|state| {
-                    let c = &c;
-                    s.spawn(move || start(c, state))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let times = together(&c, &states);
         let round_secs = t.elapsed().as_secs_f64();
+        let each: Vec<String> = times
+            .iter()
+            .enumerate()
+            .map(|(i, (wall, inside))| {
+                format!("env{} {wall:.2}s (inside start(): {inside:.2}s)", i + 1)
+            })
+            .collect();
         println!(
-            "side by side, round {round} (all {n} ready after {round_secs:.2}s, load {}):",
+            "round {round}, all {n} at once: ready after {round_secs:.2}s: {} (load {})",
+            each.join(", "),
             loadavg()
         );
-        for (i, (wall, inside)) in times.iter().enumerate() {
-            let ratio = wall / solo_median;
-            worst = worst.max(ratio);
-            all.push(*wall);
-            println!(
-                "  env{}: {wall:.2}s (inside start(): {inside:.2}s), {ratio:.2}x solo",
-                i + 1
-            );
-        }
         let stop_secs = stop_all(&c, &states);
         println!("  all {n} stopped in {stop_secs:.2}s: every port free, no unit left");
         for state in &states {
             ku_ok(&c, "destroy", state);
         }
+        rounds.push(times.iter().map(|(wall, _)| *wall).collect::<Vec<f64>>());
+    }
+
+    let solo_median = median(&solo);
+    let cores = std::thread::available_parallelism().map_or(1, |p| p.get()) as f64;
+    let need = n as f64 * median(&cpu);
+    let floor = need / cores;
+    println!(
+        "\nsolo median {solo_median:.2}s; {n} bring-ups need about {need:.1} CPU-s: on {cores} cores at least {floor:.2}s ({:.2}x solo) even with nothing else running",
+        floor / solo_median
+    );
+    let all: Vec<f64> = rounds.iter().flatten().copied().collect();
+    for (i, times) in rounds.iter().enumerate() {
+        let ratios: Vec<String> = times
+            .iter()
+            .map(|w| format!("{:.2}x", w / solo_median))
+            .collect();
+        println!("round {}: {}", i + 1, ratios.join(" "));
     }
     println!(
-        "\nsolo median {solo_median:.2}s; side by side median {:.2}s, worst {:.2}x solo (goal <= 1.5x)",
+        "side by side median {:.2}s ({:.2}x solo), worst {:.2}x solo (goal: each <= 1.5x)",
         median(&all),
-        worst
+        median(&all) / solo_median,
+        all.iter().fold(0.0_f64, |m, w| m.max(*w)) / solo_median
     );
+}
+
+/// Start every environment at once; each one's (wall, inside start()) seconds.
+fn together(c: &Container, states: &[PathBuf]) -> Vec<(f64, f64)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = states
+            .iter()
+            .map(|state| s.spawn(move || start(c, state)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }

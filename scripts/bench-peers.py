@@ -675,6 +675,11 @@ def fmt(s):
 
 
 def main():
+    # Started in the background by a non-interactive shell (`cmd &`, nohup), this process and every child
+    # would inherit SIGINT ignored, and a shell cannot trap a signal ignored on entry: local-up-cluster.sh's
+    # Ctrl-C cleanup would never run (its Go components still exit, its kube-apiserver and loop stay).
+    # Handled here, children start with the default action again.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     global PIDNS
     PIDNS = os.readlink(f"/proc/{leader()}/ns/pid")
     os.makedirs(f"{WORK}/runs", exist_ok=True)

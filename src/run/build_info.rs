@@ -47,7 +47,14 @@ impl MainModule {
 /// The main module of the Go binary at `path`; `None` when it is not one (or not built in module
 /// mode), or the file cannot be read. Never runs it.
 pub fn main_module(path: &Path) -> Option<MainModule> {
-    let file = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: a FIFO put where the binary was must not hang `start`; only a regular file is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
     let cache = object::ReadCache::new(file);
     let binary = object::File::parse(&cache).ok()?;
     let section = binary.section_by_name(".go.buildinfo")?;
@@ -168,10 +175,17 @@ mod tests {
     }
 
     #[test]
-    fn a_file_without_go_build_info_gives_nothing() {
+    fn a_file_without_go_build_info_or_no_file_gives_nothing() {
         // This test binary is ELF without a .go.buildinfo section.
         let me = std::env::current_exe().expect("test binary");
         assert_eq!(main_module(&me), None);
         assert_eq!(main_module(Path::new("/nonexistent/kube-apiserver")), None);
+        // A FIFO (no writer) is neither waited on nor read.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("kube-apiserver");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("no NUL");
+        // SAFETY: mkfifo reads the NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o755) }, 0);
+        assert_eq!(main_module(&fifo), None);
     }
 }

@@ -64,7 +64,8 @@ pub struct Profile {
     /// starts, so pods run without a registry. Absolute paths; `gen` records their digests.
     #[serde(default)]
     pub images: Vec<PathBuf>,
-    /// Versions `start` insists on (checked with `BINARY --version`); empty: any.
+    /// Versions `start` insists on (from the binary's Go build info when it names the release, else
+    /// `BINARY --version`); empty: any.
     #[serde(default)]
     pub versions: Versions,
 }
