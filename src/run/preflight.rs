@@ -283,8 +283,16 @@ fn file_identity(path: &Path) -> Option<String> {
 fn built_as(path: &Path, module: &str, expected: &str) -> Option<String> {
     let main = build_info::main_module(path).filter(|m| !module.is_empty() && m.path == module)?;
     let release = main.release()?;
-    (release.trim_start_matches('v') == expected)
-        .then(|| format!("{release} (Go build info: module {module})"))
+    is_version(release, expected).then(|| format!("{release} (Go build info: module {module})"))
+}
+
+/// `word` names version `expected` (without its `v`): the same, or a patch or pre-release of it
+/// (`1.36` matches `v1.36.3`).
+fn is_version(word: &str, expected: &str) -> bool {
+    let w = word.trim_start_matches('v');
+    w == expected
+        || w.starts_with(&format!("{expected}."))
+        || w.starts_with(&format!("{expected}-"))
 }
 
 /// Binaries must report the versions the profile pins (`versions.kubernetes`, `versions.etcd`).
@@ -353,12 +361,7 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
     for ((c, expected, (path, _, _)), (key, identity, found)) in checks.iter().zip(&found) {
         let matches = found
             .split(|ch: char| ch.is_whitespace() || ch == ',')
-            .any(|word| {
-                let w = word.trim_start_matches('v');
-                w == *expected
-                    || w.starts_with(&format!("{expected}."))
-                    || w.starts_with(&format!("{expected}-"))
-            });
+            .any(|word| is_version(word, expected));
         if !matches {
             return Err(Error::Preflight {
                 message: format!(
@@ -383,6 +386,25 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_word_names_the_pin_its_patches_and_pre_releases() {
+        for (word, pin) in [
+            ("v1.36.3", "1.36.3"),
+            ("1.36.3", "1.36"),
+            ("v1.37.0-rc.1", "1.37.0"),
+        ] {
+            assert!(is_version(word, pin), "{word} {pin}");
+        }
+        for (word, pin) in [
+            ("v1.36.30", "1.36.3"),
+            ("v1.3", "1.36"),
+            ("v1.35.4", "1.36"),
+            ("", "1.36"),
+        ] {
+            assert!(!is_version(word, pin), "{word} {pin}");
+        }
+    }
 
     #[test]
     fn a_cached_version_counts_only_for_the_same_file() {
