@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use zbus::proxy::CacheProperties;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant};
-use zbus_systemd::systemd1::{ManagerProxy, ServiceProxy, TimerProxy, UnitProxy};
+use zbus_systemd::systemd1::{JobProxy, ManagerProxy, ServiceProxy, TimerProxy, UnitProxy};
 
 /// Which manager to talk to.
 #[derive(Debug, Clone)]
@@ -174,6 +174,10 @@ pub struct UnitState {
     pub next_elapse_us: Option<u64>,
     /// A timer's last run, CLOCK_REALTIME microseconds (0 if never).
     pub last_trigger_us: u64,
+    /// Its pending job, as `systemctl list-jobs` shows it: type and state ("start waiting",
+    /// "start running"); `None` without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 impl Systemd {
@@ -417,6 +421,11 @@ impl Systemd {
             active_enter_us: unit.active_enter_timestamp().await.unwrap_or(0),
             ..Default::default()
         };
+        if let Ok((id, job_path)) = unit.job().await {
+            if id != 0 {
+                st.job = self.job_words(job_path).await;
+            }
+        }
         if name.ends_with(".service") {
             let svc = ServiceProxy::builder(&self.conn)
                 .path(path.clone())
@@ -448,6 +457,21 @@ impl Systemd {
             st.last_trigger_us = timer.last_trigger_u_sec().await.unwrap_or(0);
         }
         Ok(Some(st))
+    }
+
+    /// "TYPE STATE" of a job; `None` once it is gone.
+    async fn job_words(&self, path: OwnedObjectPath) -> Option<String> {
+        let job = JobProxy::builder(&self.conn)
+            .path(path)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .ok()?;
+        Some(format!(
+            "{} {}",
+            job.job_type().await.ok()?,
+            job.state().await.ok()?
+        ))
     }
 
     async fn unit_proxy(&self, path: &OwnedObjectPath) -> Result<UnitProxy<'static>, SystemdError> {

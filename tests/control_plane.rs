@@ -931,6 +931,55 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
 /// kill -9 of etcd in that overlap, once etcd was healthy and while the API server is still coming
 /// up: systemd restarts etcd as it always does, the API server waits for it instead of failing,
 /// and `start` returns with everything healthy and the data there.
+/// A component that fails while something it was started alongside is still coming up names that
+/// one too, as systemd has it then: its own journal says only that it could not reach it. Here etcd
+/// never gets past a start-pre step, and kube-apiserver's start fails at once.
+#[test]
+fn a_failure_during_the_overlapped_start_names_what_was_not_healthy_yet() {
+    let ports = Ports::allocate();
+    let c = Container::boot("overlap-fail");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let state = gen_control_plane(&c, &version, &ports, &[]);
+    let edit = |component: &str, pre: &str| {
+        let path = state.join("units").join(unit(&state, component));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let edited = text.replacen(
+            "[Service]\n",
+            &format!("[Service]\nExecStartPre={pre}\n"),
+            1,
+        );
+        assert_ne!(edited, text);
+        std::fs::write(&path, edited).unwrap();
+    };
+    edit("etcd", "/bin/sleep 600");
+    edit("kube-apiserver", "/bin/false");
+    let out = c.kubeunit(&[
+        "start",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--timeout",
+        "60",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let etcd = unit(&state, "etcd");
+    let said = text(&out);
+    assert!(
+        said.contains(&format!(
+            "kube-apiserver ({}) failed to start",
+            unit(&state, "kube-apiserver")
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "etcd ({etcd}), which it needs, was not healthy yet: activating/start-pre, job start running"
+        )) && said.contains(&format!("(journalctl -u {etcd})")),
+        "{said}"
+    );
+    // And nothing is left running (the failed start cleans up, etcd included).
+    assert_eq!(c.list_units(&format!("{}*", unit_prefix(&state))), "");
+}
+
 #[test]
 fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     let ports = Ports::allocate();

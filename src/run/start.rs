@@ -269,7 +269,13 @@ async fn start_components<'e>(
         };
         match event {
             Event::Healthy(c, result) => {
-                let timing = result?;
+                let timing = match result {
+                    Err(Error::Start(why)) => {
+                        let needs = unhealthy_needs(env, sd, c, &ready_for_dependents).await;
+                        return Err(Error::Start(why + &needs));
+                    }
+                    result => result?,
+                };
                 (progress.borrow_mut())(Progress::Healthy(&timing));
                 timings.push(timing);
                 match c.after_healthy {
@@ -305,6 +311,44 @@ async fn start_components<'e>(
         ));
     }
     Ok((timings, gated))
+}
+
+/// What `c` needs that was not healthy yet when it failed, as systemd has it then (for a report:
+/// a component that waited for its datastore says so only between its own journal's lines).
+async fn unhealthy_needs(
+    env: &Env,
+    sd: &Systemd,
+    c: &Component,
+    healthy: &BTreeSet<&str>,
+) -> String {
+    let mut out = String::new();
+    for dep in c.deps(&env.plan) {
+        if healthy.contains(dep) {
+            continue;
+        }
+        let Some((_, unit)) = env.units.iter().find(|(d, _)| d.name == dep) else {
+            continue;
+        };
+        let state = match sd.state(&unit.name).await {
+            Ok(Some(st)) => format!(
+                "{}/{}, {}{}",
+                st.active_state.as_str(),
+                st.sub_state,
+                st.job.map_or("no job".into(), |j| format!("job {j}")),
+                match st.main_pid {
+                    0 => String::new(),
+                    pid => format!(", main PID {pid}"),
+                }
+            ),
+            Ok(None) => "not loaded".into(),
+            Err(e) => format!("state unknown: {e}"),
+        };
+        out += &format!(
+            "\n{dep} ({}), which it needs, was not healthy yet: {state} (journalctl -u {})",
+            unit.name, unit.name
+        );
+    }
+    out
 }
 
 /// Where a component's start is: its start job queued, then done (for a notify unit: READY=1).
