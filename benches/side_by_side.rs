@@ -44,12 +44,26 @@ fn start(c: &Container, state: &Path) -> (f64, f64) {
         "json",
     ]);
     let wall = t.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "start {}: {}",
-        state.display(),
-        text(&out)
-    );
+    if !out.status.success() {
+        // The environment's whole journal (start has stopped its units by now), before the
+        // container goes with the panic: the report has one component's tail only.
+        let journal = c.run(&[
+            "journalctl",
+            "--no-pager",
+            "-o",
+            "short-precise",
+            "-n",
+            "300",
+            "-u",
+            &format!("{}*", unit_prefix(state)),
+        ]);
+        panic!(
+            "start {} failed after {wall:.2}s: {}\n--- the environment's journal ---\n{}",
+            state.display(),
+            text(&out),
+            text(&journal)
+        );
+    }
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("start -o json");
     (wall, report["totalSeconds"].as_f64().unwrap_or(0.0))
 }
