@@ -927,10 +927,6 @@ fn restarting_etcd_takes_what_needs_it_down_and_back() {
     assert!(out.status.success(), "{}", text(&out));
 }
 
-/// `start` runs etcd and kube-apiserver together (the API server dials etcd until it answers). A
-/// kill -9 of etcd in that overlap, once etcd was healthy and while the API server is still coming
-/// up: systemd restarts etcd as it always does, the API server waits for it instead of failing,
-/// and `start` returns with everything healthy and the data there.
 /// A component that fails while something it was started alongside is still coming up names that
 /// one too, as systemd has it then: its own journal says only that it could not reach it. Here etcd
 /// never gets past a start-pre step, and kube-apiserver's start fails at once.
@@ -980,6 +976,10 @@ fn a_failure_during_the_overlapped_start_names_what_was_not_healthy_yet() {
     assert_eq!(c.list_units(&format!("{}*", unit_prefix(&state))), "");
 }
 
+/// `start` runs etcd and kube-apiserver together (the API server dials etcd until it answers). A
+/// kill -9 of etcd in that overlap, once etcd was healthy and while the API server is still coming
+/// up: systemd restarts etcd as it always does, the API server waits for it instead of failing,
+/// and `start` returns with everything healthy and the data there.
 #[test]
 fn etcd_killed_during_the_overlapped_start_is_restarted_and_start_completes() {
     let ports = Ports::allocate();
