@@ -869,7 +869,7 @@ fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
         // One member: it elects itself after the remaining election ticks (about 2 heartbeats,
         // 200 ms at the default 100 ms). Short ticks make it ready sooner; with no peer there is
         // no heartbeat to miss. Measured (bench-peers, 2x4 alternating runs): with etcd's defaults
-        // (100/1000) etcd was often healthy only ~1.1 s in and all ready 2.90-3.20 s, against
+        // (100/1000) etcd was healthy only 0.6-1.2 s in (7 of 8) and all ready 2.90-3.20 s, against
         // 2.40-2.55 s with these; the cost is idle CPU, 1.1% of a core against 0.3%.
         flag("heartbeat-interval", "10"),
         flag("election-timeout", "100"),
