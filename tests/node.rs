@@ -222,6 +222,43 @@ fn node_end_to_end(version: &str) {
         from_pod.contains("hello"),
         "pod -> Service by name: {from_pod}"
     );
+    // This host (where kube-apiserver runs) reaches pods and Services through the node link, never
+    // by its default route: the API server's proxy subresources reach the pod, and a ClusterIP
+    // answers from the host's network namespace (webhooks and aggregated APIs dial those).
+    let pod_ip = n.kubectl_ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]);
+    for addr in [pod_ip.as_str(), ip.as_str()] {
+        let route = text(&n.c.run(&["ip", "route", "get", addr]));
+        assert!(
+            route.contains(&format!("dev {} ", n.interface())),
+            "{addr} is not routed through the node link: {route}"
+        );
+    }
+    for path in [
+        format!("/api/v1/namespaces/default/pods/{pod}:8080/proxy/index.html"),
+        "/api/v1/namespaces/default/services/web:80/proxy/index.html".into(),
+    ] {
+        assert_eq!(
+            n.kubectl_ok(&["get", "--raw", &path]).trim(),
+            "hello",
+            "{path}"
+        );
+    }
+    let mut from_host = String::new();
+    wait_for("host -> ClusterIP", Duration::from_secs(30), || {
+        let out = n.c.run(&[
+            "timeout",
+            "3",
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/{ip}/80; {get} >&3; cat <&3"),
+        ]);
+        from_host = text(&out);
+        String::from_utf8_lossy(&out.stdout).contains("hello")
+    });
+    assert!(
+        from_host.contains("hello"),
+        "host -> ClusterIP: {from_host}"
+    );
     // kube-proxy's and the CNI's chains are the node namespace's own: the host has none of them.
     let host_rules =
         n.c.sh("(iptables-save -t nat; iptables-save -t filter) | grep -E 'KUBE-|CNI-' | wc -l");
@@ -430,12 +467,20 @@ fn two_node_environments_run_side_by_side() {
         .join("kubectl");
     // Each environment its own block of ports, held while the test runs.
     let ports = [Ports::allocate(), Ports::allocate()];
+    // Each its own pod and Service networks: this host routes them into each node's namespace.
+    let networks = [
+        ("10.88.0.0/16", "10.0.0.0/24"),
+        ("10.89.0.0/16", "10.0.1.0/24"),
+    ];
     let nodes: Vec<Node> = ["first", "second"]
         .into_iter()
         .zip(&ports)
-        .map(|(name, ports)| {
+        .zip(networks)
+        .map(|((name, ports), (pods, services))| {
             let mut args = dev_args(&version);
             args.extend(["--set".into(), format!("name={name}")]);
+            args.extend(["--set".into(), format!("network.podCIDR={pods}")]);
+            args.extend(["--set".into(), format!("network.serviceCIDR={services}")]);
             Node {
                 c: &c,
                 name: name.into(),
@@ -488,6 +533,44 @@ fn two_node_environments_run_side_by_side() {
         ]));
     }
     assert_ne!(addresses[0], addresses[1], "each node has its own address");
+    // This host routes each environment's networks to its own node.
+    for (n, (pods, services)) in nodes.iter().zip(networks) {
+        for net in [pods, services] {
+            let addr = net.replace(".0/", ".5/");
+            let addr = addr.split('/').next().unwrap();
+            let route = text(&n.c.run(&["ip", "route", "get", addr]));
+            assert!(
+                route.contains(&format!("dev {} ", n.interface())),
+                "{addr} of {} goes elsewhere: {route}",
+                n.name
+            );
+        }
+    }
+    // A third with the first's networks is refused before anything starts, naming both.
+    let third_ports = Ports::allocate();
+    let mut args = dev_args(&version);
+    args.extend(["--set".into(), "name=third".into()]);
+    let third = gen_in(&c, "third", &third_ports, &args);
+    let out = c.kubeunit(&["start", "--state-dir", &third.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    for needle in [
+        format!(
+            "network.podCIDR 10.88.0.0/16 and 10.88.0.0/16 dev {}",
+            nodes[0].interface()
+        ),
+        format!(
+            "network.serviceCIDR 10.0.0.0/24 and 10.0.0.0/24 dev {}",
+            nodes[0].interface()
+        ),
+        "--set network.podCIDR=".into(),
+    ] {
+        assert!(
+            text(&out).contains(&needle),
+            "{needle:?} missing:\n{}",
+            text(&out)
+        );
+    }
+    assert_eq!(c.list_units("kubeunit-third*"), "", "nothing of it started");
     for n in &nodes {
         n.kubectl_ok(&[
             "wait",

@@ -315,9 +315,11 @@ pub const COMPONENTS: &[Component] = &[
                 "down".into(),
             ]]
         },
-        host_checks: &[host::iproute2, host::link_free],
+        validate: node_link_carries_the_cluster_networks,
+        host_checks: &[host::iproute2, host::link_free, host::cluster_routes_free],
         files: &[template(NODE_NETWORK_SCRIPT, |cx| {
             let link = &cx.plan.link;
+            let plan = cx.plan;
             Ok(Content::Template(
                 &NODE_NETWORK,
                 json!({
@@ -329,6 +331,7 @@ pub const COMPONENTS: &[Component] = &[
                     "prefix": link.net.prefix_len(),
                     "tag": format!("{} node link", cx.plan.unit_prefix()),
                     "marker": cx.plan.run_dir().join("node-network.masquerade"),
+                    "cluster_networks": format!("{} {}", plan.pod_cidr, plan.service_cidr),
                 }),
             ))
         })],
@@ -536,7 +539,7 @@ pub const COMPONENTS: &[Component] = &[
 ];
 
 /// What a node needs of its host, with the fix for each.
-mod host {
+pub(super) mod host {
     use std::path::Path;
 
     use crate::spec::Plan;
@@ -713,6 +716,57 @@ mod host {
         ))
     }
 
+    /// No route of this host covers a part of the pod or Service network, or lies inside one (the
+    /// default route aside): node-network routes both into the node's namespace, and two routes for
+    /// one range (another environment's, a LAN's, a VPN's) would send cluster traffic to the wrong
+    /// place, or off this machine.
+    pub fn cluster_routes_free(plan: &Plan) -> Check {
+        let routes: Vec<(ipnet::Ipv4Net, String)> = procfs::net::route()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|r| {
+                let net = ipnet::Ipv4Net::with_netmask(r.destination, r.mask).ok()?;
+                Some((net.trunc(), r.iface))
+            })
+            .collect();
+        let clashes = route_clashes(plan, &routes);
+        if clashes.is_empty() {
+            return Ok(());
+        }
+        Err((
+            format!(
+                "routes of this host overlap the cluster's networks, which the node link must carry alone: {}",
+                clashes.join("; ")
+            ),
+            format!(
+                "give this environment ranges no route of this host covers (`ip route` lists them): kubeunit gen --state-dir {} --set network.podCIDR=10.89.0.0/16 --set network.serviceCIDR=10.0.1.0/24 (another environment's ranges are taken while it runs)",
+                plan.state_dir.display()
+            ),
+        ))
+    }
+
+    /// `routes` (network, interface) that overlap the pod or Service network, each named with the
+    /// field: the default route and the node link's own routes (a running node) aside.
+    pub fn route_clashes(plan: &Plan, routes: &[(ipnet::Ipv4Net, String)]) -> Vec<String> {
+        let ours = [
+            ("network.podCIDR", plan.pod_cidr),
+            ("network.serviceCIDR", plan.service_cidr),
+        ];
+        let mut clashes = Vec::new();
+        for (field, net) in ours {
+            let ipnet::IpNet::V4(net) = net else { continue };
+            for (route, iface) in routes {
+                if route.prefix_len() == 0 || iface == &plan.link.interface {
+                    continue;
+                }
+                if net.contains(&route.network()) || route.contains(&net.network()) {
+                    clashes.push(format!("{field} {net} and {route} dev {iface}"));
+                }
+            }
+        }
+        clashes
+    }
+
     /// br_netfilter: bridged pod traffic passes iptables (a Service between pods on one bridge).
     pub fn br_netfilter(_: &Plan) -> Check {
         if Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists() {
@@ -837,6 +891,26 @@ pub fn audit_policy_problem(text: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The node link is an IPv4 /30: the routes that take this host's traffic for pods and Services
+/// into the node's namespace (node-network.sh) carry IPv4 only.
+fn node_link_carries_the_cluster_networks(p: &crate::spec::Profile) -> Vec<FieldError> {
+    [
+        ("network.podCIDR", &p.network.pod_cidr),
+        ("network.serviceCIDR", &p.network.service_cidr),
+    ]
+    .into_iter()
+    .filter(|(_, v)| v.parse::<ipnet::IpNet>().is_ok_and(|n| n.network().is_ipv6()))
+    .map(|(field, v)| {
+        FieldError::new(
+            field,
+            v,
+            "an IPv6 network, which the node's IPv4 link cannot route (this host reaches pods and Services through it)",
+            "use an IPv4 range (e.g. 10.88.0.0/16 for pods, 10.0.0.0/24 for Services), or a profile without a node",
+        )
+    })
+    .collect()
 }
 
 fn flag(name: &str, value: impl Into<String>) -> (String, String) {

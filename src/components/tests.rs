@@ -272,3 +272,52 @@ fn feature_gates_go_to_flags_or_config() {
     let e = argv(&p, "etcd");
     assert!(e.contains(&"--feature-gates=C=true".to_string()), "{e:?}");
 }
+
+#[test]
+fn host_routes_overlapping_the_cluster_networks_clash() {
+    let p = plan(&[]);
+    let route = |net: &str, iface: &str| (net.parse().unwrap(), iface.to_string());
+    let routes = [
+        route("0.0.0.0/0", "eth0"), // the default route: what the node link replaces
+        route("192.0.2.0/24", "eth0"), // the LAN, apart
+        route("10.88.0.0/16", "ku-other"), // another environment's pods
+        route("10.0.0.128/25", "docker0"), // inside the Service network
+        route("10.0.0.0/8", "tun0"), // a VPN around both
+        route("10.88.0.0/16", &p.link.interface), // this node's own (it runs)
+    ];
+    let clashes = super::table::host::route_clashes(&p, &routes);
+    assert_eq!(
+        clashes,
+        [
+            "network.podCIDR 10.88.0.0/16 and 10.88.0.0/16 dev ku-other",
+            "network.podCIDR 10.88.0.0/16 and 10.0.0.0/8 dev tun0",
+            "network.serviceCIDR 10.0.0.0/24 and 10.0.0.128/25 dev docker0",
+            "network.serviceCIDR 10.0.0.0/24 and 10.0.0.0/8 dev tun0",
+        ]
+    );
+    let apart = [
+        route("0.0.0.0/0", "eth0"),
+        route("10.89.0.0/16", "ku-other"),
+    ];
+    assert_eq!(
+        super::table::host::route_clashes(&p, &apart),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_node_takes_ipv4_cluster_networks_only() {
+    let (_, dev) =
+        load::layered("dev", &["network.serviceCIDR=fd00:10::/108".to_string()]).unwrap();
+    let errs = validate(COMPONENTS, &dev);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].field, "network.serviceCIDR");
+    assert!(errs[0].message.contains("IPv6"), "{errs:?}");
+    // Without a node nothing routes them: the control plane takes IPv6 ranges.
+    let (_, cp) = load::layered(
+        "control-plane",
+        &["network.serviceCIDR=fd00:10::/108".to_string()],
+    )
+    .unwrap();
+    assert_eq!(validate(COMPONENTS, &cp), vec![]);
+}
