@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to a running Kubernetes environment:
 #   scripts/up.sh [PROFILE] [extra `kubeunit gen` arguments...]      (PROFILE defaults to dev: a node)
+#   KUBEUNIT_KUBERNETES=v1.35.4 scripts/up.sh                        (another pinned Kubernetes)
+# CoreDNS answers for the cluster only (addons.corednsForward=""), so that no query leaves this machine;
+# `scripts/up.sh dev --set addons.corednsForward=/etc/resolv.conf` forwards other names to this host's resolvers.
 # Installs dependencies, builds kubeunit, the pinned Kubernetes/etcd/node binaries and the offline images
 # (cached), boots systemd in a container where PID 1 is not systemd, then `kubeunit gen` + `kubeunit start`.
 set -euo pipefail
@@ -18,7 +21,12 @@ cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
 echo "==> pinned binaries and node images (cached in $cache; a cold build takes about an hour)"
 scripts/build-test-binaries.sh
-k8s_version=${KUBERNETES_VERSIONS%% *}
+# KUBEUNIT_KUBERNETES: one of the pinned versions (default: the newest).
+k8s_version=${KUBEUNIT_KUBERNETES:-${KUBERNETES_VERSIONS%% *}}
+case " $KUBERNETES_VERSIONS " in
+  *" $k8s_version "*) ;;
+  *) echo "up.sh: KUBEUNIT_KUBERNETES=$k8s_version is not pinned (scripts/versions.env: $KUBERNETES_VERSIONS)" >&2; exit 2 ;;
+esac
 bin_dir=$cache/bin/kubernetes-$k8s_version
 etcd_bin=$cache/bin/etcd-$ETCD_VERSION/etcd
 images_dir=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
@@ -38,7 +46,7 @@ echo "==> kubeunit gen --profile $profile --state-dir $state"
   --set "components.containerd.binary=$cache/bin/containerd-$CONTAINERD_VERSION/containerd" \
   --set "containerd.runtime=$cache/bin/runc-$RUNC_VERSION/runc" \
   --set "containerd.cniBinDir=$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" \
-  --set "images=[$images]" "$@" >/dev/null
+  --set "images=[$images]" --set addons.corednsForward= "$@" >/dev/null
 echo "==> kubeunit start"
 in_systemd "$kubeunit" start --state-dir "$state"
 cat <<MSG

@@ -435,6 +435,7 @@ mod tests {
         "logging.verbosity",
         "encryption.enabled",
         "addons.corednsImage",
+        "addons.corednsForward",
         "versions.kubernetes",
         "nope.nothing",
     ];

@@ -119,6 +119,27 @@ fn a_new_component_is_one_table_entry_and_its_template() {
 }
 
 #[test]
+fn coredns_forwards_where_the_profile_says_or_nowhere() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let corefile = |sets: &[&str]| {
+        let g = generate(&plan(sets), &empty, &opts()).unwrap();
+        String::from_utf8(g.tree["addons/10-coredns.yaml"].bytes.clone()).unwrap()
+    };
+    assert!(corefile(&[]).contains("        forward . /etc/resolv.conf\n"));
+    let to = corefile(&["addons.corednsForward=192.0.2.53 192.0.2.54:53"]);
+    assert!(
+        to.contains("        forward . 192.0.2.53 192.0.2.54:53\n"),
+        "{to}"
+    );
+    let none = corefile(&["addons.corednsForward="]);
+    assert!(!none.contains("forward"), "{none}");
+    assert!(
+        none.contains("        cache 30\n"),
+        "the rest stays: {none}"
+    );
+}
+
+#[test]
 fn files_follow_their_component_and_condition() {
     let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
     let g = generate(&plan(&[]), &empty, &opts()).unwrap();

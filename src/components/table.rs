@@ -238,6 +238,7 @@ pub const COMPONENTS: &[Component] = &[
                             "dns_ip": plan.dns_ip.to_string(),
                             "dns_domain": plan.profile.network.dns_domain,
                             "image": plan.profile.addons.coredns_image,
+                            "forward": plan.profile.addons.coredns_forward,
                         }),
                     ))
                 },

@@ -408,6 +408,10 @@ pub struct Containerd {
 pub struct Addons {
     pub coredns: bool,
     pub coredns_image: String,
+    /// Where CoreDNS sends the names outside the cluster: a resolv.conf path or addresses, as its
+    /// `forward` plugin takes them. Empty: nowhere (it answers for the cluster only, and nothing it
+    /// is asked leaves this machine).
+    pub coredns_forward: String,
     pub default_storage_class: bool,
 }
 

@@ -66,6 +66,14 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
             "write e.g. registry.k8s.io/coredns/coredns:v1.12.1",
         ));
     }
+    if let Some(why) = coredns_forward_problem(&p.addons.coredns_forward) {
+        errs.push(FieldError::new(
+            "addons.corednsForward",
+            quoted(&p.addons.coredns_forward),
+            why,
+            "write an absolute resolv.conf path, addresses such as \"192.0.2.53 192.0.2.54:53\", or \"\" for none",
+        ));
+    }
     if !AUDIT_LEVELS.contains(&p.audit.policy.as_str()) && !Path::new(&p.audit.policy).is_absolute()
     {
         errs.push(FieldError::new(
@@ -338,6 +346,27 @@ fn cidr(field: &str, value: &str, example: &str, errs: &mut Vec<FieldError>) -> 
         return None;
     }
     Some(net)
+}
+
+/// Why `value` is not what CoreDNS's `forward` takes after its zone (one resolv.conf path, or IP
+/// addresses with optional ports), if it is not. Empty is fine: no forwarding.
+fn coredns_forward_problem(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        return None;
+    }
+    if has_control(value) {
+        return Some("holds control characters");
+    }
+    if value.starts_with('/') {
+        return (value.split_whitespace().count() != 1)
+            .then_some("a path, followed by more (write one resolv.conf path, or addresses)");
+    }
+    let address = |a: &str| {
+        a.parse::<IpAddr>().is_ok()
+            || a.parse::<std::net::SocketAddr>()
+                .is_ok_and(|s| s.port() != 0)
+    };
+    (!value.split_whitespace().all(address)).then_some("neither an absolute path nor IP addresses")
 }
 
 fn network(p: &Profile, errs: &mut Vec<FieldError>) {
@@ -694,6 +723,36 @@ mod tests {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let (_, p) = load::layered("dev", &sets).unwrap();
         validate(&p)
+    }
+
+    #[test]
+    fn coredns_forward_is_a_path_addresses_or_nothing() {
+        for ok in [
+            "",
+            "/etc/resolv.conf",
+            "192.0.2.53",
+            "192.0.2.53 [2001:db8::1]:5353",
+        ] {
+            let set = format!("addons.corednsForward={ok}");
+            assert_eq!(errors(&[&set]), vec![], "{ok:?}");
+        }
+        for bad in [
+            "resolv.conf",
+            "/etc/resolv.conf 192.0.2.53",
+            "dns.example",
+            "192.0.2.53:0",
+        ] {
+            let set = format!("addons.corednsForward={bad}");
+            let errs = errors(&[&set]);
+            assert_eq!(errs.len(), 1, "{bad:?}: {errs:?}");
+            assert_eq!(errs[0].field, "addons.corednsForward");
+        }
+        let errs = errors(&["addons.corednsForward=\"/etc/resolv.conf\\n}\\nevil\""]);
+        assert_eq!(
+            errs.len(),
+            1,
+            "a newline would end the Corefile's block: {errs:?}"
+        );
     }
 
     #[test]

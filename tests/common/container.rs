@@ -304,6 +304,8 @@ pub fn dev_args(version: &str) -> Vec<String> {
             super::built_dir("cni-plugins-").display()
         ),
         format!("images=[{}]", images.join(",")),
+        // CoreDNS answers for the cluster only: nothing a test's pods ask leaves this machine.
+        "addons.corednsForward=".into(),
     ] {
         args.push("--set".into());
         args.push(set);
