@@ -6,7 +6,7 @@
 #   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
 #                                             # kubernetes-* and etcd first, then the node dirs, images,
-#                                             # then dlv-* and debug-kubernetes-*
+#                                             # then dlv-*, debug-kubernetes-* and e2e-*
 #   scripts/build-test-binaries.sh --debug [COMPONENT...]
 #       # dlv and debug builds (-gcflags=all=-N -l, not stripped) of the newest pinned Kubernetes' COMPONENTs
 #       # (default: DEBUG_COMPONENTS), nothing else; added next to those built already. For example
@@ -25,6 +25,8 @@
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
 #         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
 #           (the debug- prefix keeps it apart from kubernetes-*, which means the normal builds)
+#         $KUBEUNIT_CACHE/bin/e2e-<ver>/{e2e.test,ginkgo} for every pinned Kubernetes (the upstream e2e suite:
+#           scripts/conformance.sh runs it)
 # A directory with a .complete stamp is reused as is; each is built in <dir>.tmp and renamed when done. The
 # debug builds' dir grows: the stamp says the binaries in it are complete, those asked for and missing are added.
 #
@@ -87,6 +89,7 @@ if [ "$mode" = print ]; then
   echo "$images_dir"
   echo "$dlv_dir"
   echo "$debug_dir"
+  for v in $KUBERNETES_VERSIONS; do echo "$cache/bin/e2e-$v"; done
   exit 0
 fi
 
@@ -136,34 +139,64 @@ go_get() {
     { cat "$work/get.log" >&2; die "go get $* failed"; }
 }
 
+# k8s_module VERSION: make $work a throwaway main module requiring k8s.io/kubernetes@VERSION, each staging
+# module re-pointed at its published tag (the module juggling: see the header).
+k8s_module() {
+  local ver=$1 gomod mod staging_ver="v0.${1#v1.}"
+  (cd "$work" && go mod init kubeunit.test/binaries >/dev/null 2>&1)
+  gomod=$( (cd "$work" && go mod download -json "k8s.io/kubernetes@$ver") | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -n "$gomod" ] || die "cannot download k8s.io/kubernetes@$ver"
+  (cd "$work" && go mod edit -require="k8s.io/kubernetes@$ver")
+  # every staging module the kubernetes go.mod points at ./staging/src
+  while read -r mod; do
+    (cd "$work" && go mod edit -replace="$mod=$mod@$staging_ver")
+  done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
+}
+
+# k8s_version_ldflags VERSION: the -X flags that stamp VERSION in, as upstream's hack/lib/version.sh does.
+k8s_version_ldflags() {
+  local ver=$1 minor pkg=k8s.io/component-base/version
+  minor=${ver#v1.}; minor=${minor%%.*}
+  printf '%s' "-X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  printf '%s' " -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  printf '%s' " -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1"
+  printf '%s' " -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+}
+
 # k8s_build VERSION OUT LDFLAGS [GO_BUILD_FLAG...] -- CMD...: the Kubernetes commands CMD... (of k8s_cmds) at
-# VERSION into the dir OUT, in a throwaway main module in $work (the module juggling: see the header). The
-# version is stamped in as upstream's hack/lib/version.sh does, so `--version` reports the pin; LDFLAGS are added
-# to those -X flags and the GO_BUILD_FLAGs to `go build -trimpath`.
+# VERSION into the dir OUT, in a throwaway main module in $work (k8s_module). The version is stamped in
+# (k8s_version_ldflags); LDFLAGS are added to those -X flags and the GO_BUILD_FLAGs to `go build -trimpath`.
 k8s_build() (
   ver=$1 out=$2 extra_ld=$3 flags=() pkgs=(); shift 3
   while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
   [ "${1:-}" = -- ] || die "k8s_build: no -- before the commands"
   shift
   for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-  minor=${ver#v1.}; minor=${minor%%.*}
-  staging_ver="v0.${ver#v1.}"
+  k8s_module "$ver"
   cd "$work"
-  go mod init kubeunit.test/binaries >/dev/null 2>&1
-  gomod=$(go mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  [ -n "$gomod" ] || die "cannot download k8s.io/kubernetes@$ver"
-  go mod edit -require="k8s.io/kubernetes@$ver"
-  # every staging module the kubernetes go.mod points at ./staging/src
-  while read -r mod; do
-    go mod edit -replace="$mod=$mod@$staging_ver"
-  done < <(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/.*#\1#p' "$gomod")
   go get "${pkgs[@]/%/@$ver}" >/dev/null
-  pkg=k8s.io/component-base/version
-  ldflags="-X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1"
-  ldflags+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  ldflags=$(k8s_version_ldflags "$ver")
   go build -trimpath "${flags[@]}" -ldflags "${extra_ld:+$extra_ld }$ldflags" -o "$out/" "${pkgs[@]}"
+)
+
+# The upstream e2e suite of VERSION into $tmp: e2e.test (`go test -c` of k8s.io/kubernetes/test/e2e, its
+# manifests embedded, the version stamped like the binaries so that it checks the server as upstream's
+# does) and ginkgo, the runner of parallel specs, at the version k8s.io/kubernetes' go.mod requires (the
+# CLI and the library in e2e.test must agree). kubectl, which the sig-cli specs run, is the Kubernetes
+# build's (bin/kubernetes-VERSION/kubectl).
+e2e_build() (
+  ver=$1
+  k8s_module "$ver"
+  cd "$work"
+  go get -t "k8s.io/kubernetes/test/e2e@$ver" >/dev/null
+  ginkgo=$(go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)
+  [ -n "$ginkgo" ] || die "k8s.io/kubernetes@$ver requires no github.com/onsi/ginkgo/v2"
+  ldflags=$(k8s_version_ldflags "$ver")
+  go test -c -trimpath -ldflags "-s -w $ldflags" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e
+  go build -trimpath -ldflags "-s -w" -o "$tmp/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
+  "$tmp/ginkgo" version | grep -qx "Ginkgo Version ${ginkgo#v}" || die "the ginkgo built is not $ginkgo"
+  "$tmp/e2e.test" --version 2>/dev/null | grep -q "$ver" || die "the e2e.test built does not report $ver"
+  echo "ginkgo $ginkgo" >"$tmp/versions.txt"
 )
 
 # The normal builds: stripped, as upstream releases them.
@@ -378,3 +411,4 @@ cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
 debug_kubernetes "${debug_cmds[@]}"
+for v in $KUBERNETES_VERSIONS; do cached e2e "$v" "$cache/bin/e2e-$v" e2e_build "$v"; done
