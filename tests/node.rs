@@ -177,6 +177,20 @@ fn node_end_to_end(version: &str) {
         "jsonpath={.items[0].metadata.name}",
     ]);
 
+    // The kubelet runs with image GC by disk usage off (its own view of its config): the imported
+    // images have no registry to come back from, and a disk that reports more size than it has free
+    // crossed the default 85% here with nothing of ours on it.
+    let configz: serde_json::Value = serde_json::from_str(&n.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes/{}/proxy/configz", n.name),
+    ]))
+    .unwrap();
+    assert_eq!(
+        configz["kubeletconfig"]["imageGCHighThresholdPercent"], 100,
+        "{configz}"
+    );
+
     // The API server reaches the kubelet: logs and exec.
     assert!(n.kubectl_ok(&["logs", &pod]).contains("started web-"));
     assert_eq!(
