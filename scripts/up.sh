@@ -35,7 +35,8 @@ images=$(find "$images_dir" -name '*.tar' | sort | paste -sd, -)
 state_base=/var/lib/kubeunit
 if ! host_has_systemd; then
   echo "==> PID 1 is $(cat /proc/1/comm), not systemd: booting systemd in a container (shares the host network)"
-  boot_dev_container "$state_base" "$cache/bin" "$images_dir" "$here/target/release"
+  # The whole cache: binaries and every image archive (the e2e images of scripts/conformance.sh too).
+  boot_dev_container "$state_base" "$cache" "$here/target/release"
 fi
 
 name=$("$kubeunit" profile show "$profile" "$@" | sed -n 's/^name: //p' | head -n1)

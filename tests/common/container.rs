@@ -36,6 +36,11 @@ impl Container {
         Container::start(name, true)
     }
 
+    /// A node container booted with more `container.sh boot` arguments (`--bind-ro=DIR`).
+    pub fn boot_node_with(name: &str, extra: &[&str]) -> Container {
+        Container::start_full(name, true, false, extra)
+    }
+
     /// A node container whose root survives `reboot` (container.sh boot --persist).
     pub fn boot_persistent(name: &str) -> Container {
         Container::start_with(name, true, true)

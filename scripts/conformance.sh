@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Run the upstream Kubernetes [Conformance] specs (test/e2e of the pinned k8s.io/kubernetes, built here)
+# against a kubeunit environment, offline, as the upstream conformance image does: the parallel specs with
+# `ginkgo -p` first, then the [Serial] ones one at a time.
+#
+#   scripts/conformance.sh [--state-dir DIR] [--minor 1.36] [--focus RE | --specs FILE] [--skip RE] [--procs N]
+#                          [--results DIR] [--only parallel|serial] [--dry-run] [-- GEN_ARG...]
+#
+#   --state-dir DIR  a running environment with a node (default: bring up dev with scripts/up.sh, with every
+#                    image the specs use loaded, and leave it running)
+#   --minor M        a pinned Kubernetes minor (scripts/versions.env): 1.36, v1.36 or v1.36.3 (default: newest)
+#   --focus RE       only specs whose full text matches RE (Ginkgo regex), within the conformance suite
+#   --specs FILE     only the specs FILE names, one per line as `e2e.test --list-tests` prints them ("#" lines
+#                    are comments); each must run: one the suite does not have fails the run
+#   --skip RE        leave out specs matching RE too (reported as not selected)
+#   --procs N        parallel Ginkgo processes for the non-serial specs (default 4; the specs mostly wait)
+#   --results DIR    JUnit, the e2e log and summary.txt go here (default: conformance-results/DATE-VERSION)
+#   --only WHICH     run only the parallel or only the serial part
+#   --dry-run        list the specs that would run, run none
+#   -- GEN_ARG...    more `kubeunit gen` arguments for the dev it brings up (e.g. --set network.podCIDR=...)
+#
+# Examples:
+#   scripts/conformance.sh                                   # the whole suite on a fresh dev (hours on 2 cores)
+#   scripts/conformance.sh --focus 'AdmissionWebhook|Aggregator|Proxy'
+#   scripts/conformance.sh --state-dir /var/lib/kubeunit/dev --minor 1.35 --only serial
+#
+# Specs that cannot pass on one node by upstream's own design are left out and named in the summary, each
+# with the upstream line that says why: scripts/conformance-single-node.txt. Exit status: 0 when no spec
+# failed, 1 when one did, 2 on bad usage.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
+# shellcheck source-path=SCRIPTDIR
+. "$here/versions.env"
+# shellcheck source-path=SCRIPTDIR
+. "$here/lib.sh"
+cache=$(kubeunit_cache)
+
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
+bad() { echo "conformance.sh: $*" >&2; echo "  see: scripts/conformance.sh --help" >&2; exit 2; }
+
+state="" minor="" focus="" specs="" skip="" procs=4 results="" only="" dry_run=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h|--help) usage; exit 0 ;;
+    --state-dir|--minor|--focus|--specs|--skip|--procs|--results|--only)
+      [ $# -ge 2 ] || bad "$1 needs a value"
+      case $1 in
+        --state-dir) state=$2 ;; --minor) minor=$2 ;; --focus) focus=$2 ;; --specs) specs=$2 ;; --skip) skip=$2 ;;
+        --procs) procs=$2 ;; --results) results=$2 ;; --only) only=$2 ;;
+      esac
+      shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    --) shift; break ;;
+    *) bad "unknown argument '$1'" ;;
+  esac
+done
+[ -z "$state" ] || [ $# -eq 0 ] || bad "gen arguments after -- are for the dev it brings up, not for --state-dir"
+if [ -n "$specs" ]; then
+  [ -z "$focus" ] || bad "--focus and --specs: give one of them"
+  [ -r "$specs" ] || bad "--specs '$specs' is not a readable file"
+  # Each name as a regex of itself (Ginkgo matches a spec's full text).
+  focus=$(grep -v '^[[:space:]]*\(#\|$\)' "$specs" | sed 's/[][()\\.*+?^$|{}]/\\&/g' | paste -sd'|' -)
+  [ -n "$focus" ] || bad "--specs '$specs' names no spec"
+fi
+case $procs in ''|*[!0-9]*|0) bad "--procs '$procs' is not a positive number" ;; esac
+case $only in ''|parallel|serial) ;; *) bad "--only '$only': write parallel or serial" ;; esac
+
+# The pinned Kubernetes version of --minor.
+version=""
+want=${minor#v}
+for v in $KUBERNETES_VERSIONS; do
+  case ${v#v} in
+    "$want"|"$want".*) version=$v; break ;;
+  esac
+done
+[ -n "$minor" ] || version=${KUBERNETES_VERSIONS%% *}
+[ -n "$version" ] || bad "--minor '$minor' is not a pinned Kubernetes minor (scripts/versions.env: $KUBERNETES_VERSIONS)"
+
+echo "==> pinned binaries, e2e.test and ginkgo for $version (cached in $cache)"
+scripts/build-test-binaries.sh >/dev/null
+e2e_dir=$cache/bin/e2e-$version
+kubectl=$cache/bin/kubernetes-$version/kubectl
+for f in "$e2e_dir/e2e.test" "$e2e_dir/ginkgo" "$kubectl"; do
+  [ -x "$f" ] || { echo "conformance.sh: $f is missing after the build" >&2; exit 1; }
+done
+echo "==> the images the conformance specs use (cached)"
+scripts/build-e2e-images.sh >/dev/null
+images_dir=$(scripts/build-e2e-images.sh --print | grep -- "/e2e-images-$version\$")
+
+if [ -z "$state" ]; then
+  node_images=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
+  archives=$( (find "$node_images" "$images_dir" -name '*.tar') | sort | paste -sd, -)
+  KUBEUNIT_KUBERNETES=$version scripts/up.sh dev --set "images=[$archives]" "$@"
+  state=/var/lib/kubeunit/dev
+fi
+kubeconfig=$state/kubeconfig/admin.kubeconfig
+[ -r "$kubeconfig" ] || bad "--state-dir '$state' has no kubeconfig/admin.kubeconfig (is it a kubeunit state dir?)"
+"$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null ||
+  bad "the environment of $state does not answer: start it (scripts/kubeunit start --state-dir $state)"
+
+# One node: leave out what upstream says needs more (each line: a regex of the spec text, then why).
+single_node=""
+nodes=$("$kubectl" --kubeconfig "$kubeconfig" get nodes -o name | wc -l)
+if [ "$nodes" -lt 2 ]; then
+  single_node=$(grep -v '^[[:space:]]*\(#\|$\)' "$here/conformance-single-node.txt" | cut -f1 | paste -sd'|' -)
+fi
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+results=${results:-conformance-results/$stamp-$version}
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+
+# The e2e flags of upstream's conformance image (test/conformance/image/go-runner), offline: the images are
+# under their upstream names already, so no registry override (KUBE_TEST_REPO_LIST) is needed.
+e2e_flags=(--kubeconfig="$kubeconfig" --provider=skeleton --kubectl-path="$kubectl" --disable-log-dump
+  --e2e-output-dir="$results")
+
+# run NAME LABEL_FILTER [GINKGO_FLAG...]: one ginkgo run of e2e.test; its JUnit in RESULTS/NAME.
+run() {
+  local name=$1 filter=$2; shift 2
+  local skips=()
+  [ -z "$single_node" ] || skips+=("$single_node")
+  [ -z "$skip" ] || skips+=("$skip")
+  local args=(--label-filter="$filter" --timeout=24h --no-color --output-dir="$results"
+    --junit-report="junit_$name.xml")
+  [ -z "$focus" ] || args+=(--focus="$focus")
+  if [ ${#skips[@]} -gt 0 ]; then args+=(--skip="$(IFS='|'; echo "${skips[*]}")"); fi
+  [ -z "$dry_run" ] || args+=(--dry-run -v)
+  echo "==> $name specs: ginkgo ${args[*]} $*"
+  local start=$SECONDS rc=0
+  "$e2e_dir/ginkgo" "${args[@]}" "$@" "$e2e_dir/e2e.test" -- "${e2e_flags[@]}" \
+    --report-dir="$results/$name" >"$results/e2e-$name.log" 2>&1 || rc=$?
+  echo "$name: ginkgo exited $rc after $((SECONDS - start))s (log: $results/e2e-$name.log)"
+  echo "$name $((SECONDS - start))" >>"$results/wall-seconds.txt"
+}
+
+: >"$results/wall-seconds.txt"
+{
+  echo "kubernetes $version, e2e.test $("$e2e_dir/e2e.test" --version 2>/dev/null | head -n1)"
+  echo "environment $state, $nodes node(s), $(nproc) cores, $(uname -r)"
+  echo "started $stamp"
+} >"$results/run.txt"
+[ "$only" = serial ] || run parallel 'Conformance && !Serial' -p --procs="$procs"
+[ "$only" = parallel ] || run serial 'Conformance && Serial'
+
+summary_args=("$results" "$here/conformance-single-node.txt")
+[ "$nodes" -ge 2 ] || summary_args+=(--single-node)
+[ -z "$specs" ] || summary_args+=(--expect "$specs")
+python3 "$here/conformance-summary.py" "${summary_args[@]}" | tee "$results/summary.txt"

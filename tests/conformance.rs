@@ -1,0 +1,97 @@
+//! Upstream's own judge: a representative subset of the Kubernetes [Conformance] specs
+//! (tests/conformance-subset.txt) run by e2e.test, built from the pinned k8s.io/kubernetes, against `dev`
+//! on real systemd, offline, through scripts/conformance.sh. The specs cover the API server calling pods
+//! and Services (admission and conversion webhooks, the aggregator with upstream's sample-apiserver, the
+//! proxy subresources), DNS, Services, hostPort, ImageVolume with PullAlways, sig-cli and pod networking.
+//! The whole suite is the script's (its dated results are under benches/results/).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::container::{dev_args, gen_in, Container};
+use common::ports::Ports;
+use common::*;
+
+/// The archives of a built images dir (its images.txt names them).
+fn archives(dir: &Path) -> Vec<String> {
+    let list = std::fs::read_to_string(dir.join("images.txt"))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join("images.txt").display()));
+    list.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            dir.join(l.split_whitespace().next().unwrap())
+                .display()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_conformance_subset_passes_on_dev() {
+    let _turn = node_lock();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let e2e_images = cache_dir().join(format!("e2e-images-{version}"));
+    assert!(
+        e2e_images.join(".complete").exists(),
+        "{} missing: run scripts/build-e2e-images.sh",
+        e2e_images.display()
+    );
+    let c = Container::boot_node_with(
+        "conformance",
+        &[&format!("--bind-ro={}", e2e_images.display())],
+    );
+    let mut args = dev_args(&version);
+    let mut images = archives(&built_dir("images-"));
+    images.extend(archives(&e2e_images));
+    args.extend(["--set".into(), format!("images=[{}]", images.join(","))]);
+    let ports = Ports::allocate();
+    let state = gen_in(&c, "dev", &ports, &args);
+    let state_arg = state.to_string_lossy().into_owned();
+    let out = c.kubeunit(&["start", "--state-dir", &state_arg, "--timeout", "300"]);
+    assert!(out.status.success(), "start:\n{}", text(&out));
+
+    let results = c.work.join("conformance-results");
+    let out = run(Command::new(script("conformance.sh"))
+        .args(["--state-dir", &state_arg, "--minor", &version, "--specs"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance-subset.txt"))
+        .arg("--results")
+        .arg(&results));
+    let summary = text(&out);
+    let log = |part: &str| {
+        std::fs::read_to_string(results.join(format!("e2e-{part}.log"))).unwrap_or_default()
+    };
+    assert!(
+        out.status.success(),
+        "conformance subset:\n{summary}\n--- e2e log (parallel), last 200 lines:\n{}",
+        log("parallel")
+            .lines()
+            .rev()
+            .take(200)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let subset = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance-subset.txt"),
+    )
+    .unwrap();
+    let expected = subset
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .count();
+    assert!(
+        summary.contains(&format!("all {expected} specs of ")),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!(": {expected} passed, 0 failed")),
+        "{summary}"
+    );
+
+    let out = c.kubeunit(&["stop", "--state-dir", &state_arg]);
+    assert!(out.status.success(), "stop: {}", text(&out));
+}
