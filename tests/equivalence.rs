@@ -58,8 +58,8 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
     units.sort_by_key(|u| !u.ends_with(".slice"));
     assert_eq!(
         units.len(),
-        12,
-        "slice + 10 components' services + a timer: {units:?}"
+        13,
+        "slice + 11 components' services + a timer: {units:?}"
     );
 
     let rt = tokio::runtime::Builder::new_current_thread()
