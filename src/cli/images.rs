@@ -54,8 +54,9 @@ pub async fn exec(command: Command) -> Result<i32, Error> {
 
 async fn load(args: LoadArgs) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
+    let archives = images::check_archives(&env, &args.archives)?;
     let sd = args.target.systemd(&env).await?;
-    let report = images::load(&env, &sd, &args.archives).await?;
+    let report = images::load(&env, &sd, archives).await?;
     match args.output {
         Output::Json => print_json(&report),
         Output::Text => print!("{}", Summary(&report)),

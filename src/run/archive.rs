@@ -105,7 +105,12 @@ impl Contents {
             files: BTreeMap::new(),
             links: BTreeMap::new(),
         };
-        let not_tar = |e: std::io::Error| Problem::NotTar(e.to_string());
+        // The tar reader's messages quote what it read: garbage, in a file that is no tar.
+        let not_tar = |e: std::io::Error| {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("").trim();
+            Problem::NotTar(line.chars().take(120).collect())
+        };
         for entry in tar.entries_with_seek().map_err(not_tar)? {
             let mut entry = entry.map_err(not_tar)?;
             let raw = entry

@@ -209,10 +209,9 @@ pub struct LoadReport {
     pub pushed: Vec<String>,
 }
 
-/// Put the archives at `paths` into the running environment's containerd and registry. Every
-/// archive is checked whole first: a bad one refuses them all before anything changes.
-pub async fn load(env: &Env, sd: &Systemd, paths: &[PathBuf]) -> Result<LoadReport, Error> {
-    let plan = &env.plan;
+/// The environment's component that imports images (containerd) and the one that serves them
+/// (the registry, if any), by their hooks.
+fn node_image_units(env: &Env) -> Result<(&UnitEntry, Option<&UnitEntry>), Error> {
     let with_hook = |hook: Hook| {
         env.units
             .iter()
@@ -222,26 +221,44 @@ pub async fn load(env: &Env, sd: &Systemd, paths: &[PathBuf]) -> Result<LoadRepo
         return Err(Error::Usage {
             message: format!(
                 "environment '{}' has no node: no containerd to load images into",
-                plan.name()
+                env.plan.name()
             ),
             fix: "load images into an environment with a node (profile dev)".into(),
         });
     };
-    let registry = with_hook(Hook::LoadRegistry);
-    let mut archives = Vec::new();
-    for path in paths {
-        let checked = archive::check(path).and_then(|a| {
-            if a.names.is_empty() {
-                Err(archive::Problem::Unnamed)
-            } else {
-                Ok(a)
-            }
-        });
-        archives.push(checked.map_err(|problem| Error::ImageArchive {
-            path: path.clone(),
-            problem,
-        })?);
-    }
+    Ok((containerd, with_hook(Hook::LoadRegistry)))
+}
+
+type UnitEntry = (&'static Component, crate::unit::UnitFile);
+
+/// Read every archive at `paths` whole and check it (`archive::check`), its images named: the
+/// first that is not refuses them all, before anything is loaded.
+pub fn check_archives(env: &Env, paths: &[PathBuf]) -> Result<Vec<Archive>, Error> {
+    node_image_units(env)?;
+    paths
+        .iter()
+        .map(|path| {
+            archive::check(path)
+                .and_then(|a| {
+                    if a.names.is_empty() {
+                        Err(archive::Problem::Unnamed)
+                    } else {
+                        Ok(a)
+                    }
+                })
+                .map_err(|problem| Error::ImageArchive {
+                    path: path.clone(),
+                    problem,
+                })
+        })
+        .collect()
+}
+
+/// Put checked `archives` (`check_archives`) into the running environment's containerd and
+/// registry.
+pub async fn load(env: &Env, sd: &Systemd, archives: Vec<Archive>) -> Result<LoadReport, Error> {
+    let plan = &env.plan;
+    let (containerd, registry) = node_image_units(env)?;
     for (c, unit) in [Some(containerd), registry].into_iter().flatten() {
         if !sd
             .state(&unit.name)
