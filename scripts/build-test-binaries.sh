@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the pinned binaries (scripts/versions.env) from the Go module proxy into a versioned cache:
-# Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS and the
-# offline images (pause, coredns, a busybox test image) that `ctr -n k8s.io images import` loads.
+# Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS, the local
+# registry (distribution) and the offline images (pause, coredns, a busybox test image) that
+# `ctr -n k8s.io images import` loads.
 #
 #   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
@@ -20,6 +21,7 @@
 #         $KUBEUNIT_CACHE/bin/cni-plugins-<ver>/{bridge,host-local,loopback,portmap}
 #         $KUBEUNIT_CACHE/bin/crictl-<ver>/crictl
 #         $KUBEUNIT_CACHE/bin/coredns-<ver>/coredns
+#         $KUBEUNIT_CACHE/bin/registry-<ver>/registry
 #         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>/{pause,coredns,busybox}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
@@ -86,6 +88,7 @@ if [ "$mode" = print ]; then
   echo "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION"
   echo "$cache/bin/crictl-$CRICTL_VERSION"
   echo "$cache/bin/coredns-$COREDNS_VERSION"
+  echo "$cache/bin/registry-$REGISTRY_VERSION"
   echo "$images_dir"
   echo "$dlv_dir"
   echo "$debug_dir"
@@ -278,6 +281,15 @@ coredns_build() {
     -o "$tmp/coredns" "$m")
 }
 
+# The node's registry, as upstream's Makefile builds it (without cgo, PIE and the revision it reads from git).
+registry_build() {
+  local ver=$REGISTRY_VERSION m=github.com/distribution/distribution/v3
+  go_get "$m/cmd/registry@$ver"
+  (cd "$work" && go build -trimpath \
+    -ldflags "-s -w -X $m/version.version=$ver -X $m/version.mainpkg=$m" -o "$tmp/registry" "$m/cmd/registry")
+  "$tmp/registry" --version | grep -q " $ver\$" || die "the registry built is not $ver"
+}
+
 # The pins that must agree with upstream sources: checked on every run (cheap once the modules are cached),
 # so bumping Kubernetes or containerd without the rest fails here, not at pod start.
 check_pins() {
@@ -407,6 +419,7 @@ cached runc "$RUNC_VERSION" "$cache/bin/runc-$RUNC_VERSION" runc_build
 cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" cni_build
 cached crictl "$CRICTL_VERSION" "$cache/bin/crictl-$CRICTL_VERSION" crictl_build
 cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
+cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build

@@ -47,6 +47,7 @@ echo "==> kubeunit gen --profile $profile --state-dir $state"
   --set "components.containerd.binary=$cache/bin/containerd-$CONTAINERD_VERSION/containerd" \
   --set "containerd.runtime=$cache/bin/runc-$RUNC_VERSION/runc" \
   --set "containerd.cniBinDir=$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" \
+  --set "components.registry.binary=$cache/bin/registry-$REGISTRY_VERSION/registry" \
   --set "images=[$images]" --set addons.corednsForward= "$@" >/dev/null
 echo "==> kubeunit start"
 in_systemd "$kubeunit" start --state-dir "$state"
@@ -57,5 +58,6 @@ kubectl for this cluster: $bin_dir/kubectl
   kubectl get nodes
   kubectl create deployment hello --image=$TEST_IMAGE -- sh -c 'echo hello; exec sleep 3600'
 kubeunit where systemd is:   scripts/kubeunit status --state-dir $state   (logs -f, restart COMPONENT, stop)
+images without Docker:       scripts/kubeunit images load --state-dir $state app.tar   (then --image-pull-policy=Always works too)
 tear down:                   scripts/down.sh $name
 MSG

@@ -92,6 +92,12 @@ pub enum Error {
         message: String,
         fix: String,
     },
+    /// An image archive given to load that cannot be (missing, unreadable, damaged, unnamed images).
+    #[error("image archive {path}: {problem}.\n  fix: {}", .problem.fix())]
+    ImageArchive {
+        path: PathBuf,
+        problem: crate::run::archive::Problem,
+    },
     /// Reading or writing failed (disk full, permissions changed underneath, ...).
     #[error("{path}: cannot {op}: {source}.\n  fix: check free space and permissions there")]
     Io {
@@ -130,6 +136,7 @@ impl Error {
             | Error::ProfileRead { .. }
             | Error::Set { .. }
             | Error::Usage { .. }
+            | Error::ImageArchive { .. }
             | Error::State { .. } => 2,
             Error::Artifact { .. }
             | Error::Io { .. }

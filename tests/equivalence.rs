@@ -58,8 +58,8 @@ fn every_rendered_unit_translates_to_what_the_installed_file_means() {
     units.sort_by_key(|u| !u.ends_with(".slice"));
     assert_eq!(
         units.len(),
-        12,
-        "slice + 10 components' services + a timer: {units:?}"
+        13,
+        "slice + 11 components' services + a timer: {units:?}"
     );
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -185,9 +185,9 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
         ]
         .concat(),
     );
-    // This test's bin dir has the Kubernetes binaries only: etcd's, containerd's, the cloud
-    // controller manager's and kubeunit (the snapshot service runs the one in binDir) are missing,
-    // which verify reports. Nothing else may be.
+    // This test's bin dir has the Kubernetes binaries only: etcd's, containerd's, the registry's,
+    // the cloud controller manager's and kubeunit (the snapshot service runs the one in binDir) are
+    // missing, which verify reports. Nothing else may be.
     let complaints: Vec<&str> = std::str::from_utf8(&out.stderr)
         .unwrap()
         .lines()
@@ -200,7 +200,7 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
     );
     assert_eq!(
         text(&out).matches("is not executable").count(),
-        4,
+        5,
         "{}",
         text(&out)
     );
@@ -209,8 +209,12 @@ fn installed_units_are_the_transient_ones_plus_their_drop_ins(
     let target = target.as_str();
     let out = c.run(&["systemctl", "is-enabled", target]);
     assert_eq!(text(&out).trim(), "enabled");
-    let hooks = ["kube-apiserver-apply-addons", "containerd-import-images"]
-        .map(|h| format!("{prefix}-{h}.service"));
+    let hooks = [
+        "kube-apiserver-apply-addons",
+        "containerd-import-images",
+        "registry-load-registry",
+    ]
+    .map(|h| format!("{prefix}-{h}.service"));
     // Forward: the target and the hooks. Backward (Before= of what another unit is After=): the
     // environment's units, all loaded now, where the transient ones were loaded one at a time.
     let added = |v: &str| {

@@ -457,7 +457,7 @@ fn systemd_analyze_verify_accepts_every_unit() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(units.len(), 9, "slice + 8 dev components: {units:?}");
+    assert_eq!(units.len(), 10, "slice + 9 dev components: {units:?}");
     let out = run(Command::new("systemd-analyze").arg("verify").args(&units));
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -528,7 +528,14 @@ fn units_carry_no_secrets() {
         // The profile's env goes to a private file; inline only the component table's tuning.
         assert!(!unit.contains("s3cret"), "{unit}");
         for line in unit.lines().filter(|l| l.starts_with("Environment=")) {
-            assert_eq!(line, "Environment=GOGC=400", "{unit}");
+            assert!(
+                [
+                    "Environment=GOGC=400",
+                    "Environment=OTEL_TRACES_EXPORTER=none"
+                ]
+                .contains(&line),
+                "{unit}"
+            );
         }
     }
     let env_file = std::fs::read_to_string(dir.join("env/kube-apiserver.env")).unwrap();
@@ -1066,9 +1073,10 @@ fn ports_auto_is_picked_once_recorded_and_kept() {
     let out = gen_ok(&a, &[&auto[..], &["-o", "json"]].concat());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ports = recorded_ports(&a);
-    // Ten distinct ports from kubeunit's range, away from the tests' blocks (21000 and up).
+    // Eleven distinct ports (one per field) from kubeunit's range, away from the tests' blocks
+    // (21000 and up).
     let values: BTreeSet<u16> = ports.values().copied().collect();
-    assert_eq!((ports.len(), values.len()), (10, 10), "{ports:?}");
+    assert_eq!((ports.len(), values.len()), (11, 11), "{ports:?}");
     assert!(
         values.iter().all(|p| (12000..21000).contains(p)),
         "{ports:?}"

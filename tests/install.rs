@@ -138,8 +138,13 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
         &target,
         &format!("{prefix}-kube-apiserver-apply-addons.service"),
         &format!("{prefix}-containerd-import-images.service"),
+        &format!("{prefix}-registry-load-registry.service"),
     ]);
-    assert_eq!(text(&out), "active\nactive\nactive\n", "reached at boot");
+    assert_eq!(
+        text(&out),
+        "active\nactive\nactive\nactive\n",
+        "reached at boot"
+    );
     wait_for(
         "node Ready after the reboot",
         Duration::from_secs(180),

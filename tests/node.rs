@@ -74,12 +74,16 @@ impl Node<'_> {
              echo mounts: $(grep -E ' ({data}|/run/kubeunit/{name}|/run/netns/kubeunit-{name})' /proc/self/mountinfo | wc -l); \
              echo links: $(ip -br link | grep -E '^({interface}|cni0)' | wc -l); \
              echo netns: $( (ip netns list | grep kubeunit-{name}; find /run/kubeunit/{name} -type f -path '*netns*') 2>/dev/null | wc -l); \
-             echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E 'kubeunit-{name}|KUBE-|CNI-' | wc -l); \
-             echo cgroups: $(find /sys/fs/cgroup -path '*kubeunit-{name}*' -type d 2>/dev/null | wc -l); \
+             echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E '{prefix}|KUBE-|CNI-' | wc -l); \
+             echo cgroups: $(find /sys/fs/cgroup -path '*{prefix}*' -type d 2>/dev/null | wc -l); \
              echo host dirs: $(ls -d /var/run/nri /opt/containerd /var/log/pods 2>/dev/null | wc -l); \
              echo log links: $(find /var/log/containers -lname '{data}/*' 2>/dev/null | wc -l)",
             data = data.display(),
             name = self.name,
+            // The environment's own (with its instance): cgroup v1 shows this container every
+            // other one's cgroups too, and the host's network every other node link's rule, such
+            // as those of scripts/up.sh's `kubeunit-dev` container and its environment.
+            prefix = unit_prefix(&self.state),
             interface = self.interface(),
         );
         let out = self.c.sh(&script);

@@ -416,3 +416,71 @@ fn a_snapshot_schedule_renders_a_oneshot_service_and_its_timer() {
     assert_eq!(errs[0].field, "components.etcd-snapshot.enabled");
     assert!(errs[0].fix.contains("etcd.snapshot.schedule"), "{errs:?}");
 }
+
+#[test]
+fn the_node_pulls_every_image_from_its_own_registry() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let p = plan(&[]);
+    let g = generate(&p, &empty, &opts()).unwrap();
+    let parse = |rel: &str| -> toml::Table {
+        text(&g, rel)
+            .parse()
+            .unwrap_or_else(|e| panic!("{rel}: {e}"))
+    };
+    let containerd = parse("config/containerd.toml");
+    let registry_config = &containerd["plugins"]["io.containerd.cri.v1.images"]["registry"];
+    assert_eq!(
+        registry_config["config_path"].as_str(),
+        Some("/s/config/registry-hosts")
+    );
+    // containerd's hosts.go: `server` is the last host tried, after any [host] table; with no
+    // [host] it is the only one. A file it cannot parse would fall back to the upstream registry.
+    let server = format!("http://{}:5000", p.link.node);
+    let names: Vec<&str> = g
+        .tree
+        .keys()
+        .filter_map(|k| k.strip_prefix("config/registry-hosts/"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "_default/hosts.toml",
+            "docker.io/hosts.toml",
+            "kubeunit.local/hosts.toml",
+            "registry.k8s.io/hosts.toml"
+        ]
+    );
+    for name in names {
+        let hosts = parse(&format!("config/registry-hosts/{name}"));
+        assert_eq!(hosts.len(), 1, "{name}: {hosts:?}");
+        assert_eq!(hosts["server"].as_str(), Some(server.as_str()), "{name}");
+    }
+    // The registry itself: on the node's address, its storage in the data dir (`destroy` goes).
+    let config: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&text(&g, "config/registry.yml")).unwrap();
+    assert_eq!(
+        config["http"]["addr"].as_str(),
+        Some(format!("{}:5000", p.link.node).as_str())
+    );
+    assert_eq!(
+        config["storage"]["filesystem"]["rootdirectory"].as_str(),
+        Some("/s/data/registry")
+    );
+    let registry = components::find("registry").unwrap();
+    assert_eq!(registry.data_dirs, ["registry"]);
+    assert!(registry.netns);
+    assert_eq!(registry.after_healthy, Some(Hook::LoadRegistry));
+    // Without it, containerd's config names no hosts dir and nothing of it is written.
+    let g = generate(
+        &plan(&["components.registry.enabled=false"]),
+        &empty,
+        &opts(),
+    )
+    .unwrap();
+    assert!(!text(&g, "config/containerd.toml").contains("config_path"));
+    assert!(
+        !g.tree.keys().any(|k| k.contains("registry")),
+        "{:?}",
+        g.tree.keys()
+    );
+}

@@ -10,7 +10,8 @@ use crate::run::{hooks, probe};
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit hook kube-apiserver        # apply STATE/addons again
-  kubeunit hook containerd            # import the profile's images into containerd";
+  kubeunit hook containerd            # import the profile's images into containerd
+  kubeunit hook registry              # push those images from containerd to the registry";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -48,11 +49,6 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         return Ok(1);
     }
     let report = hooks::run(&env.plan, c, hook)?;
-    println!(
-        "{} {}: {} done",
-        c.name,
-        hook.as_str(),
-        report.applied.len() + report.imported.len()
-    );
+    println!("{} {}: {} done", c.name, hook.as_str(), report.count());
     Ok(0)
 }

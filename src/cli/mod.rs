@@ -10,6 +10,7 @@ mod debug;
 mod destroy;
 mod gen;
 mod hook;
+mod images;
 mod import;
 mod install;
 mod kubeconfig;
@@ -85,6 +86,12 @@ pub enum Command {
     /// Run a component's start hook (apply addons, import images) once it is healthy.
     #[command(after_help = hook::AFTER_HELP)]
     Hook(hook::Args),
+    /// Images of a running node: load docker/OCI archives into its containerd and registry.
+    #[command(after_help = images::AFTER_HELP)]
+    Images {
+        #[command(subcommand)]
+        command: images::Command,
+    },
     /// Certificates: when they expire (check-expiration), and renewing leaf certificates (renew).
     #[command(after_help = certs::AFTER_HELP)]
     Certs {
@@ -128,6 +135,7 @@ pub fn run() -> i32 {
         Command::Uninstall(args) => block_on(install::exec_uninstall(args)),
         Command::Wait(args) => wait::exec(args),
         Command::Hook(args) => hook::exec(args),
+        Command::Images { command } => block_on(images::exec(command)),
         Command::Certs { command } => block_on(certs::exec(command)),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Snapshot { command } => block_on(snapshot::exec(command)),

@@ -105,6 +105,14 @@ impl fmt::Display for Summary<'_> {
                 report.imported.join(", ")
             )?;
         }
+        if !report.pushed.is_empty() {
+            writeln!(
+                f,
+                "  loaded {} images into the node's registry: {}",
+                report.pushed.len(),
+                report.pushed.join(", ")
+            )?;
+        }
         if !report.applied.is_empty() {
             writeln!(
                 f,

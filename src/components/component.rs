@@ -156,12 +156,16 @@ pub enum Hook {
     /// Import the image archives (profile `images`, `STATE/images/`) into containerd's `k8s.io`
     /// namespace. Components that need this one start after it.
     ImportImages,
+    /// Push the images of those archives from containerd (the component with `ImportImages`) to
+    /// this registry. `start` reports it done like the import.
+    LoadRegistry,
 }
 
 impl Hook {
-    /// Whether components that wait for this one wait for the hook too.
+    /// Whether components that wait for this one wait for the hook too (and `start` reports it
+    /// done).
     pub fn gates_dependents(self) -> bool {
-        matches!(self, Hook::ImportImages)
+        matches!(self, Hook::ImportImages | Hook::LoadRegistry)
     }
 
     /// Its name in a unit name (`kubeunit install`'s oneshot units).
@@ -169,6 +173,7 @@ impl Hook {
         match self {
             Hook::ApplyAddons => "apply-addons",
             Hook::ImportImages => "import-images",
+            Hook::LoadRegistry => "load-registry",
         }
     }
 
@@ -176,6 +181,7 @@ impl Hook {
         match self {
             Hook::ApplyAddons => "apply addons",
             Hook::ImportImages => "import images",
+            Hook::LoadRegistry => "load registry",
         }
     }
 }

@@ -111,6 +111,9 @@ const CNI_CONFIG_DIR: &str = "config/cni";
 const KUBELET_CONFIG_FILE: &str = "config/kubelet-config.yaml";
 const KUBE_PROXY_CONFIG_FILE: &str = "config/kube-proxy-config.yaml";
 const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
+const REGISTRY_CONFIG_FILE: &str = "config/registry.yml";
+/// containerd's registry host config (`config_path`): a `NAME/hosts.toml` per registry name.
+const REGISTRY_HOSTS_DIR: &str = "config/registry-hosts";
 
 // Each component's templates (files under configs/ and addons/).
 const AUDIT_POLICY: Template = Template {
@@ -152,6 +155,14 @@ const KUBELET_CONFIG: Template = Template {
 const NODE_NETWORK: Template = Template {
     name: "configs/node-network.sh.hbs",
     text: include_str!("../../configs/node-network.sh.hbs"),
+};
+const REGISTRY_CONFIG: Template = Template {
+    name: "configs/registry.yml.hbs",
+    text: include_str!("../../configs/registry.yml.hbs"),
+};
+const REGISTRY_HOSTS: Template = Template {
+    name: "configs/registry-hosts.toml.hbs",
+    text: include_str!("../../configs/registry-hosts.toml.hbs"),
 };
 const KUBE_PROXY_CONFIG: Template = Template {
     name: "configs/kube-proxy-config.yaml.hbs",
@@ -390,6 +401,9 @@ pub const COMPONENTS: &[Component] = &[
                         "runtime": plan.runtime,
                         "sandbox_image": prof.containerd.sandbox_image,
                         "restrict_oom_score_adj": prof.containerd.restrict_oom_score_adj,
+                        "registry_hosts": plan
+                            .enabled("registry")
+                            .then(|| plan.path(REGISTRY_HOSTS_DIR)),
                     }),
                 ))
             }),
@@ -413,6 +427,61 @@ pub const COMPONENTS: &[Component] = &[
                     }),
                 ))
             }),
+        ],
+        ..KUBERNETES
+    },
+    // The node's local OCI registry (distribution): containerd pulls every image from it (the
+    // registry hosts config below, which containerd's config names), `start` loads it with the
+    // images containerd imported, `kubeunit images load` with more.
+    Component {
+        name: "registry",
+        needs_root: true,
+        binary: "registry",
+        // containerd's images are what it is loaded with.
+        needs: &["node-network", "containerd"],
+        starts_once_up: &[],
+        netns: true,
+        kubernetes: false,
+        probe: Some(Probe {
+            https: false,
+            port: "registry",
+            path: "/v2/",
+            ca: None,
+            client: None,
+            loopback: true,
+        }),
+        ports: &["registry"],
+        data_dirs: &["registry"],
+        version: |_| "",
+        go_module: "",
+        args: |plan| vec!["serve".into(), plan.path(REGISTRY_CONFIG_FILE)],
+        // Its tracing would export to an OTLP collector on localhost by default.
+        environment: &[("OTEL_TRACES_EXPORTER", "none")],
+        after_healthy: Some(Hook::LoadRegistry),
+        files: &[
+            template(REGISTRY_CONFIG_FILE, |cx| {
+                let plan = cx.plan;
+                Ok(Content::Template(
+                    &REGISTRY_CONFIG,
+                    json!({
+                        "env": plan.name(),
+                        "root": plan.data("registry"),
+                        "addr": host_port(plan.link.node.into(), plan.ports.registry),
+                    }),
+                ))
+            }),
+            // Every name an image is pulled by goes to this registry: the usual ones by name,
+            // any other through `_default`.
+            template(
+                "config/registry-hosts/registry.k8s.io/hosts.toml",
+                registry_hosts,
+            ),
+            template("config/registry-hosts/docker.io/hosts.toml", registry_hosts),
+            template(
+                "config/registry-hosts/kubeunit.local/hosts.toml",
+                registry_hosts,
+            ),
+            template("config/registry-hosts/_default/hosts.toml", registry_hosts),
         ],
         ..KUBERNETES
     },
@@ -821,6 +890,18 @@ pub(super) mod host {
             "create it (in a container: ln -s /dev/console /dev/kmsg)".into(),
         ))
     }
+}
+
+/// A hosts.toml of containerd's registry config: the node's registry as the name's only server.
+fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
+    let plan = cx.plan;
+    Ok(Content::Template(
+        &REGISTRY_HOSTS,
+        json!({
+            "env": plan.name(),
+            "server": format!("http://{}", host_port(plan.link.node.into(), plan.ports.registry)),
+        }),
+    ))
 }
 
 /// Where the kubelet puts pod cgroups: the environment's slice, so that stopping the slice stops every

@@ -184,6 +184,7 @@ fn a_rootless_profile_refuses_the_node() {
         [
             "components.node-network.enabled",
             "components.containerd.enabled",
+            "components.registry.enabled",
             "components.kubelet.enabled",
             "components.kube-proxy.enabled",
         ]

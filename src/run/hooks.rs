@@ -14,12 +14,20 @@ pub struct HookReport {
     pub applied: Vec<String>,
     /// References of the images imported into containerd.
     pub imported: Vec<String>,
+    /// References of the images pushed to the node's registry (`HOST:PORT/PATH:TAG`).
+    pub pushed: Vec<String>,
 }
 
 impl HookReport {
     pub fn add(&mut self, other: HookReport) {
         self.applied.extend(other.applied);
         self.imported.extend(other.imported);
+        self.pushed.extend(other.pushed);
+    }
+
+    /// How many things it did (for a progress line).
+    pub fn count(&self) -> usize {
+        self.applied.len() + self.imported.len() + self.pushed.len()
     }
 }
 
@@ -42,6 +50,10 @@ pub fn run(plan: &Plan, component: &Component, hook: Hook) -> Result<HookReport,
         }),
         Hook::ImportImages => images::import(plan, component).map(|imported| HookReport {
             imported,
+            ..HookReport::default()
+        }),
+        Hook::LoadRegistry => images::load_registry(plan, component).map(|pushed| HookReport {
+            pushed,
             ..HookReport::default()
         }),
     }

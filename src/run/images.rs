@@ -1,11 +1,22 @@
-//! The ImportImages hook: image archives into containerd's `k8s.io` namespace (the CRI's), with the
-//! `ctr` that ships with the containerd binary, so pods run without a registry.
+//! Images on the node, with the `ctr` that ships with the containerd binary: the ImportImages hook
+//! (image archives into containerd's `k8s.io` namespace, the CRI's, so pods run without a registry),
+//! the LoadRegistry hook (their images from there to the node's local registry, which every pull of
+//! containerd goes to), and `kubeunit images load` (more archives into both, while it runs).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::components::Component;
+use serde::Serialize;
+
+use super::archive::{self, Archive, Reference};
+use super::env::Env;
+use super::probe;
+use crate::components::{Component, Hook};
 use crate::error::Error;
+use crate::spec::plan::host_port;
 use crate::spec::{paths, Plan};
+use crate::systemd::Systemd;
 
 /// Every archive to import: the profile's `images`, then `STATE/images/*.tar` by name.
 pub fn archives(plan: &Plan) -> Vec<PathBuf> {
@@ -59,15 +70,24 @@ fn references(plan: &Plan, ctr: &Path) -> Result<Vec<String>, Error> {
         .collect())
 }
 
-/// Import every archive; returns the references that were not in containerd before. (ctr's own
-/// progress output is for terminals; the image list is what counts.)
+/// The ImportImages hook: every archive of the profile. (ctr's own progress output is for
+/// terminals; the image list is what counts.)
 pub fn import(plan: &Plan, containerd: &Component) -> Result<Vec<String>, Error> {
+    import_archives(plan, containerd, &archives(plan))
+}
+
+/// Import `archives`; returns the references that were not in containerd before.
+fn import_archives(
+    plan: &Plan,
+    containerd: &Component,
+    archives: &[PathBuf],
+) -> Result<Vec<String>, Error> {
     let ctr = ctr(plan, containerd);
     let before = references(plan, &ctr)?;
-    for archive in archives(plan) {
+    for archive in archives {
         let out = ctr_command(plan, &ctr)
             .args(["images", "import"])
-            .arg(&archive)
+            .arg(archive)
             .output()
             .map_err(cannot_run(&ctr))?;
         if !out.status.success() {
@@ -81,4 +101,207 @@ pub fn import(plan: &Plan, containerd: &Component) -> Result<Vec<String>, Error>
     let mut imported = references(plan, &ctr)?;
     imported.retain(|r| !before.contains(r));
     Ok(imported)
+}
+
+/// The enabled component whose hook imports the images (containerd): where they come from.
+fn importer(plan: &Plan) -> Option<&'static Component> {
+    crate::components::enabled(crate::components::COMPONENTS, &plan.profile)
+        .find(|c| c.after_healthy == Some(Hook::ImportImages))
+}
+
+/// Where the registry serves: its probe's port, at the node's address when it runs in the node's
+/// network namespace (where containerd, which pushes and pulls, runs too).
+pub fn registry_host(plan: &Plan, registry: &Component) -> String {
+    let port = registry
+        .probe
+        .and_then(|p| plan.ports.get(p.port))
+        .unwrap_or(0);
+    let ip = if registry.netns {
+        plan.link.node.into()
+    } else {
+        plan.local
+    };
+    host_port(ip, port)
+}
+
+/// The LoadRegistry hook: the images the profile's archives name, from containerd to `registry`.
+pub fn load_registry(plan: &Plan, registry: &Component) -> Result<Vec<String>, Error> {
+    let containerd = importer(plan).ok_or_else(|| {
+        Error::Internal(format!(
+            "{} loads images from containerd, which this environment lacks",
+            registry.name
+        ))
+    })?;
+    let mut names = Vec::new();
+    for path in archives(plan) {
+        let found = archive::names(&path).map_err(|problem| Error::ImageArchive {
+            path: path.clone(),
+            problem,
+        })?;
+        names.extend(found);
+    }
+    push(plan, containerd, registry, &names)
+}
+
+/// Push `names` (as containerd's `k8s.io` namespace has them) to `registry`, each under its
+/// repository path and tag: `registry.k8s.io/e2e-test-images/agnhost:2.63.0` becomes
+/// `HOST:PORT/e2e-test-images/agnhost:2.63.0`, which is where containerd's pulls of that name go
+/// (the registry hosts config). A name without a tag (a digest only) has nothing to be pulled by
+/// there. containerd does the pushing (ctr's transfer service), and sends no blob or manifest
+/// that the registry has already: a second start pushes nothing. Returns the pushed references.
+fn push(
+    plan: &Plan,
+    containerd: &Component,
+    registry: &Component,
+    names: &[String],
+) -> Result<Vec<String>, Error> {
+    let ctr = ctr(plan, containerd);
+    let host = registry_host(plan, registry);
+    let have = references(plan, &ctr)?;
+    // Only this platform's content was imported (ctr's default), so only it is pushed.
+    let platform = format!("linux/{}", archive::go_arch());
+    let mut pushed = Vec::new();
+    let unique: BTreeSet<&String> = names.iter().collect();
+    for name in unique {
+        if !have.contains(name) {
+            return Err(Error::Start(format!(
+                "containerd has no image {name} after importing the archives that name it"
+            )));
+        }
+        let r = Reference::parse(name).map_err(|why| {
+            Error::Internal(format!(
+                "containerd's image name {name:?} is invalid: {why}"
+            ))
+        })?;
+        let Some(tag) = r.tag else {
+            continue;
+        };
+        let remote = format!("{host}/{}:{tag}", r.path);
+        let out = ctr_command(plan, &ctr)
+            .args(["images", "push", "--plain-http", "--platform", &platform])
+            .arg(&remote)
+            .arg(name)
+            .output()
+            .map_err(cannot_run(&ctr))?;
+        if !out.status.success() {
+            return Err(Error::Start(format!(
+                "pushing {name} to the registry at {host} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        pushed.push(remote);
+    }
+    Ok(pushed)
+}
+
+/// What `kubeunit images load` did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadReport {
+    pub state_dir: PathBuf,
+    /// The archives, checked, with the names of their images.
+    pub archives: Vec<Archive>,
+    /// Names containerd did not have before.
+    pub imported: Vec<String>,
+    /// Where the registry serves (`None`: the environment has none).
+    pub registry: Option<String>,
+    /// References pushed to the registry.
+    pub pushed: Vec<String>,
+}
+
+/// The environment's component that imports images (containerd) and the one that serves them
+/// (the registry, if any), by their hooks.
+fn node_image_units(env: &Env) -> Result<(&UnitEntry, Option<&UnitEntry>), Error> {
+    let with_hook = |hook: Hook| {
+        env.units
+            .iter()
+            .find(|(c, _)| c.after_healthy == Some(hook))
+    };
+    let Some(containerd) = with_hook(Hook::ImportImages) else {
+        return Err(Error::Usage {
+            message: format!(
+                "environment '{}' has no node: no containerd to load images into",
+                env.plan.name()
+            ),
+            fix: "load images into an environment with a node (profile dev)".into(),
+        });
+    };
+    Ok((containerd, with_hook(Hook::LoadRegistry)))
+}
+
+type UnitEntry = (&'static Component, crate::unit::UnitFile);
+
+/// Read every archive at `paths` whole and check it (`archive::check`), its images named: the
+/// first that is not refuses them all, before anything is loaded.
+pub fn check_archives(env: &Env, paths: &[PathBuf]) -> Result<Vec<Archive>, Error> {
+    node_image_units(env)?;
+    paths
+        .iter()
+        .map(|path| {
+            archive::check(path)
+                .and_then(|a| {
+                    if a.names.is_empty() {
+                        Err(archive::Problem::Unnamed)
+                    } else {
+                        Ok(a)
+                    }
+                })
+                .map_err(|problem| Error::ImageArchive {
+                    path: path.clone(),
+                    problem,
+                })
+        })
+        .collect()
+}
+
+/// Put checked `archives` (`check_archives`) into the running environment's containerd and
+/// registry.
+pub async fn load(env: &Env, sd: &Systemd, archives: Vec<Archive>) -> Result<LoadReport, Error> {
+    let plan = &env.plan;
+    let (containerd, registry) = node_image_units(env)?;
+    for (c, unit) in [Some(containerd), registry].into_iter().flatten() {
+        if !sd
+            .state(&unit.name)
+            .await?
+            .is_some_and(|s| s.active_state.is_running())
+        {
+            return Err(Error::Preflight {
+                message: format!(
+                    "environment '{}' is not running ({} is inactive): nothing loaded",
+                    plan.name(),
+                    c.name
+                ),
+                fix: format!(
+                    "start it first: kubeunit start --state-dir {}",
+                    plan.state_dir.display()
+                ),
+            });
+        }
+    }
+    if let Some((c, _)) = registry {
+        probe::probe_async(plan, c, Duration::from_secs(5))
+            .await
+            .map_err(|why| Error::Preflight {
+                message: format!("{} is not healthy, nothing loaded: {why}", c.name),
+                fix: format!(
+                    "see its log: kubeunit logs {} --state-dir {}",
+                    c.name,
+                    plan.state_dir.display()
+                ),
+            })?;
+    }
+    let paths: Vec<PathBuf> = archives.iter().map(|a| a.path.clone()).collect();
+    let imported = import_archives(plan, containerd.0, &paths)?;
+    let names: Vec<String> = archives.iter().flat_map(|a| a.names.clone()).collect();
+    let pushed = match registry {
+        Some((c, _)) => push(plan, containerd.0, c, &names)?,
+        None => vec![],
+    };
+    Ok(LoadReport {
+        state_dir: plan.state_dir.clone(),
+        archives,
+        imported,
+        registry: registry.map(|(c, _)| registry_host(plan, c)),
+        pushed,
+    })
 }

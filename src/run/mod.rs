@@ -1,9 +1,10 @@
 //! A generated state dir at run time, through systemd: `preflight` (checks before anything starts),
 //! `start` (components in dependency waves as their needs become healthy, then their hooks), `stop`,
 //! `status`, `restart`, etcd `snapshot`s, and what they share: the loaded environment, health `probe`s, the `addons`
-//! hook and journal tails.
+//! and `images` hooks (image `archive`s) and journal tails.
 
 pub mod addons;
+pub mod archive;
 mod build_info;
 pub mod certs;
 pub mod cleanup;

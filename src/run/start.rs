@@ -65,6 +65,8 @@ pub struct StartReport {
     pub applied: Vec<String>,
     /// References of the images imported into containerd.
     pub imported: Vec<String>,
+    /// References of the images pushed to the node's registry.
+    pub pushed: Vec<String>,
     pub total_seconds: f64,
     /// The kubeconfig the admin identity was merged into (profile `kubeconfig.write`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,6 +95,7 @@ pub async fn start(
         timings: vec![],
         applied: vec![],
         imported: vec![],
+        pushed: vec![],
         total_seconds: 0.0,
         kubeconfig: None,
         monotonic_start_us,
@@ -133,6 +136,7 @@ pub async fn start(
     hooks_done.add(hooks::join(hook_tasks).await?);
     report.applied = hooks_done.applied;
     report.imported = hooks_done.imported;
+    report.pushed = hooks_done.pushed;
     report.kubeconfig = write_kubeconfig(&env.plan)?;
     report.total_seconds = t0.elapsed().as_secs_f64();
     Ok(report)
@@ -297,7 +301,7 @@ async fn start_components<'e>(
                 (progress.borrow_mut())(Progress::HookDone {
                     component: c.name,
                     hook: hook.as_str(),
-                    count: done.imported.len() + done.applied.len(),
+                    count: done.count(),
                     seconds,
                 });
                 gated.add(done);

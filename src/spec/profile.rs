@@ -131,6 +131,8 @@ pub struct Ports {
     pub kube_proxy_healthz: u16,
     pub kube_proxy_metrics: u16,
     pub cloud_controller_manager: u16,
+    /// The node's local OCI registry, on the node's address.
+    pub registry: u16,
 }
 
 /// `ports:`: every port by name, or `auto`, which `gen` turns into free ports of this host once
@@ -187,7 +189,7 @@ impl<'de> Deserialize<'de> for PortSpec {
 
 impl Ports {
     /// Ports from a list in schema order (`all`): `ports: auto` resolved.
-    pub fn from_list(p: [u16; 10]) -> Ports {
+    pub fn from_list(p: [u16; 11]) -> Ports {
         Ports {
             etcd_client: p[0],
             etcd_peer: p[1],
@@ -199,6 +201,7 @@ impl Ports {
             kube_proxy_healthz: p[7],
             kube_proxy_metrics: p[8],
             cloud_controller_manager: p[9],
+            registry: p[10],
         }
     }
 
@@ -215,6 +218,7 @@ impl Ports {
             ("kubeProxyHealthz", self.kube_proxy_healthz),
             ("kubeProxyMetrics", self.kube_proxy_metrics),
             ("cloudControllerManager", self.cloud_controller_manager),
+            ("registry", self.registry),
         ]
     }
 

@@ -285,8 +285,8 @@ pub fn control_plane_args(version: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// gen arguments for the dev profile (a node) on the pinned binaries of Kubernetes `version`, with
-/// the offline images.
+/// gen arguments for the dev profile (a node, its registry) on the pinned binaries of Kubernetes
+/// `version`, with the offline images.
 pub fn dev_args(version: &str) -> Vec<String> {
     let mut args = control_plane_args(version);
     args[1] = "dev".into();
@@ -304,6 +304,10 @@ pub fn dev_args(version: &str) -> Vec<String> {
             bin("containerd-", "containerd")
         ),
         format!("containerd.runtime={}", bin("runc-", "runc")),
+        format!(
+            "components.registry.binary={}",
+            bin("registry-", "registry")
+        ),
         format!(
             "containerd.cniBinDir={}",
             super::built_dir("cni-plugins-").display()

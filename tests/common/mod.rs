@@ -54,6 +54,7 @@ pub fn executable_bin_dir(dir: &Path) -> PathBuf {
         "kubelet",
         "kube-proxy",
         "containerd",
+        "registry",
         "cloud-controller-manager",
         "hyperkube",
     ] {

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::path::Path;
 
 /// The profile's port fields (`ports.*`), in block order.
-pub const FIELDS: [&str; 10] = [
+pub const FIELDS: [&str; 11] = [
     "etcdClient",
     "etcdPeer",
     "apiserver",
@@ -20,6 +20,7 @@ pub const FIELDS: [&str; 10] = [
     "kubeProxyHealthz",
     "kubeProxyMetrics",
     "cloudControllerManager",
+    "registry",
 ];
 
 const LOCK_DIR: &str = "/tmp/kubeunit-it/ports";
@@ -114,7 +115,7 @@ fn ports_allocations_never_share_a_block() {
     assert!(a
         .sets()
         .contains(&format!("ports.etcdClient={}", a.port("etcdClient"))));
-    assert!(a.spare(0) > a.port("cloudControllerManager"));
+    assert!(a.spare(0) > a.port("registry"));
     // Another process cannot take a held block either.
     let lock = Path::new(LOCK_DIR).join(format!("{}.lock", a.block()));
     let other = std::process::Command::new("flock")

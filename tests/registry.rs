@@ -1,0 +1,477 @@
+//! The node's local registry, on real systemd with the pinned binaries: `start` loads it with the
+//! profile's images, every pull of the node goes to it (a pod with imagePullPolicy: Always runs),
+//! `kubeunit images load` puts a fresh archive into containerd and the registry (and refuses a
+//! missing or damaged one without changing anything), `stop` leaves nothing of it, and two dev
+//! environments side by side each have their own.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::container::{dev_args, gen_in, Container};
+use common::ports::Ports;
+use common::*;
+
+struct Env<'c> {
+    c: &'c Container,
+    state: PathBuf,
+    kubectl: PathBuf,
+}
+
+impl Env<'_> {
+    fn ku(&self, args: &[&str]) -> Output {
+        let mut argv = args.to_vec();
+        let dir = self.state.to_string_lossy().into_owned();
+        argv.extend(["--state-dir", &dir]);
+        self.c.kubeunit(&argv)
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        run(Command::new(&self.kubectl)
+            .env("KUBECONFIG", self.state.join("kubeconfig/admin.kubeconfig"))
+            .args(args))
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A recorded value of the state dir's profile.yaml (`containerd.socket`).
+    fn recorded(&self, key: &str) -> String {
+        let text = std::fs::read_to_string(self.state.join("profile.yaml")).unwrap();
+        let mut v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        for k in key.split('.') {
+            v = v[k].clone();
+        }
+        v.as_str()
+            .unwrap_or_else(|| panic!("{key} in profile.yaml"))
+            .into()
+    }
+
+    /// `HOST:PORT` the registry serves at, as its config has it.
+    fn registry(&self) -> String {
+        let text = std::fs::read_to_string(self.state.join("config/registry.yml")).unwrap();
+        let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        v["http"]["addr"].as_str().unwrap().to_string()
+    }
+
+    /// `ctr -n k8s.io ARGS...` on the environment's containerd, in the container.
+    fn ctr(&self, args: &[&str]) -> Output {
+        let ctr = built_dir("containerd-").join("ctr");
+        let socket = self.recorded("containerd.socket");
+        let mut argv = vec![
+            ctr.to_str().unwrap(),
+            "--address",
+            &socket,
+            "--namespace",
+            "k8s.io",
+        ];
+        argv.extend_from_slice(args);
+        self.c.run(&argv)
+    }
+
+    /// containerd's image names, sorted.
+    fn images(&self) -> Vec<String> {
+        let out = self.ctr(&["images", "ls", "-q"]);
+        assert!(out.status.success(), "ctr images ls: {}", text(&out));
+        let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A GET on the registry from this host, across the node link: (status line, body).
+    fn get(&self, path: &str) -> (String, String) {
+        // Only while the node's link is there: without it the node's address is routed off this
+        // host.
+        let netns = self.c.run(&["ip", "netns", "list"]);
+        assert!(
+            text(&netns).contains(&unit_prefix(&self.state)),
+            "the node is not up: {}",
+            text(&netns)
+        );
+        let mut s = std::net::TcpStream::connect(self.registry())
+            .unwrap_or_else(|e| panic!("connect to the registry at {}: {e}", self.registry()));
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: registry\r\n\r\n").unwrap();
+        let mut response = String::new();
+        s.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        (
+            head.lines().next().unwrap_or("").to_string(),
+            body.to_string(),
+        )
+    }
+
+    /// The registry's repositories with their tags: `busybox:1.35.0`, sorted.
+    fn registry_tags(&self) -> Vec<String> {
+        let (status, body) = self.get("/v2/_catalog");
+        assert!(status.contains(" 200 "), "{status}: {body}");
+        let catalog: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let mut out = Vec::new();
+        for repo in catalog["repositories"].as_array().unwrap() {
+            let repo = repo.as_str().unwrap();
+            let (_, body) = self.get(&format!("/v2/{repo}/tags/list"));
+            let tags: serde_json::Value = serde_json::from_str(&body).unwrap();
+            for t in tags["tags"].as_array().into_iter().flatten() {
+                out.push(format!("{repo}:{}", t.as_str().unwrap()));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The registry's journal (what it served).
+    fn registry_log(&self) -> String {
+        let out = self.c.run(&[
+            "journalctl",
+            "--no-pager",
+            "-o",
+            "cat",
+            "-u",
+            &unit(&self.state, "registry"),
+        ]);
+        text(&out)
+    }
+
+    /// A pod of `image`, pulled always, that runs `script`; waits until it is Ready.
+    fn run_pod(&self, name: &str, image: &str, script: &str) {
+        let manifest = self.state.parent().unwrap().join(format!("{name}.yaml"));
+        std::fs::write(
+            &manifest,
+            format!(
+                r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  containers:
+  - name: c
+    image: {image}
+    imagePullPolicy: Always
+    command: [sh, -c, {script:?}]
+"#
+            ),
+        )
+        .unwrap();
+        // The default ServiceAccount comes a moment after the API server.
+        wait_for("the pod created", Duration::from_secs(60), || {
+            self.kubectl(&["apply", "-f", &manifest.to_string_lossy()])
+                .status
+                .success()
+        });
+        let out = self.kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            &format!("pod/{name}"),
+            "--timeout=120s",
+        ]);
+        assert!(
+            out.status.success(),
+            "pod {name} ({image}) not Ready: {}\n{}",
+            text(&out),
+            self.kubectl_ok(&["describe", "pod", name])
+        );
+    }
+}
+
+fn kubectl_path(version: &str) -> PathBuf {
+    cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"))
+        .join("kubectl")
+}
+
+/// A docker archive of a one-layer image `reference` (scripts/docker-archive.py) whose command
+/// prints `marker`: busybox taken from the offline test image, and a file no other image has.
+fn fresh_archive(dir: &Path, file: &str, reference: &str, marker: &str) -> PathBuf {
+    let busybox = dir.join("busybox");
+    if !busybox.exists() {
+        std::fs::write(&busybox, busybox_binary()).unwrap();
+    }
+    let marker_file = dir.join(format!("{file}.marker"));
+    // A whole line: the container's log holds a partial one back while the pod runs.
+    std::fs::write(&marker_file, format!("{marker}\n")).unwrap();
+    let out_path = dir.join(file);
+    let out = run(Command::new("python3")
+        .arg(script("docker-archive.py"))
+        .arg(&out_path)
+        .args([
+            "--ref",
+            reference,
+            "--arch",
+            kubeunit::run::archive::go_arch(),
+        ])
+        .args(["--cmd", r#"["sh"]"#])
+        .arg("--file")
+        .arg(format!("{}:/bin/busybox:755", busybox.display()))
+        .args(["--symlink", "/bin/sh:busybox"])
+        .args(["--symlink", "/bin/cat:busybox"])
+        .args(["--symlink", "/bin/sleep:busybox"])
+        .arg("--file")
+        .arg(format!("{}:/marker:644", marker_file.display())));
+    assert!(out.status.success(), "docker-archive.py: {}", text(&out));
+    out_path
+}
+
+/// bin/busybox of the offline test image (its one layer).
+fn busybox_binary() -> Vec<u8> {
+    let archive = built_dir("images-").join("busybox.tar");
+    let mut outer = tar::Archive::new(std::fs::File::open(&archive).unwrap());
+    for e in outer.entries().unwrap() {
+        let e = e.unwrap();
+        if !e.path().unwrap().to_string_lossy().ends_with("layer.tar") {
+            continue;
+        }
+        let mut layer = tar::Archive::new(e);
+        for f in layer.entries().unwrap() {
+            let mut f = f.unwrap();
+            if f.path().unwrap().to_string_lossy() == "bin/busybox" {
+                let mut bytes = Vec::new();
+                f.read_to_end(&mut bytes).unwrap();
+                return bytes;
+            }
+        }
+    }
+    panic!("no bin/busybox in {}", archive.display());
+}
+
+fn nonce() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!("{}-{}", std::process::id(), t.as_nanos())
+}
+
+#[test]
+fn dev_pulls_from_its_registry_and_images_load_into_it() {
+    let _turn = node_lock();
+    let c = Container::boot_node("registry");
+    let ports = Ports::allocate();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let env = Env {
+        c: &c,
+        state: gen_in(&c, "dev", &ports, &dev_args(&version)),
+        kubectl: kubectl_path(&version),
+    };
+    let registry = env.registry();
+
+    // Start loads the registry with the profile's three images, progress as for the import.
+    let t0 = Instant::now();
+    let out = env.ku(&["start", "--timeout", "180"]);
+    let t = text(&out);
+    assert!(out.status.success(), "start:\n{t}");
+    eprintln!("start: {:.1}s\n{t}", t0.elapsed().as_secs_f64());
+    assert!(t.contains("load registry (3)"), "{t}");
+    assert!(
+        t.contains("loaded 3 images into the node's registry"),
+        "{t}"
+    );
+    let test_image = pinned("TEST_IMAGE")[0].clone();
+    assert_eq!(
+        env.registry_tags(),
+        [
+            "busybox:1.35.0".to_string(),
+            format!("coredns/coredns:{}", pinned("COREDNS_VERSION")[0]),
+            "pause:3.10.2".into(),
+        ],
+        "the profile's images under their repository paths"
+    );
+
+    // (a) A pod that always pulls an image of the profile's archives runs: containerd no longer
+    // has the image, so it came from the registry, which says so.
+    let out = env.ctr(&["images", "rm", &test_image]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!env.images().contains(&test_image));
+    let logged = env.registry_log().len();
+    env.run_pod("always", &test_image, "echo pulled; exec sleep 3600");
+    assert_eq!(env.kubectl_ok(&["logs", "always"]).trim(), "pulled");
+    let log = env.registry_log();
+    // containerd asks the mirror with the name's own registry as `ns` (a push does not).
+    assert!(
+        log[logged..].contains("/v2/busybox/manifests/1.35.0?ns=kubeunit.local"),
+        "the registry served the pull:\n{}",
+        &log[logged..]
+    );
+    assert!(env.images().contains(&test_image));
+
+    // (b) A fresh archive: into containerd and the registry, and a pod of it runs.
+    let work = env.state.parent().unwrap().to_path_buf();
+    let marker = nonce();
+    let fresh = fresh_archive(&work, "fresh.tar", "kubeunit.local/fresh:1", &marker);
+    let t0 = Instant::now();
+    let out = env.ku(&["images", "load", &fresh.to_string_lossy(), "-o", "json"]);
+    let load_secs = t0.elapsed().as_secs_f64();
+    assert!(out.status.success(), "images load: {}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["archives"][0]["names"][0], "kubeunit.local/fresh:1");
+    assert_eq!(report["imported"][0], "kubeunit.local/fresh:1");
+    assert_eq!(report["registry"], registry.as_str());
+    assert_eq!(report["pushed"][0], format!("{registry}/fresh:1"));
+    assert!(env.registry_tags().contains(&"fresh:1".to_string()));
+    env.run_pod(
+        "fresh",
+        "kubeunit.local/fresh:1",
+        "cat /marker; exec sleep 3600",
+    );
+    assert_eq!(env.kubectl_ok(&["logs", "fresh"]).trim(), marker);
+    // Loading it again pushes nothing new (the registry has every blob): quick.
+    let t0 = Instant::now();
+    let out = env.ku(&["images", "load", &fresh.to_string_lossy()]);
+    let again_secs = t0.elapsed().as_secs_f64();
+    assert!(out.status.success(), "images load again: {}", text(&out));
+    assert!(text(&out).contains("none new"), "{}", text(&out));
+    eprintln!("images load: {load_secs:.2}s, again: {again_secs:.2}s");
+
+    // (c) A missing, a truncated and a garbage archive are refused with exit 2 naming the file,
+    // before the good archive next to them goes anywhere.
+    let other = fresh_archive(&work, "other.tar", "kubeunit.local/other:1", &nonce());
+    let bytes = std::fs::read(&other).unwrap();
+    let truncated = work.join("truncated.tar");
+    std::fs::write(&truncated, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let garbage = work.join("garbage.tar");
+    std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
+    let missing = work.join("missing.tar");
+    let images_before = env.images();
+    let tags_before = env.registry_tags();
+    for bad in [&missing, &truncated, &garbage] {
+        let out = env.ku(&[
+            "images",
+            "load",
+            &other.to_string_lossy(),
+            &bad.to_string_lossy(),
+        ]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {t}", bad.display());
+        assert!(
+            t.contains(&format!("image archive {}:", bad.display())) && t.contains("fix:"),
+            "{t}"
+        );
+    }
+    assert_eq!(env.images(), images_before, "containerd unchanged");
+    assert_eq!(env.registry_tags(), tags_before, "registry unchanged");
+
+    // A second start (everything running) loads the registry again, quickly.
+    let t0 = Instant::now();
+    let out = env.ku(&["start"]);
+    assert!(out.status.success(), "{}", text(&out));
+    eprintln!("start (running): {:.2}s", t0.elapsed().as_secs_f64());
+
+    // (d) stop leaves nothing of the registry: no process, no listener, no mount, no unit.
+    let binary = built_dir("registry-").join("registry");
+    let out = env.ku(&["stop"]);
+    assert!(out.status.success(), "stop: {}", text(&out));
+    assert!(!text(&out).contains("left behind"), "{}", text(&out));
+    let procs = c.sh(&format!("pgrep -f '^{} ' | wc -l", binary.display()));
+    assert_eq!(String::from_utf8_lossy(&procs.stdout).trim(), "0");
+    // Its listener was the node namespace's, which is gone (no connect: with the link gone the
+    // node's address would be routed off this host); nothing took the port here either.
+    let netns = c.run(&["ip", "netns", "list"]);
+    assert!(
+        !text(&netns).contains(&unit_prefix(&env.state)),
+        "{}",
+        text(&netns)
+    );
+    let port = registry.rsplit(':').next().unwrap();
+    let listeners = c.run(&["ss", "-Htln", &format!("sport = :{port}")]);
+    assert_eq!(text(&listeners).trim(), "", "nothing listens on {port}");
+    let mounts = c.sh(&format!(
+        "grep -c ' {}' /proc/self/mountinfo",
+        env.state.join("data/registry").display()
+    ));
+    assert_eq!(String::from_utf8_lossy(&mounts.stdout).trim(), "0");
+    assert_eq!(c.list_units(&unit(&env.state, "registry")), "");
+    // Not running: loading is refused, naming what to do.
+    let out = env.ku(&["images", "load", &other.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("is not running"), "{}", text(&out));
+    assert!(text(&out).contains("kubeunit start"), "{}", text(&out));
+
+    // Its storage is runtime data: a start has it back, destroy removes it.
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(env.registry_tags().contains(&"fresh:1".to_string()));
+    let out = env.ku(&["destroy"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!env.state.join("data/registry").exists());
+}
+
+/// (e) Two dev environments side by side, each with its own registry: images loaded into one
+/// are in neither the other's registry nor its containerd.
+#[test]
+fn side_by_side_environments_have_their_own_registries() {
+    let _turn = node_lock();
+    let c = Container::boot_node("registry-two");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let ports = [Ports::allocate(), Ports::allocate()];
+    // Their own pod and Service networks, as the hosts' routes to both need.
+    let networks = [
+        ("10.88.0.0/16", "10.0.0.0/24"),
+        ("10.89.0.0/16", "10.0.1.0/24"),
+    ];
+    let envs: Vec<Env> = ["one", "two"]
+        .into_iter()
+        .zip(&ports)
+        .zip(networks)
+        .map(|((name, ports), (pods, services))| {
+            let mut args = dev_args(&version);
+            for set in [
+                format!("name={name}"),
+                format!("network.podCIDR={pods}"),
+                format!("network.serviceCIDR={services}"),
+            ] {
+                args.extend(["--set".into(), set]);
+            }
+            Env {
+                c: &c,
+                state: gen_in(&c, name, ports, &args),
+                kubectl: kubectl_path(&version),
+            }
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for e in &envs {
+            s.spawn(|| {
+                let out = e.ku(&["start", "--timeout", "180"]);
+                assert!(out.status.success(), "start:\n{}", text(&out));
+            });
+        }
+    });
+    assert_ne!(envs[0].registry(), envs[1].registry());
+    let before = envs[1].registry_tags();
+    let work = envs[0].state.parent().unwrap().to_path_buf();
+    let marker = nonce();
+    let fresh = fresh_archive(&work, "fresh.tar", "kubeunit.local/fresh:1", &marker);
+    let out = envs[0].ku(&["images", "load", &fresh.to_string_lossy()]);
+    assert!(out.status.success(), "images load: {}", text(&out));
+    assert!(envs[0].registry_tags().contains(&"fresh:1".to_string()));
+    assert!(envs[0]
+        .images()
+        .contains(&"kubeunit.local/fresh:1".to_string()));
+    assert_eq!(
+        envs[1].registry_tags(),
+        before,
+        "the other registry has not got it"
+    );
+    assert!(!envs[1]
+        .images()
+        .contains(&"kubeunit.local/fresh:1".to_string()));
+    // Each pulls from its own: the first runs it, always pulled.
+    envs[0].run_pod(
+        "fresh",
+        "kubeunit.local/fresh:1",
+        "cat /marker; exec sleep 3600",
+    );
+    assert_eq!(envs[0].kubectl_ok(&["logs", "fresh"]).trim(), marker);
+    for e in &envs {
+        let out = e.ku(&["stop"]);
+        assert!(out.status.success(), "stop: {}", text(&out));
+        assert_eq!(c.list_units(&unit(&e.state, "registry")), "");
+    }
+}
