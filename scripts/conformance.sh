@@ -35,6 +35,7 @@ cd "$here/.."
 # shellcheck source-path=SCRIPTDIR
 . "$here/lib.sh"
 cache=$(kubeunit_cache)
+keep_test_networks_local
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 bad() { echo "conformance.sh: $*" >&2; echo "  see: scripts/conformance.sh --help" >&2; exit 2; }

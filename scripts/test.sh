@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+. scripts/lib.sh
+keep_test_networks_local
 start=$(date +%s)
 scripts/build-test-binaries.sh
 echo "test binaries ready after $(( $(date +%s) - start ))s"

@@ -789,11 +789,15 @@ pub(super) mod host {
     /// No route of this host covers a part of the pod or Service network, or lies inside one (the
     /// default route aside): node-network routes both into the node's namespace, and two routes for
     /// one range (another environment's, a LAN's, a VPN's) would send cluster traffic to the wrong
-    /// place, or off this machine.
+    /// place, or off this machine. A reject route (unreachable, prohibit, blackhole) carries nothing:
+    /// it keeps a range local, and the node's more specific routes go before it.
     pub fn cluster_routes_free(plan: &Plan) -> Check {
+        /// RTF_REJECT (linux/route.h): the kernel's flag for those.
+        const REJECT: u16 = 0x0200;
         let routes: Vec<(ipnet::Ipv4Net, String)> = procfs::net::route()
             .unwrap_or_default()
             .into_iter()
+            .filter(|r| r.flags & REJECT == 0)
             .filter_map(|r| {
                 let net = ipnet::Ipv4Net::with_netmask(r.destination, r.mask).ok()?;
                 Some((net.trunc(), r.iface))
