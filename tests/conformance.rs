@@ -92,6 +92,65 @@ fn a_conformance_subset_passes_on_dev() {
         "{summary}"
     );
 
+    // What upstream's ImageVolume spec checks, but the image's OS (its kitten is Alpine; see
+    // tests/conformance-subset.txt): an image volume pulled with PullAlways, offline, through the
+    // node's registry, mounted and read.
+    let kitten = "registry.k8s.io/e2e-test-images/kitten:1.8";
+    let busybox = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
+    let manifest = c.work.join("image-volume.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: image-volume}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: {busybox}
+    command: [/bin/sh, -c, "cat /volume/data.json; sleep 3600"]
+    volumeMounts: [{{name: v, mountPath: /volume}}]
+  volumes:
+  - name: v
+    image: {{reference: "{kitten}", pullPolicy: Always}}
+"#
+        ),
+    )
+    .unwrap();
+    let kubectl = |args: &[&str]| {
+        run(Command::new(
+            cache_dir()
+                .join("bin")
+                .join(format!("kubernetes-{version}"))
+                .join("kubectl"),
+        )
+        .env("KUBECONFIG", state.join("kubeconfig/admin.kubeconfig"))
+        .args(args))
+    };
+    let out = kubectl(&["apply", "-f", &manifest.to_string_lossy()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/image-volume",
+        "--timeout=120s",
+    ]);
+    assert!(out.status.success(), "image volume pod: {}", text(&out));
+    let out = kubectl(&["logs", "image-volume"]);
+    assert!(text(&out).contains("kitten.jpg"), "{}", text(&out));
+    let out = kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=image-volume",
+    ]);
+    assert!(
+        text(&out).contains(&format!("Pulling image \"{kitten}\"")),
+        "the image volume was pulled (PullAlways), not only found: {}",
+        text(&out)
+    );
+
     let out = c.kubeunit(&["stop", "--state-dir", &state_arg]);
     assert!(out.status.success(), "stop: {}", text(&out));
 }
