@@ -93,7 +93,9 @@ if [ -z "$state" ]; then
   node_images=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
   archives=$( (find "$node_images" "$images_dir" -name '*.tar') | sort | paste -sd, -)
   KUBEUNIT_KUBERNETES=$version scripts/up.sh dev --set "images=[$archives]" "$@"
-  state=/var/lib/kubeunit/dev
+  # up.sh's state dir: the default one of the environment's name (`-- --set name=...` picks another).
+  name=$(target/release/kubeunit profile show dev "$@" | sed -n 's/^name: //p' | head -n1)
+  state=/var/lib/kubeunit/$name
 fi
 kubeconfig=$state/kubeconfig/admin.kubeconfig
 [ -r "$kubeconfig" ] || bad "--state-dir '$state' has no kubeconfig/admin.kubeconfig (is it a kubeunit state dir?)"
