@@ -39,7 +39,9 @@ def specs(results):
             message = ""
             if failure is not None:
                 text = (failure.get("message") or failure.text or "").strip()
-                message = text.splitlines()[0] if text else ""
+                lines = [l.strip() for l in text.splitlines() if l.strip()]
+                # Gomega's "Expected <x> to contain substring <y>": the first line says little alone.
+                message = " ... ".join(lines[:1] + lines[-2:]) if len(lines) > 3 else " ".join(lines)
             elif skipped is not None:
                 message = (skipped.get("message") or "").strip()
                 if message == "skipped":
