@@ -338,7 +338,13 @@ fn first_service_address_follows_the_service_cidr() {
         let ipv6 = cidr.contains(':');
         let mut sets = vec![svc, adv];
         if ipv6 {
-            for c in ["node-network", "kubelet", "kube-proxy", "containerd", "registry"] {
+            for c in [
+                "node-network",
+                "kubelet",
+                "kube-proxy",
+                "containerd",
+                "registry",
+            ] {
                 sets.push(format!("components.{c}.enabled=false"));
             }
             sets.push("addons.coredns=false".into());
