@@ -542,141 +542,21 @@ impl std::fmt::Display for Reference {
 }
 
 impl Reference {
+    /// distribution/reference's grammar and Docker's normalization, by oci-spec (a digest wins over
+    /// a tag, as ParseDockerRef has it; neither means `:latest`).
     pub fn parse(s: &str) -> Result<Reference, String> {
-        let (rest, digest) = match s.split_once('@') {
-            Some((r, d)) => (r, Some(d)),
-            None => (s, None),
-        };
-        if let Some(d) = digest {
-            let ok = d.split_once(':').is_some_and(|(alg, hex)| {
-                !alg.is_empty()
-                    && alg.bytes().all(|b| {
-                        b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b)
-                    })
-                    && hex.len() >= 32
-                    && hex.bytes().all(|b| b.is_ascii_hexdigit())
-                    && (alg != "sha256" || hex.len() == 64)
-            });
-            if !ok {
-                return Err(format!("{d:?} is not a digest"));
-            }
-        }
-        // A tag follows the last ':' after the last '/' (a ':' before it is a port).
-        let slash = rest.rfind('/').map_or(0, |i| i + 1);
-        let (name, tag) = match rest[slash..].rfind(':') {
-            Some(i) => (&rest[..slash + i], Some(&rest[slash + i + 1..])),
-            None => (rest, None),
-        };
-        if let Some(t) = tag {
-            let b = t.as_bytes();
-            let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-            let ok = !b.is_empty()
-                && b.len() <= 128
-                && word(b[0])
-                && b.iter().all(|&c| word(c) || c == b'.' || c == b'-');
-            if !ok {
-                return Err(format!("{t:?} is not a tag"));
-            }
-        }
-        if name.is_empty() {
-            return Err("no repository name".into());
-        }
-        let (domain, path) = match name.split_once('/') {
-            Some((first, rest))
-                if first.contains(['.', ':'])
-                    || first == "localhost"
-                    || first.to_lowercase() != first =>
-            {
-                (first, rest.to_string())
-            }
-            _ => ("docker.io", name.to_string()),
-        };
-        let domain = if domain == "index.docker.io" {
-            "docker.io"
-        } else {
-            domain
-        };
-        let path = if domain == "docker.io" && !path.contains('/') {
-            format!("library/{path}")
-        } else {
-            path
-        };
-        if !valid_domain(domain) {
-            return Err(format!("{domain:?} is not a registry host"));
-        }
-        if let Some(bad) = path.split('/').find(|c| !valid_component(c)) {
-            return Err(format!(
-                "{bad:?} is not a repository path component (lowercase letters, digits, separators . _ __ -)"
-            ));
-        }
-        if domain.len() + 1 + path.len() > 255 {
-            return Err("the name is longer than 255 characters".into());
-        }
-        // ParseDockerRef: a digest wins over a tag; neither means :latest.
-        let tag = match (tag, digest) {
-            (_, Some(_)) => None,
-            (Some(t), None) => Some(t.to_string()),
-            (None, None) => Some("latest".to_string()),
+        let r: oci_spec::distribution::Reference = s.parse().map_err(|e| format!("{e}"))?;
+        let digest = r.digest().map(String::from);
+        let tag = match (&digest, r.tag()) {
+            (Some(_), _) => None,
+            (None, t) => Some(t.unwrap_or("latest").to_string()),
         };
         Ok(Reference {
-            domain: domain.to_string(),
-            path,
+            domain: r.registry().to_string(),
+            path: r.repository().to_string(),
             tag,
-            digest: digest.map(String::from),
+            digest,
         })
-    }
-}
-
-/// `host[:port]`: DNS labels or an IPv4 address, or `[IPv6]`, then an optional port.
-fn valid_domain(d: &str) -> bool {
-    let (host, port) = match d.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(':') && (h.starts_with('[') == h.ends_with(']')) => {
-            (h, Some(p))
-        }
-        _ => (d, None),
-    };
-    if port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
-        return false;
-    }
-    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return v6.parse::<std::net::Ipv6Addr>().is_ok();
-    }
-    !host.is_empty()
-        && host.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-')
-        })
-}
-
-/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`
-fn valid_component(c: &str) -> bool {
-    let b = c.as_bytes();
-    let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
-    let mut i = 0;
-    loop {
-        let start = i;
-        while i < b.len() && alnum(b[i]) {
-            i += 1;
-        }
-        if i == start {
-            return false;
-        }
-        if i == b.len() {
-            return true;
-        }
-        match b[i] {
-            b'.' => i += 1,
-            b'_' => i += if b.get(i + 1) == Some(&b'_') { 2 } else { 1 },
-            b'-' => {
-                while i < b.len() && b[i] == b'-' {
-                    i += 1;
-                }
-            }
-            _ => return false,
-        }
     }
 }
 
