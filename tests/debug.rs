@@ -8,11 +8,10 @@ mod common;
 
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::container::{control_plane_args, gen_in, Container};
+use common::container::{control_plane_args, gen_in, Container, Env};
 use common::ports::Ports;
 use common::*;
 use serde_json::{json, Value};
@@ -60,32 +59,7 @@ impl Dlv {
     }
 }
 
-struct Env<'c> {
-    c: &'c Container,
-    state: PathBuf,
-    kubectl: PathBuf,
-}
-
 impl Env<'_> {
-    fn ku(&self, args: &[&str]) -> Output {
-        let mut argv = args.to_vec();
-        let dir = self.state.to_string_lossy().into_owned();
-        argv.extend(["--state-dir", &dir]);
-        self.c.kubeunit(&argv)
-    }
-
-    fn ku_ok(&self, args: &[&str]) -> String {
-        let out = self.ku(args);
-        assert!(out.status.success(), "kubeunit {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        run(Command::new(&self.kubectl)
-            .env("KUBECONFIG", self.state.join("kubeconfig/admin.kubeconfig"))
-            .args(args))
-    }
-
     fn status(&self) -> Vec<Value> {
         let out = self.ku(&["status", "-o", "json"]);
         serde_json::from_slice(&out.stdout).expect("status -o json")

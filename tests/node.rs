@@ -5,42 +5,28 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use std::time::Duration;
 
-use common::container::{dev_args, gen_in, Container};
+use common::container::{dev_args, gen_in, Container, Env};
 use common::ports::Ports;
 use common::*;
 
+/// An environment with a node: `Env`'s commands, and the environment's name.
 struct Node<'c> {
-    c: &'c Container,
+    env: Env<'c>,
     /// The environment's name.
     name: String,
-    state: PathBuf,
-    kubectl: PathBuf,
+}
+
+impl<'c> std::ops::Deref for Node<'c> {
+    type Target = Env<'c>;
+    fn deref(&self) -> &Env<'c> {
+        &self.env
+    }
 }
 
 impl Node<'_> {
-    fn ku(&self, args: &[&str]) -> Output {
-        let mut argv = args.to_vec();
-        let dir = self.state.to_string_lossy().into_owned();
-        argv.extend(["--state-dir", &dir]);
-        self.c.kubeunit(&argv)
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        run(Command::new(&self.kubectl)
-            .env("KUBECONFIG", self.state.join("kubeconfig/admin.kubeconfig"))
-            .args(args))
-    }
-
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
     /// Restart counts of the default namespace's containers, by pod.
     fn restarts(&self) -> String {
         self.kubectl_ok(&[
@@ -104,10 +90,12 @@ fn node_end_to_end(version: &str) {
         .join(format!("kubernetes-{version}"))
         .join("kubectl");
     let n = Node {
-        c: &c,
+        env: Env {
+            c: &c,
+            state,
+            kubectl,
+        },
         name: "dev".into(),
-        state,
-        kubectl,
     };
 
     // Start: per-component progress, the image import among it.
@@ -504,10 +492,12 @@ fn two_node_environments_run_side_by_side() {
             args.extend(["--set".into(), format!("network.podCIDR={pods}")]);
             args.extend(["--set".into(), format!("network.serviceCIDR={services}")]);
             Node {
-                c: &c,
+                env: Env {
+                    c: &c,
+                    state: gen_in(&c, name, ports, &args),
+                    kubectl: kubectl.clone(),
+                },
                 name: name.into(),
-                state: gen_in(&c, name, ports, &args),
-                kubectl: kubectl.clone(),
             }
         })
         .collect();

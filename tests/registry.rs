@@ -11,36 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::container::{dev_args, gen_in, Container};
+use common::container::{dev_args, gen_in, Container, Env};
 use common::ports::Ports;
 use common::*;
 
-struct Env<'c> {
-    c: &'c Container,
-    state: PathBuf,
-    kubectl: PathBuf,
-}
-
 impl Env<'_> {
-    fn ku(&self, args: &[&str]) -> Output {
-        let mut argv = args.to_vec();
-        let dir = self.state.to_string_lossy().into_owned();
-        argv.extend(["--state-dir", &dir]);
-        self.c.kubeunit(&argv)
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        run(Command::new(&self.kubectl)
-            .env("KUBECONFIG", self.state.join("kubeconfig/admin.kubeconfig"))
-            .args(args))
-    }
-
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
     /// A recorded value of the state dir's profile.yaml (`containerd.socket`).
     fn recorded(&self, key: &str) -> String {
         let text = std::fs::read_to_string(self.state.join("profile.yaml")).unwrap();

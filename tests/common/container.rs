@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use super::ports::Ports;
-use super::{cache_dir, script, text};
+use super::{cache_dir, run, script, text};
 
 pub struct Container {
     /// Host PID of the container's systemd (PID 1 inside).
@@ -449,4 +449,40 @@ pub fn unit_differences(a: &BTreeMap<String, String>, b: &BTreeMap<String, Strin
         }
     }
     diffs
+}
+
+/// An environment in a test container: its state dir, and the kubectl of its Kubernetes.
+pub struct Env<'c> {
+    pub c: &'c Container,
+    pub state: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+impl Env<'_> {
+    /// `kubeunit ARGS... --state-dir STATE`, in the container.
+    pub fn ku(&self, args: &[&str]) -> Output {
+        let mut argv = args.to_vec();
+        let dir = self.state.to_string_lossy().into_owned();
+        argv.extend(["--state-dir", &dir]);
+        self.c.kubeunit(&argv)
+    }
+
+    pub fn ku_ok(&self, args: &[&str]) -> String {
+        let out = self.ku(args);
+        assert!(out.status.success(), "kubeunit {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// kubectl as the environment's admin, from this host.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        run(Command::new(&self.kubectl)
+            .env("KUBECONFIG", self.state.join("kubeconfig/admin.kubeconfig"))
+            .args(args))
+    }
+
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
 }
