@@ -75,14 +75,6 @@ fi
 
 command -v go >/dev/null || die "go is not installed"
 
-# mod_dir MODULE@VERSION: its source dir, downloaded into the module cache if needed (run outside any module).
-mod_dir() {
-  local d
-  d=$( (cd / && go mod download -json "$1") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -d "$d" ] || die "cannot download $1"
-  echo "$d"
-}
-
 # derive_images K8S_DIR: "ID REFERENCE" per image the Conformance specs of that source tree use (comments start
 # with #). The helper checks its spec count against test/conformance/testdata/conformance.yaml.
 derive_images() {

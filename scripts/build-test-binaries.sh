@@ -126,14 +126,6 @@ build_dir() {
   echo "$name $ver: built in $(( SECONDS - start ))s"
 }
 
-# mod_dir MODULE@VERSION: its source dir, downloaded into the module cache if needed (run outside any module).
-mod_dir() {
-  local d
-  d=$( (cd / && go mod download -json "$1") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -d "$d" ] || die "cannot download $1"
-  echo "$d"
-}
-
 # go_get PACKAGE@VERSION...: a throwaway main module in $work requiring their modules, everything they import
 # downloaded (the same versions `go install pkg@version` would use; unlike it, this never asks the proxy for
 # the module's version list, which it refuses for sigs.k8s.io/cri-tools here). Output only on failure.

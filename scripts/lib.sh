@@ -9,6 +9,15 @@ kubeunit_cache() { printf '%s\n' "${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeun
 # take its ranges; when none does (stopped, or a test's client still dialling after the link went), a
 # packet for them would follow the default route off this machine. Reject routes of the lowest priority
 # keep them here (idempotent; they stay, and carry nothing: `start` ignores reject routes).
+# mod_dir MODULE@VERSION: its source dir, downloaded into the Go module cache if needed (run outside any
+# module). Fails through the caller's `die`.
+mod_dir() {
+  local d
+  d=$( (cd / && go mod download -json "$1") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$d" ] || die "cannot download $1"
+  echo "$d"
+}
+
 keep_test_networks_local() {
   local net
   for net in 198.18.0.0/15 10.88.0.0/13 10.0.0.0/16; do
