@@ -304,6 +304,42 @@ fn dev_pulls_from_its_registry_and_images_load_into_it() {
     assert!(text(&out).contains("none new"), "{}", text(&out));
     eprintln!("images load: {load_secs:.2}s, again: {again_secs:.2}s");
 
+    // Two loads at once of two fresh archives: one waits for the other (the state dir's lock),
+    // and both images end up in containerd and in the registry.
+    let pair: Vec<PathBuf> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            fresh_archive(
+                &work,
+                &format!("together-{n}.tar"),
+                &format!("kubeunit.local/together-{n}:1"),
+                &nonce(),
+            )
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for archive in &pair {
+            let env = &env;
+            s.spawn(move || {
+                let out = env.ku(&["images", "load", &archive.to_string_lossy()]);
+                assert!(
+                    out.status.success(),
+                    "concurrent images load: {}",
+                    text(&out)
+                );
+            });
+        }
+    });
+    for n in ["a", "b"] {
+        assert!(
+            env.images()
+                .contains(&format!("kubeunit.local/together-{n}:1")),
+            "{:?}",
+            env.images()
+        );
+        assert!(env.registry_tags().contains(&format!("together-{n}:1")));
+    }
+
     // (c) A missing, a truncated and a garbage archive are refused with exit 2 naming the file,
     // before the good archive next to them goes anywhere.
     let other = fresh_archive(&work, "other.tar", "kubeunit.local/other:1", &nonce());
