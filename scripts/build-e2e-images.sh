@@ -21,7 +21,9 @@
 # (every Conformance spec, the helpers it calls, manifest.go's registry table; see its header). An image this
 # script has no builder for fails the build, so a new minor that needs another image says so.
 #
-# Contents (never a downloaded binary):
+# Contents (no downloaded binary but Alpine's own minirootfs):
+# - Alpine's minirootfs (ALPINE_VERSION, versions.env) under the images whose upstream Dockerfile starts FROM
+#   alpine: what the official alpine image is made of, from its source repository as a Go module.
 # - Debian bookworm packages (this machine's apt lists; apt-get download, dpkg-deb -x of the package and its
 #   Depends/Pre-Depends closure as apt resolves it for an empty system; no maintainer scripts run, their effects
 #   that matter are redone: passwd/group from base-passwd, update-alternatives links). Docs, man pages and
@@ -29,7 +31,8 @@
 # - busybox: upstream's release source (the .orig tarball of Debian's busybox source package, checked against
 #   BUSYBOX_SOURCE_SHA256, Debian's patches not applied), `make defconfig`, linked against Debian's libc6.
 #   Debian's own busybox builds cannot be used: Debian patches ash to drop environment variables whose names are
-#   not shell identifiers (data-1, the ConfigMap env specs' names), which upstream's ash passes on.
+#   not shell identifiers (data-1, the ConfigMap env specs' names), which upstream's ash passes on. The images on
+#   Alpine use Alpine's busybox.
 # - Go binaries from the Go module proxy: agnhost and nnp from the k8s.io/kubernetes release whose
 #   test/images/<name>/VERSION is the image's tag, sample-apiserver from k8s.io/sample-apiserver at the tag its
 #   test/images Makefile checks out, etcd from go.etcd.io/etcd, CoreDNS at COREDNS_VERSION (versions.env).
@@ -324,6 +327,27 @@ busybox_part() {
 # the parts: each ensure_* builds its part unless cached (log on stderr); the file is at a known path
 ensure_busybox() { cached busybox "$1" "$parts/busybox-$1" busybox_part "$1" >&2; }
 
+# alpine VERSION: Alpine's minirootfs of this architecture from ALPINE_MODULE (versions.env) as rootfs.tar.gz,
+# checked against ALPINE_MINIROOTFS_SHA256_<arch>; owners: an --owner option per entry not owned by 0:0 (the
+# image archives are 0:0 unless told); SOURCE: where it came from.
+alpine_part() {
+  local ver=$1 dir alparch sum want shavar
+  case $arch in amd64) alparch=x86_64 ;; arm64) alparch=aarch64 ;; *) die "no Alpine minirootfs name for $arch" ;; esac
+  dir=$(mod_dir "$ALPINE_MODULE")
+  [ -f "$dir/$alparch/alpine-minirootfs-$ver-$alparch.tar.gz" ] ||
+    die "$ALPINE_MODULE has no $alparch/alpine-minirootfs-$ver-$alparch.tar.gz (ALPINE_VERSION in versions.env)"
+  sum=$(sha256sum "$dir/$alparch/alpine-minirootfs-$ver-$alparch.tar.gz" | cut -d' ' -f1)
+  shavar=ALPINE_MINIROOTFS_SHA256_$arch
+  want=${!shavar:-}
+  [ "$sum" = "$want" ] || die "alpine-minirootfs-$ver-$alparch.tar.gz has sha256 $sum, not '$want' (ALPINE_MINIROOTFS_SHA256_$arch)"
+  cp "$dir/$alparch/alpine-minirootfs-$ver-$alparch.tar.gz" "$tmp/rootfs.tar.gz"
+  tar -tzvf "$tmp/rootfs.tar.gz" --numeric-owner |
+    awk '$2 != "0/0" { split($2, o, "/"); p = $6; sub(/^\.\//, "/", p); print "--owner=" p ":" o[1] ":" o[2] }' \
+    >"$tmp/owners"
+  echo "alpine-minirootfs-$ver-$alparch.tar.gz from $ALPINE_MODULE (sha256 $sum)" >"$tmp/SOURCE"
+}
+ensure_alpine() { cached alpine "$ALPINE_VERSION" "$parts/alpine-$ALPINE_VERSION" alpine_part "$ALPINE_VERSION" >&2; }
+
 # k8s_module_build K8S_VERSION OUT LDFLAGS PKG...: packages of k8s.io/kubernetes at K8S_VERSION, in a throwaway
 # main module whose staging modules point at their v0.<minor>.<patch> tags (as build-test-binaries.sh's k8s_build).
 k8s_module_build() (
@@ -392,48 +416,77 @@ note() { echo "#   $*" >>"$work/notes"; }
 # tag_of REF: the tag of an image reference.
 tag_of() { echo "${1##*:}"; }
 
-# busybox_root ROOT BUSYBOX [flat]: busybox at /bin/busybox with a link per applet (busybox --list-full; those
-# in bin and sbin dirs, as alpine has them; with flat all in /bin, as the busybox image has them) that no file in
-# ROOT's PATH dirs provides already, the way alpine's packages replace busybox's links.
+# busybox_root ROOT BUSYBOX: busybox at /bin/busybox and a link in /bin per applet (busybox --list-full), as the
+# busybox image has them, except where ROOT's PATH dirs have the command already.
 busybox_root() {
-  local root=$1 bb=$2 flat=${3:-} a d taken
+  local root=$1 bb=$2 a d taken
   mkdir -p "$root/bin"
   cp "$bb" "$root/bin/busybox"; chmod 755 "$root/bin/busybox"
   for a in $("$root/bin/busybox" --list-full); do
     case $a in bin/*|sbin/*|usr/bin/*|usr/sbin/*) ;; *) continue ;; esac
-    [ -z "$flat" ] || a=bin/${a##*/}
     taken=""
     for d in ${IMAGE_PATH//:/ }; do
       if [ -e "$root$d/${a##*/}" ] || [ -L "$root$d/${a##*/}" ]; then taken=1; fi
     done
-    [ -n "$taken" ] && continue
-    mkdir -p "$root/$(dirname "$a")"
-    ln -s /bin/busybox "$root/$a"
+    [ -n "$taken" ] || ln -s /bin/busybox "$root/bin/${a##*/}"
   done
 }
 
-# alpine_like ROOT BUSYBOX_VERSION [--flat] PKG...: what alpine-based upstream images stand on here: busybox (sh
-# and the small tools) on Debian's glibc and libc-bin (getent, ldd: alpine's musl-utils), plus the Debian packages
-# PKG... (their files win over busybox's links). --flat: every busybox link in /bin.
-alpine_like() {
-  local root=$1 bbver=$2 closure txt flat=""; shift 2
-  if [ "${1:-}" = --flat ]; then flat=1; shift; fi
-  txt=$(debs_closure libc6 libc-bin "$@")
+# busybox: upstream's is busybox.net's release on glibc (no distribution). Here that release on Debian's glibc and
+# libc-bin, every applet in /bin.
+busybox_image() {
+  local ref=$1 file=$2 tag ver closure txt root=$work/root
+  tag=$(tag_of "$ref"); ver=${tag%-*}
+  txt=$(debs_closure libc6 libc-bin)
   mapfile -t closure <<<"$txt"
   debs_extract "$root" "${closure[@]}"
-  debs_alternatives "$root"
-  ensure_busybox "$bbver"
-  busybox_root "$root" "$parts/busybox-$bbver/busybox" "$flat"
+  ensure_busybox "$ver"
+  busybox_root "$root" "$parts/busybox-$ver/busybox"
   base_etc "$root"
-  note "busybox $bbver: $(cat "$parts/busybox-$bbver/SOURCE")"
+  note "busybox $ver: $(cat "$parts/busybox-$ver/SOURCE")"
+  archive "$tmp/$file" --ref "$ref" --cmd '["sh"]' --tree "$root"
+  note "upstream: busybox:$ver (busybox.net); here busybox $ver on Debian's glibc"
 }
 
-busybox_image() {
-  local ref=$1 file=$2 tag ver
-  tag=$(tag_of "$ref"); ver=${tag%-*}
-  alpine_like "$work/root" "$ver" --flat
-  archive "$tmp/$file" --ref "$ref" --cmd '["sh"]' --tree "$work/root"
-  note "upstream: busybox:$ver (busybox.net); here busybox $ver on Debian's glibc"
+# is_busybox_link PATH: PATH is a link to /bin/busybox (an applet of busybox).
+is_busybox_link() { [ -L "$1" ] && [ "$(readlink "$1")" = /bin/busybox ]; }
+
+# alpine_like ROOT [PKG...]: an upstream image FROM alpine: Alpine's minirootfs (ALPINE_VERSION, versions.env),
+# then Debian's packages PKG... and what they depend on, for what the upstream Dockerfile adds with `apk add`.
+# They are laid over Alpine the way apk lays packages over busybox: a package's file replaces busybox's link at
+# the same path, and a busybox link elsewhere in PATH that would shadow a command of the packages goes (nc is
+# netcat-openbsd's, as on Alpine). Alpine's other files win over Debian's at the same path (musl-utils' getent
+# and ldd), and Debian's base-files is left out: the base is Alpine's, and /etc/os-release says so (the v1.36
+# ImageVolume spec reads it from kitten). Sets $work/owners to the minirootfs' non-root owners.
+alpine_like() {
+  local root=$1 stage=$work/debian closure txt p d name other shadowed; shift
+  ensure_alpine
+  mkdir -p "$root"
+  tar -xzf "$parts/alpine-$ALPINE_VERSION/rootfs.tar.gz" -C "$root" --numeric-owner
+  cp "$parts/alpine-$ALPINE_VERSION/owners" "$work/owners"
+  note "alpine $ALPINE_VERSION: $(cat "$parts/alpine-$ALPINE_VERSION/SOURCE")"
+  [ $# -gt 0 ] || return 0
+  txt=$(debs_closure "$@" | grep -v '^base-files ')
+  mapfile -t closure <<<"$txt"
+  debs_extract "$stage" "${closure[@]}"
+  debs_alternatives "$stage"
+  while read -r p; do
+    if is_busybox_link "$root/$p"; then rm "$root/$p"; fi
+  done < <(cd "$stage" && find . ! -type d)
+  cp -a -n "$stage/." "$root/"
+  for d in ${IMAGE_PATH//:/ }; do
+    [ -d "$root$d" ] || continue
+    for p in "$root$d"/*; do
+      is_busybox_link "$p" || continue
+      name=${p##*/} shadowed=""
+      for other in ${IMAGE_PATH//:/ }; do
+        if { [ -e "$root$other/$name" ] || [ -L "$root$other/$name" ]; } && ! is_busybox_link "$root$other/$name"; then
+          shadowed=1
+        fi
+      done
+      if [ -n "$shadowed" ]; then rm "$p"; fi
+    done
+  done
 }
 
 # agnhost_root ROOT K8S_VERSION: test/images/agnhost/Dockerfile's image (alpine + bind-tools curl netcat-openbsd
@@ -442,7 +495,7 @@ agnhost_root() {
   local root=$1 ver=$2 dir=$parts/agnhost-$2
   ensure_agnhost "$ver"
   ensure_coredns
-  alpine_like "$root" "$(busybox_version)" bind9-dnsutils curl netcat-openbsd iproute2 iperf bash util-linux
+  alpine_like "$root" bind9-dnsutils curl netcat-openbsd iproute2 iperf bash util-linux
   mkdir -p "$root/usr/local/bin" "$root/uploads"
   ln -s /usr/bin/iperf "$root/usr/local/bin/iperf"
   cp "$coredns" "$root/coredns"
@@ -450,7 +503,6 @@ agnhost_root() {
   cp "$dir/agnhost" "$root/agnhost"
   ln -s agnhost "$root/agnhost-2"
   chmod 755 "$root/coredns" "$root/agnhost"; chmod 644 "$root/localhost.crt" "$root/localhost.key"
-  : >"$work/owners"
   echo "group-defined-in-image:x:50000:" >>"$root/etc/group"
   add_user "$root" user-defined-in-image 1000 1000 /home/user-defined-in-image /bin/sh group-defined-in-image
   note "agnhost $(cat "$dir/VERSION") from k8s.io/kubernetes@$ver; coredns $COREDNS_VERSION (upstream: 1.6.2)"
@@ -489,8 +541,8 @@ webserver_image() {
 # stdout/stderr, CMD nginx -g 'daemon off;', STOPSIGNAL SIGTERM.
 nginx_image() {
   local ref=$1 file=$2 root=$work/root
-  alpine_like "$root" "$(busybox_version)" nginx-light
-  : >"$work/owners"
+  local owners
+  alpine_like "$root" nginx-light
   echo "nginx:x:101:" >>"$root/etc/group"
   echo "nginx:x:101:101:nginx:/var/cache/nginx:/sbin/nologin" >>"$root/etc/passwd"
   mkdir -p "$root/var/cache/nginx" "$root/var/log/nginx" "$root/var/lib/nginx" "$root/etc/nginx/conf.d"
@@ -547,22 +599,24 @@ server {
 }
 EOF
   [ -f "$root/usr/share/nginx/html/index.html" ] || die "Debian's nginx has no /usr/share/nginx/html/index.html"
+  mapfile -t owners <"$work/owners"
   archive "$tmp/$file" --ref "$ref" --cmd '["nginx","-g","daemon off;"]' --expose 80 --stop-signal SIGTERM \
-    --tree "$root"
+    --tree "$root" "${owners[@]}"
   note "upstream: nginx:$(tag_of "$ref" | sed 's/-[0-9]*$//')-alpine; here Debian's nginx (its index.html)"
 }
 
 # nonewprivs: test/images/nonewprivs (nnp.go, setuid and setgid: chmod +s), CMD nnp.
 nonewprivs_image() {
-  local ref=$1 file=$2 tag src root=$work/root
+  local ref=$1 file=$2 tag src root=$work/root owners
   tag=$(tag_of "$ref")
   src=$(k8s_source nonewprivs "$tag")
-  alpine_like "$root" "$(busybox_version)"
+  alpine_like "$root"
   mkdir -p "$root/usr/local/bin" "$work/nnp"
   cp "$(mod_dir "k8s.io/kubernetes@$src")/test/images/nonewprivs/nnp.go" "$work/nnp/"
   (cd "$work/nnp" && GOFLAGS="" go build -trimpath -ldflags "-w" -o "$root/usr/local/bin/nnp" nnp.go)
   chmod 6755 "$root/usr/local/bin/nnp"
-  archive "$tmp/$file" --ref "$ref" --cmd '["nnp"]' --tree "$root"
+  mapfile -t owners <"$work/owners"
+  archive "$tmp/$file" --ref "$ref" --cmd '["nnp"]' --tree "$root" "${owners[@]}"
   note "nnp from k8s.io/kubernetes@$src"
 }
 
@@ -585,18 +639,19 @@ dnsutils_image() {
 }
 
 # sample-apiserver: k8s.io/sample-apiserver at the tag test/images/sample-apiserver/Makefile checks out for this
-# image version, on the alpine-like base, ENTRYPOINT /sample-apiserver.
+# image version, on Alpine (its BASEIMAGE), ENTRYPOINT /sample-apiserver.
 sample_apiserver_image() {
-  local ref=$1 file=$2 tag src modver root=$work/root
+  local ref=$1 file=$2 tag src modver root=$work/root owners
   tag=$(tag_of "$ref")
   src=$(mod_dir "k8s.io/kubernetes@$(k8s_source sample-apiserver "$tag")")
   modver=$(sed -n 's#.*git checkout tags/\(v[0-9.]*\).*#\1#p' "$src/test/images/sample-apiserver/Makefile" | head -n1)
   [ -n "$modver" ] || die "no 'git checkout tags/...' in $src/test/images/sample-apiserver/Makefile"
   cached sample-apiserver "$modver" "$parts/sample-apiserver-$modver" sample_apiserver_part "$modver" >&2
-  alpine_like "$root" "$(busybox_version)"
+  alpine_like "$root"
   cp "$parts/sample-apiserver-$modver/sample-apiserver" "$root/sample-apiserver"
   chmod 755 "$root/sample-apiserver"
-  archive "$tmp/$file" --ref "$ref" --entrypoint '["/sample-apiserver"]' --tree "$root"
+  mapfile -t owners <"$work/owners"
+  archive "$tmp/$file" --ref "$ref" --entrypoint '["/sample-apiserver"]' --tree "$root" "${owners[@]}"
   note "k8s.io/sample-apiserver@$modver"
 }
 
@@ -638,9 +693,6 @@ pause_image() {
   archive "$tmp/$file" --ref "$ref" --entrypoint '["/pause"]' --user 65535:65535 --file "$work/pause:/pause:755"
   note "pause.c from k8s.io/kubernetes@$src"
 }
-
-# busybox_version: the busybox release the alpine-like images use: the BusyBox image's of the version being built.
-busybox_version() { echo "$bb_version"; }
 
 # build_image ID REF K8S_VERSION: the image ID (manifest.go's ImageID) into $tmp; prints its file name.
 build_image() {
@@ -690,8 +742,6 @@ e2e_images() {
       *) die "the Conformance specs of $k8s use $id ($ref): this script has no builder for it" ;;
     esac
   done <<<"$list"
-  bb_version=$(echo "$list" | awk '$1 == "BusyBox" { print $2 }' | sed 's/.*://; s/-[0-9]*$//')
-  [ -n "$bb_version" ] || die "the specs of $k8s use no BusyBox image: pick the busybox for the alpine-like images"
   : >"$tmp/images.txt.parts"
   while read -r id ref; do
     case $id in \#*|"") continue ;; esac
@@ -703,8 +753,17 @@ e2e_images() {
     grep '^#' "$tmp/images.txt.parts"
   } >"$tmp/images.txt"
   rm "$tmp/images.txt.parts"
+  echo "$recipe" >"$tmp/.recipe"
 }
 
+# An image dir is rebuilt when its recipe changed (this script, its helpers, versions.env), so a warm cache never
+# serves images of an older recipe; the parts stay cached (their dirs are named by their versions).
+recipe=$(cat "$here/build-e2e-images.sh" "$here/e2e-images.go" "$here/docker-archive.py" "$here/lib.sh" \
+  "$here/versions.env" | sha256sum | cut -d' ' -f1)
 for v in $KUBERNETES_VERSIONS; do
+  if [ -f "$cache/e2e-images-$v/.complete" ] && [ "$(cat "$cache/e2e-images-$v/.recipe" 2>/dev/null)" != "$recipe" ]; then
+    echo "e2e-images $v: built by another recipe; rebuilding"
+    rm "$cache/e2e-images-$v/.complete"
+  fi
   cached e2e-images "$v" "$cache/e2e-images-$v" e2e_images "$v"
 done

@@ -92,9 +92,9 @@ fn a_conformance_subset_passes_on_dev() {
         "{summary}"
     );
 
-    // What upstream's ImageVolume spec checks, but the image's OS (its kitten is Alpine; see
-    // tests/conformance-subset.txt): an image volume pulled with PullAlways, offline, through the
-    // node's registry, mounted and read.
+    // Upstream's ImageVolume spec (in the subset) passes when its pod runs; this also shows that the
+    // image volume was pulled with PullAlways, offline, through the node's registry, not found in
+    // containerd's store.
     let kitten = "registry.k8s.io/e2e-test-images/kitten:1.8";
     let busybox = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
     let manifest = c.work.join("image-volume.yaml");
