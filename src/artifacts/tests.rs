@@ -435,7 +435,7 @@ fn the_node_pulls_every_image_from_its_own_registry() {
     );
     // containerd's hosts.go: `server` is the last host tried, after any [host] table; with no
     // [host] it is the only one. A file it cannot parse would fall back to the upstream registry.
-    let server = format!("http://{}:5000", p.link.node);
+    let server = format!("http://{}:5000", p.node().link.node);
     let names: Vec<&str> = g
         .tree
         .keys()
@@ -460,7 +460,7 @@ fn the_node_pulls_every_image_from_its_own_registry() {
         serde_yaml_ng::from_str(&text(&g, "config/registry.yml")).unwrap();
     assert_eq!(
         config["http"]["addr"].as_str(),
-        Some(format!("{}:5000", p.link.node).as_str())
+        Some(format!("{}:5000", p.node().link.node).as_str())
     );
     assert_eq!(
         config["storage"]["filesystem"]["rootdirectory"].as_str(),

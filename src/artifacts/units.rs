@@ -79,7 +79,7 @@ pub fn units(
         let stop_post: Vec<String> = (c.stop_post)(plan).iter().map(command).collect();
         let netns = c
             .netns
-            .then(|| systemd_path(&plan.link.netns_path().to_string_lossy()));
+            .then(|| systemd_path(&plan.node().link.netns_path().to_string_lossy()));
         let data = json!({
             "version": version,
             "env": plan.name(),

@@ -330,7 +330,7 @@ pub const COMPONENTS: &[Component] = &[
         validate: node_link_carries_the_cluster_networks,
         host_checks: &[host::iproute2, host::link_free, host::cluster_routes_free],
         files: &[template(NODE_NETWORK_SCRIPT, |cx| {
-            let link = &cx.plan.link;
+            let link = &cx.plan.node().link;
             let plan = cx.plan;
             Ok(Content::Template(
                 &NODE_NETWORK,
@@ -395,7 +395,7 @@ pub const COMPONENTS: &[Component] = &[
                         "state": plan.run_dir().join("containerd"),
                         "opt": plan.data("containerd/opt"),
                         "nri_socket": plan.run_dir().join("containerd/nri.sock"),
-                        "socket": plan.containerd_socket,
+                        "socket": plan.node().containerd_socket,
                         "cni_bin_dir": prof.containerd.cni_bin_dir,
                         "cni_conf_dir": plan.path(CNI_CONFIG_DIR),
                         "runtime": plan.runtime,
@@ -409,7 +409,7 @@ pub const COMPONENTS: &[Component] = &[
             }),
             template("config/cni/10-kubeunit-bridge.conflist", |cx| {
                 let plan = cx.plan;
-                let default_route = if plan.pod_cidr.network().is_ipv6() {
+                let default_route = if plan.node().pod_cidr.network().is_ipv6() {
                     "::/0"
                 } else {
                     "0.0.0.0/0"
@@ -422,7 +422,7 @@ pub const COMPONENTS: &[Component] = &[
                         "network": plan.unit_prefix(),
                         // The node's namespace has this one bridge.
                         "bridge": "cni0",
-                        "pod_cidr": plan.pod_cidr.to_string(),
+                        "pod_cidr": plan.node().pod_cidr.to_string(),
                         "default_route": default_route,
                     }),
                 ))
@@ -466,7 +466,7 @@ pub const COMPONENTS: &[Component] = &[
                     json!({
                         "env": plan.name(),
                         "root": plan.data("registry"),
-                        "addr": host_port(plan.link.node.into(), plan.ports.registry),
+                        "addr": host_port(plan.node().link.node.into(), plan.ports.registry),
                     }),
                 ))
             }),
@@ -525,17 +525,17 @@ pub const COMPONENTS: &[Component] = &[
             Ok(Content::Template(
                 &KUBELET_CONFIG,
                 json!({
-                    "address": plan.link.node.to_string(),
+                    "address": plan.node().link.node.to_string(),
                     "pod_logs_dir": pod_logs,
                     "port": plan.ports.kubelet,
-                    "healthz_address": plan.link.node.to_string(),
+                    "healthz_address": plan.node().link.node.to_string(),
                     "healthz_port": plan.ports.kubelet_healthz,
                     "tls_cert": plan.path(&paths::cert("kubelet")),
                     "tls_key": plan.path(&paths::key("kubelet")),
                     "client_ca": plan.path(&paths::cert("ca")),
                     "dns_domain": prof.network.dns_domain,
                     "dns_ip": plan.dns_ip.to_string(),
-                    "runtime_endpoint": format!("unix://{}", plan.containerd_socket.display()),
+                    "runtime_endpoint": format!("unix://{}", plan.node().containerd_socket.display()),
                     "cgroup_root": pods_cgroup_root(plan),
                     "feature_gates": feature_gates(plan, cx.component),
                 }),
@@ -556,19 +556,19 @@ pub const COMPONENTS: &[Component] = &[
         flags: |plan| {
             vec![
                 flag("config", plan.path(KUBE_PROXY_CONFIG_FILE)),
-                flag("hostname-override", &plan.node_name),
+                flag("hostname-override", &plan.node().name),
             ]
         },
         files: &[template(KUBE_PROXY_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let ports = &plan.ports;
-            let node = |port| host_port(plan.link.node.into(), port);
+            let node = |port| host_port(plan.node().link.node.into(), port);
             Ok(Content::Template(
                 &KUBE_PROXY_CONFIG,
                 json!({
                     "kubeconfig": plan.path(&paths::kubeconfig("kube-proxy")),
-                    "node_name": plan.node_name,
-                    "pod_cidr": plan.pod_cidr.to_string(),
+                    "node_name": plan.node().name,
+                    "pod_cidr": plan.node().pod_cidr.to_string(),
                     "healthz": node(ports.kube_proxy_healthz),
                     "metrics": node(ports.kube_proxy_metrics),
                     "feature_gates": feature_gates(plan, cx.component),
@@ -748,7 +748,7 @@ pub(super) mod host {
 
     /// The link's interface does not exist and no address of this host lies in its network.
     pub fn link_free(plan: &Plan) -> Check {
-        let link = &plan.link;
+        let link = &plan.node().link;
         if Path::new("/sys/class/net").join(&link.interface).exists() {
             return Err((
                 format!(
@@ -830,7 +830,7 @@ pub(super) mod host {
         for (field, net) in ours {
             let ipnet::IpNet::V4(net) = net else { continue };
             for (route, iface) in routes {
-                if route.prefix_len() == 0 || iface == &plan.link.interface {
+                if route.prefix_len() == 0 || iface == &plan.node().link.interface {
                     continue;
                 }
                 if net.contains(&route.network()) || route.contains(&net.network()) {
@@ -903,7 +903,7 @@ fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
         &REGISTRY_HOSTS,
         json!({
             "env": plan.name(),
-            "server": format!("http://{}", host_port(plan.link.node.into(), plan.ports.registry)),
+            "server": format!("http://{}", host_port(plan.node().link.node.into(), plan.ports.registry)),
         }),
     ))
 }
@@ -1009,13 +1009,13 @@ fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
     // The peer listener serves no one else on a single host: keep it on loopback whatever the bind.
     let peer = format!("https://{}", host_port(plan.loopback(), ports.etcd_peer));
     let mut flags = vec![
-        flag("name", &plan.node_name),
+        flag("name", &plan.node().name),
         flag("data-dir", plan.data("etcd")),
         flag("listen-client-urls", plan.local_url(ports.etcd_client)),
         flag("advertise-client-urls", plan.etcd_url()),
         flag("listen-peer-urls", &peer),
         flag("initial-advertise-peer-urls", &peer),
-        flag("initial-cluster", format!("{}={peer}", plan.node_name)),
+        flag("initial-cluster", format!("{}={peer}", plan.node().name)),
         flag("initial-cluster-state", "new"),
         flag("client-cert-auth", "true"),
         flag("trusted-ca-file", p(&paths::cert("etcd/ca"))),
@@ -1270,7 +1270,7 @@ fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("config", plan.path(KUBELET_CONFIG_FILE)),
         flag("kubeconfig", plan.path(&paths::kubeconfig("kubelet"))),
         flag("root-dir", plan.data("kubelet")),
-        flag("hostname-override", &plan.node_name),
-        flag("node-ip", plan.link.node.to_string()),
+        flag("hostname-override", &plan.node().name),
+        flag("node-ip", plan.node().link.node.to_string()),
     ]
 }

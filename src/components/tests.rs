@@ -284,7 +284,7 @@ fn host_routes_overlapping_the_cluster_networks_clash() {
         route("10.88.0.0/16", "ku-other"), // another environment's pods
         route("10.0.0.128/25", "docker0"), // inside the Service network
         route("10.0.0.0/8", "tun0"), // a VPN around both
-        route("10.88.0.0/16", &p.link.interface), // this node's own (it runs)
+        route("10.88.0.0/16", &p.node().link.interface), // this node's own (it runs)
     ];
     let clashes = super::table::host::route_clashes(&p, &routes);
     assert_eq!(

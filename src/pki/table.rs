@@ -280,7 +280,7 @@ pub fn specs(plan: &Plan) -> Vec<CertSpec> {
 }
 
 pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
-    let node = &plan.node_name;
+    let node = &plan.node().name;
     let mut local = vec![
         "localhost".to_string(),
         node.clone(),
@@ -301,7 +301,7 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
         plan.first_service_ip.to_string(),
     ];
     apiserver.extend(local.iter().cloned());
-    apiserver.push(plan.link.host.to_string());
+    apiserver.push(plan.node().link.host.to_string());
     apiserver.extend(plan.profile.network.extra_sans.iter().cloned());
 
     table
@@ -320,7 +320,7 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
                     node.clone(),
                     "127.0.0.1".into(),
                     "::1".into(),
-                    plan.link.node.to_string(),
+                    plan.node().link.node.to_string(),
                 ],
             };
             let mut uniq: Vec<String> = Vec::new();

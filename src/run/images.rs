@@ -45,7 +45,7 @@ fn ctr(plan: &Plan, containerd: &Component) -> PathBuf {
 fn ctr_command(plan: &Plan, ctr: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(ctr);
     cmd.arg("--address")
-        .arg(&plan.containerd_socket)
+        .arg(&plan.node().containerd_socket)
         .args(["--namespace", "k8s.io"]);
     cmd
 }
@@ -117,7 +117,7 @@ pub fn registry_host(plan: &Plan, registry: &Component) -> String {
         .and_then(|p| plan.ports.get(p.port))
         .unwrap_or(0);
     let ip = if registry.netns {
-        plan.link.node.into()
+        plan.node().link.node.into()
     } else {
         plan.local
     };

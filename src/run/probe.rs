@@ -14,7 +14,7 @@ use crate::spec::{paths, Plan};
 /// The URL a component's probe reads.
 pub fn probe_url(plan: &Plan, component: &Component, probe: &Probe) -> String {
     let host: IpAddr = if component.netns {
-        plan.link.node.into()
+        plan.node().link.node.into()
     } else if probe.loopback {
         std::net::Ipv4Addr::LOCALHOST.into()
     } else {

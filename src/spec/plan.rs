@@ -2,6 +2,10 @@
 //! pure function of the profile, the state dir and the host facts. Resolved values live in the plan's
 //! own fields; `profile` is what the user wrote (validated), and `resolved_profile` is what the state
 //! dir records, so that `start` on another machine sees the same addresses and names.
+//!
+//! `Plan` is the cluster's part (its name, networks, Service IPs, the API server's addresses, dates,
+//! ports); each node's own values (its name, link, pod network, containerd) are a `NodePlan` in
+//! `nodes`.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -25,11 +29,11 @@ pub struct Plan {
     /// The ports (`ports`, never `auto` here: `gen` resolves that before planning).
     pub ports: Ports,
     pub data_dir: PathBuf,
-    pub node_name: String,
     pub service_cidr: IpNet,
     /// The `kubernetes` Service ClusterIP: the first address of the service CIDR.
     pub first_service_ip: IpAddr,
     pub dns_ip: IpAddr,
+    /// The cluster's pod network (`network.podCIDR`); each node's is `NodePlan::pod_cidr`.
     pub pod_cidr: IpNet,
     pub bind: IpAddr,
     pub advertise: IpAddr,
@@ -39,14 +43,27 @@ pub struct Plan {
     pub epoch: OffsetDateTime,
     pub ca_validity: Duration,
     pub cert_validity: Duration,
-    /// containerd's socket (each environment its own unless the profile names one).
-    pub containerd_socket: PathBuf,
     /// The OCI runtime binary containerd runs (runc).
     pub runtime: PathBuf,
-    /// The veth pair between this host and the node's network namespace.
-    pub link: NodeLink,
     /// Where etcd snapshots go (`etcd.snapshot.dir`, else `<dataDir>/snapshots`).
     pub snapshot_dir: PathBuf,
+    /// The nodes (`node`): one, whose name also names the etcd member. Its namespace, link and
+    /// containerd exist only when the profile enables the node's components.
+    pub nodes: Vec<NodePlan>,
+}
+
+/// What one node of the environment has of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePlan {
+    /// The Node object's name (`node.name`, else the environment's).
+    pub name: String,
+    /// The veth pair between this host and the node's network namespace.
+    pub link: NodeLink,
+    /// The node's pod network: its kubelet's podCIDR, the CNI's range (all of the cluster's
+    /// with one node).
+    pub pod_cidr: IpNet,
+    /// containerd's socket (each environment its own unless the profile names one).
+    pub containerd_socket: PathBuf,
 }
 
 /// The node's network namespace and its link to this host (`node.link`).
@@ -176,11 +193,6 @@ impl Plan {
             Some(d) if !d.as_os_str().is_empty() => d.clone(),
             _ => state_dir.join(paths::DATA),
         };
-        let node_name = if profile.node.name.is_empty() {
-            profile.name.clone()
-        } else {
-            profile.node.name.clone()
-        };
         let explicit = profile
             .pki
             .epoch
@@ -211,7 +223,16 @@ impl Plan {
             r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
             r => r.clone(),
         };
-        let link = NodeLink::new(&profile, &host_name(&profile.name, &instance))?;
+        let node = NodePlan {
+            name: if profile.node.name.is_empty() {
+                profile.name.clone()
+            } else {
+                profile.node.name.clone()
+            },
+            link: NodeLink::new(&profile, &host_name(&profile.name, &instance))?,
+            pod_cidr,
+            containerd_socket,
+        };
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
             d => d.clone(),
@@ -220,10 +241,9 @@ impl Plan {
             instance,
             ports,
             snapshot_dir,
-            link,
+            nodes: vec![node],
             state_dir: state_dir.to_path_buf(),
             data_dir,
-            node_name,
             service_cidr,
             first_service_ip,
             dns_ip,
@@ -234,7 +254,6 @@ impl Plan {
             epoch,
             ca_validity,
             cert_validity,
-            containerd_socket,
             runtime,
             profile,
         })
@@ -247,13 +266,18 @@ impl Plan {
         p.ports = PortSpec::Fixed(self.ports.clone());
         p.network.advertise_address = self.advertise.to_string();
         p.network.dns_ip = self.dns_ip.to_string();
-        p.node.name = self.node_name.clone();
-        p.node.link = self.link.net.to_string();
+        p.node.name = self.node().name.clone();
+        p.node.link = self.node().link.net.to_string();
         p.data_dir = Some(self.data_dir.clone());
-        p.containerd.socket = self.containerd_socket.clone();
+        p.containerd.socket = self.node().containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
         p.etcd.snapshot.dir = self.snapshot_dir.clone();
         p
+    }
+
+    /// The environment's node. (There is one; `nodes` holds several once profiles can name them.)
+    pub fn node(&self) -> &NodePlan {
+        &self.nodes[0]
     }
 
     /// Runtime state of this environment that lives in /run (containerd's state, sockets).
@@ -347,7 +371,7 @@ impl Plan {
     pub fn node_apiserver_url(&self) -> String {
         format!(
             "https://{}",
-            host_port(self.link.host.into(), self.ports.apiserver)
+            host_port(self.node().link.host.into(), self.ports.apiserver)
         )
     }
 
@@ -515,7 +539,7 @@ mod tests {
             "/kubeunit.slice/kubeunit-control.slice/kubeunit-control-plane.slice"
         );
         assert_eq!(default.run_dir(), Path::new("/run/kubeunit/control-plane"));
-        assert_eq!(default.link.netns, "kubeunit-control-plane");
+        assert_eq!(default.node().link.netns, "kubeunit-control-plane");
         // Elsewhere: the state dir's instance in every name, and the slice beside the default
         // one's, not inside it (its stop would stop this one).
         let (a, b) = (plan("/a"), plan("/b"));
@@ -542,11 +566,15 @@ mod tests {
             a.run_dir(),
             Path::new(&format!("/run/kubeunit/control-plane_{i}"))
         );
-        assert_ne!(a.link, b.link, "a network namespace and link each");
-        assert_ne!(a.containerd_socket, b.containerd_socket);
+        assert_ne!(
+            a.node().link,
+            b.node().link,
+            "a network namespace and link each"
+        );
+        assert_ne!(a.node().containerd_socket, b.node().containerd_socket);
         // Names that are the environment's, not the host's, stay.
         assert_eq!(
-            (a.name(), a.node_name.as_str()),
+            (a.name(), a.node().name.as_str()),
             ("control-plane", "control-plane")
         );
         // profile.yaml records the instance, and leaves out none (as older versions wrote it).
@@ -639,10 +667,10 @@ mod tests {
 
     #[test]
     fn the_node_link_is_picked_by_name_or_given() {
-        let dev = Plan::for_tests("dev", &[]).link;
+        let dev = Plan::for_tests("dev", &[]).node().link.clone();
         assert_eq!(
             dev,
-            Plan::for_tests("dev", &[]).link,
+            Plan::for_tests("dev", &[]).node().link,
             "a function of the name"
         );
         let base: ipnet::Ipv4Net = "198.18.0.0/15".parse().unwrap();
@@ -654,15 +682,18 @@ mod tests {
             ("ku-dev", "kubeunit-dev")
         );
         assert_eq!(dev.netns_path(), Path::new("/run/netns/kubeunit-dev"));
-        let other = Plan::for_tests("dev", &["name=other"]).link;
+        let other = Plan::for_tests("dev", &["name=other"]).node().link.clone();
         assert_ne!(dev.net, other.net, "another name, another link");
         // Interface names have at most 15 bytes.
-        let long = Plan::for_tests("dev", &["name=a-rather-long-environment-name"]).link;
+        let long = Plan::for_tests("dev", &["name=a-rather-long-environment-name"])
+            .node()
+            .link
+            .clone();
         assert_eq!(long.interface.len(), 15);
         assert!(long.interface.starts_with("ku-"));
         let given = Plan::for_tests("dev", &["node.link=10.200.0.8/30"]);
-        assert_eq!(given.link.host.to_string(), "10.200.0.9");
-        assert_eq!(given.link.node.to_string(), "10.200.0.10");
+        assert_eq!(given.node().link.host.to_string(), "10.200.0.9");
+        assert_eq!(given.node().link.node.to_string(), "10.200.0.10");
         assert_eq!(given.resolved_profile().node.link, "10.200.0.8/30");
         assert_eq!(
             Plan::for_tests("dev", &[]).resolved_profile().node.link,
