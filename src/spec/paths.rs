@@ -21,8 +21,11 @@ pub const SA_KEY: &str = "pki/sa.key";
 pub const SA_PUB: &str = "pki/sa.pub";
 pub const ENCRYPTION_KEY: &str = "pki/encryption.key";
 
+/// The config files of the nodes after the first, a directory each (`node_file`).
+pub const NODES: &str = "nodes";
+
 /// Directories whose every file kubeunit writes (runtime data lives elsewhere).
-pub const MANAGED_DIRS: &[&str] = &["pki", "kubeconfig", "config", UNITS, "env", ADDONS];
+pub const MANAGED_DIRS: &[&str] = &["pki", "kubeconfig", "config", UNITS, "env", ADDONS, NODES];
 /// Directories whose files users may edit (or add to) and `start` uses as they are.
 pub const EDITABLE_DIRS: &[&str] = &[UNITS, ADDONS];
 
@@ -45,6 +48,12 @@ pub fn unit(unit_name: &str) -> String {
 
 pub fn addon(file: &str) -> String {
     format!("{ADDONS}/{file}")
+}
+
+/// A config file of node `node` (one after the first), by the path the first node's has:
+/// `nodes/<node>/<rel>`.
+pub fn node_file(node: &str, rel: &str) -> String {
+    format!("{NODES}/{node}/{rel}")
 }
 
 /// A component's environment (0600, never in the unit itself).

@@ -4,8 +4,9 @@
 //! dir records, so that `start` on another machine sees the same addresses and names.
 //!
 //! `Plan` is the cluster's part (its name, networks, Service IPs, the API server's addresses, dates,
-//! ports); each node's own values (its name, link, pod network, containerd) are a `NodePlan` in
-//! `nodes`.
+//! ports); each node's own values (its name, link, pod network, containerd, directories, unit
+//! instance) are a `NodePlan` in `nodes`. A plan is also a view of one node (`node()`,
+//! `on_node`): a per-node component's instance is rendered and run with its node's.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -50,9 +51,14 @@ pub struct Plan {
     /// The nodes (`node`): one, whose name also names the etcd member. Its namespace, link and
     /// containerd exist only when the profile enables the node's components.
     pub nodes: Vec<NodePlan>,
+    /// The node `node()` is: 0 in the plan `new` makes; a per-node component's instance sees the
+    /// plan of its own node (`on_node`).
+    pub node_index: usize,
 }
 
-/// What one node of the environment has of its own.
+/// What one node of the environment has of its own. Every name of a node's (its units, network
+/// namespace, link, directories, pod cgroups) is made here: the first node's are the environment's
+/// own, as they were before there could be several; another node's carry its name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodePlan {
     /// The Node object's name (`node.name`, else the environment's).
@@ -64,7 +70,114 @@ pub struct NodePlan {
     pub pod_cidr: IpNet,
     /// containerd's socket (each environment its own unless the profile names one).
     pub containerd_socket: PathBuf,
+    /// Its runtime state in /run (containerd's state, the link's marker): the environment's run
+    /// dir on the first node, `<run dir>/nodes/<name>` on another.
+    pub run_dir: PathBuf,
+    /// Its runtime data (containerd's images, the kubelet's pods): the environment's data dir on
+    /// the first node, `<data dir>/nodes/<name>` on another.
+    pub data_dir: PathBuf,
+    /// The kubelet's cgroup root, as its systemd driver takes it (`/kubeunit/dev`: the slice
+    /// `kubeunit-dev.slice`); the kubelet puts its pods in `<that slice>-kubepods.slice`.
+    pub pods_cgroup_root: String,
+    /// The cgroup path of that root (cgroupfs style: `/kubeunit.slice/...`).
+    pub pods_cgroup: String,
+    /// The slice every pod of the node is in, below the environment's (`stop` kills it).
+    pub pods_slice: String,
+    /// systemd's instance string of its units (`kubelet@<name>`), and the directory of its config
+    /// files in the state dir (`nodes/<name>`): none on the first node.
+    instance: Option<String>,
 }
+
+impl NodePlan {
+    /// Node `index` of the environment named `host_name` on this host (`Plan::host_name`), with
+    /// the Node name `name` and the pod network `pod_cidr`. The first node (index 0) takes the
+    /// profile's `node.link` and `containerd.socket`; another picks its link by its name and has
+    /// its containerd below its run dir.
+    fn new(
+        profile: &Profile,
+        host_name: &str,
+        data_dir: &Path,
+        index: usize,
+        name: String,
+        pod_cidr: IpNet,
+    ) -> Result<NodePlan, Error> {
+        let env_run_dir = run_dir(host_name);
+        // The environment's pod slice as the kubelet's systemd driver names it: `/kubeunit/a/b`
+        // for `kubeunit.slice/kubeunit-a.slice/kubeunit-a-b.slice`.
+        let env_pods_root = format!("/kubeunit/{}", host_name.replace('-', "/"));
+        let env_prefix = format!("kubeunit-{host_name}");
+        if index == 0 {
+            let containerd_socket = match &profile.containerd.socket {
+                s if s.as_os_str().is_empty() => env_run_dir.join(CONTAINERD_SOCKET),
+                s => s.clone(),
+            };
+            return Ok(NodePlan {
+                link: NodeLink::new(&profile.node.link, host_name, false)?,
+                pod_cidr,
+                containerd_socket,
+                run_dir: env_run_dir,
+                data_dir: data_dir.to_path_buf(),
+                pods_cgroup_root: env_pods_root,
+                pods_cgroup: slice_cgroup(&env_prefix),
+                pods_slice: format!("{env_prefix}-kubepods.slice"),
+                instance: None,
+                name,
+            });
+        }
+        // `<host name>@<node>` is this node's name on the host, as the host name is the first's.
+        let on_host = format!("{host_name}@{name}");
+        let run_dir = env_run_dir.join(NODES).join(&name);
+        // A slice cannot be an instance of a template (systemd.slice(5)), and the kubelet always
+        // names its pod slice `<cgroup root>-kubepods`: each further node's cgroup root is a slice
+        // of its own below the environment's, by index (a node name's dashes would nest it).
+        // TODO(nodes): the kubelet refuses a cgroup root that does not exist, and on cgroup v2 a
+        // slice exists only while a unit runs in it: the node's slice must be started (or hold
+        // the node's units) before its kubelet. `<host name>-kubepods_<index>` is also the slice
+        // of an environment named `<name>-kubepods` with instance `<index>`.
+        let root_part = format!("kubepods_{index}");
+        let root_slice = format!("{env_prefix}-{root_part}");
+        Ok(NodePlan {
+            link: NodeLink::new("auto", &on_host, true)?,
+            pod_cidr,
+            containerd_socket: run_dir.join(CONTAINERD_SOCKET),
+            run_dir,
+            data_dir: data_dir.join(NODES).join(&name),
+            pods_cgroup_root: format!("{env_pods_root}/{root_part}"),
+            pods_cgroup: slice_cgroup(&root_slice),
+            pods_slice: format!("{root_slice}.slice"),
+            instance: Some(name.clone()),
+            name,
+        })
+    }
+
+    /// `what` as a name of this node's own: `what` on the first node, `what@<node>` (systemd's
+    /// instance syntax) on another. Units, `kubeunit` command arguments and reports use it.
+    pub fn qualified(&self, what: &str) -> String {
+        match &self.instance {
+            None => what.to_string(),
+            Some(node) => format!("{what}@{node}"),
+        }
+    }
+
+    /// A node's config file in the state dir, by its path on the first node (`config/x.yaml`):
+    /// that path on the first node, `nodes/<node>/config/x.yaml` on another.
+    pub fn file(&self, rel: &str) -> String {
+        match &self.instance {
+            None => rel.to_string(),
+            Some(node) => paths::node_file(node, rel),
+        }
+    }
+
+    /// Its runtime data dir's `rel`, as a string for flags and configs.
+    pub fn data(&self, rel: &str) -> String {
+        self.data_dir.join(rel).to_string_lossy().into_owned()
+    }
+}
+
+/// containerd's socket in a node's run dir, unless the profile names one.
+const CONTAINERD_SOCKET: &str = "containerd/containerd.sock";
+/// The directory of the nodes after the first, in the run dir and the data dir.
+const NODES: &str = "nodes";
 
 /// The node's network namespace and its link to this host (`node.link`).
 #[derive(Debug, Clone, PartialEq)]
@@ -81,27 +194,26 @@ pub struct NodeLink {
 }
 
 impl NodeLink {
-    /// `name`: the environment's name on this host (`Plan::host_name`).
-    fn new(profile: &Profile, name: &str) -> Result<NodeLink, Error> {
+    /// `spec`: `auto` or a /30 (`node.link`); `on_host`: the node's name on this host (the
+    /// environment's `Plan::host_name` for the first node). `hashed`: the interface is always
+    /// named by the hash of `on_host` (a further node's name would not fit).
+    fn new(spec: &str, on_host: &str, hashed: bool) -> Result<NodeLink, Error> {
         use sha2::Digest;
-        let digest = sha2::Sha256::digest(name.as_bytes());
-        let net = if profile.node.link == "auto" {
+        let digest = sha2::Sha256::digest(on_host.as_bytes());
+        let net = if spec == "auto" {
             // One of the 32768 /30s of 198.18.0.0/15 (RFC 2544: never routed, rarely used).
             let block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
             let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
             ipnet::Ipv4Net::new((base + block * 4).into(), 30)
                 .map_err(|e| Error::Internal(format!("node link: {e}")))?
         } else {
-            profile
-                .node
-                .link
-                .parse()
+            spec.parse()
                 .map_err(|_| Error::Internal("unvalidated profile field node.link".into()))?
         };
         let first = u32::from(net.network());
         // Interface names have at most 15 bytes: a long environment name becomes a hash of it.
-        let short = format!("ku-{name}");
-        let interface = if short.len() <= 15 {
+        let short = format!("ku-{on_host}");
+        let interface = if short.len() <= 15 && !hashed {
             short
         } else {
             format!("ku-{}", &hex::encode(digest)[..12])
@@ -111,7 +223,7 @@ impl NodeLink {
             host: (first + 1).into(),
             node: (first + 2).into(),
             interface,
-            netns: format!("kubeunit-{name}"),
+            netns: format!("kubeunit-{on_host}"),
         })
     }
 
@@ -213,26 +325,17 @@ impl Plan {
         let dur = |s: &str| humantime::parse_duration(s).map_err(|_| bad("pki validity"));
         let ca_validity = dur(&profile.pki.ca_validity)?;
         let cert_validity = dur(&profile.pki.cert_validity)?;
-        let containerd_socket = match &profile.containerd.socket {
-            s if s.as_os_str().is_empty() => {
-                run_dir(&host_name(&profile.name, &instance)).join("containerd/containerd.sock")
-            }
-            s => s.clone(),
-        };
         let runtime = match &profile.containerd.runtime {
             r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
             r => r.clone(),
         };
-        let node = NodePlan {
-            name: if profile.node.name.is_empty() {
-                profile.name.clone()
-            } else {
-                profile.node.name.clone()
-            },
-            link: NodeLink::new(&profile, &host_name(&profile.name, &instance))?,
-            pod_cidr,
-            containerd_socket,
+        let node_name = if profile.node.name.is_empty() {
+            profile.name.clone()
+        } else {
+            profile.node.name.clone()
         };
+        let host_name = host_name(&profile.name, &instance);
+        let node = NodePlan::new(&profile, &host_name, &data_dir, 0, node_name, pod_cidr)?;
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
             d => d.clone(),
@@ -242,6 +345,7 @@ impl Plan {
             ports,
             snapshot_dir,
             nodes: vec![node],
+            node_index: 0,
             state_dir: state_dir.to_path_buf(),
             data_dir,
             service_cidr,
@@ -266,18 +370,41 @@ impl Plan {
         p.ports = PortSpec::Fixed(self.ports.clone());
         p.network.advertise_address = self.advertise.to_string();
         p.network.dns_ip = self.dns_ip.to_string();
-        p.node.name = self.node().name.clone();
-        p.node.link = self.node().link.net.to_string();
+        // The profile's `node` is the first node, whichever node's view this plan is.
+        let first = &self.nodes[0];
+        p.node.name = first.name.clone();
+        p.node.link = first.link.net.to_string();
         p.data_dir = Some(self.data_dir.clone());
-        p.containerd.socket = self.node().containerd_socket.clone();
+        p.containerd.socket = first.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
         p.etcd.snapshot.dir = self.snapshot_dir.clone();
         p
     }
 
-    /// The environment's node. (There is one; `nodes` holds several once profiles can name them.)
+    /// The node this plan is the view of: the first, unless it is a per-node component's view of
+    /// another (`on_node`). Cluster components see the first node.
     pub fn node(&self) -> &NodePlan {
-        &self.nodes[0]
+        &self.nodes[self.node_index]
+    }
+
+    /// This plan as node `index` sees it: `node()` is that node, everything else the same. A
+    /// per-node component's instance on that node is rendered and run with it.
+    pub fn on_node(&self, index: usize) -> Plan {
+        assert!(
+            index < self.nodes.len(),
+            "node {index} of a plan with {} nodes",
+            self.nodes.len()
+        );
+        Plan {
+            node_index: index,
+            ..self.clone()
+        }
+    }
+
+    /// A config file of the plan's node (`NodePlan::file`): its absolute path, as `path` gives it.
+    /// A per-node component names its own files with it, a cluster component's files with `path`.
+    pub fn node_file(&self, rel: &str) -> String {
+        self.path(&self.node().file(rel))
     }
 
     /// Runtime state of this environment that lives in /run (containerd's state, sockets).
@@ -319,14 +446,7 @@ impl Plan {
     /// an underscore, so `kubeunit-a_1f2e.slice` is the sibling of `kubeunit-a.slice`, not its
     /// child (stopping one environment's slice would stop the other's).
     pub fn slice_cgroup(&self) -> String {
-        let name = self.unit_prefix();
-        let mut path = String::new();
-        for (i, _) in name.match_indices('-').chain([(name.len(), "")]) {
-            path.push('/');
-            path.push_str(&name[..i]);
-            path.push_str(".slice");
-        }
-        path
+        slice_cgroup(&self.unit_prefix())
     }
 
     /// The target an installed environment (`kubeunit install`) starts at boot.
@@ -336,6 +456,12 @@ impl Plan {
 
     pub fn unit_name(&self, component: &str) -> String {
         self.unit_of(component, "service")
+    }
+
+    /// `unit_of` for a unit of the plan's node: `kubeunit-<host name>-<what>@<node>.<kind>` on a
+    /// node other than the first (`NodePlan::qualified`), `unit_of` on the first.
+    pub fn node_unit_of(&self, what: &str, kind: &str) -> String {
+        self.unit_of(&self.node().qualified(what), kind)
     }
 
     /// The timer of a component that runs on a schedule: `kubeunit-<env>-<component>.timer`.
@@ -392,6 +518,23 @@ impl Plan {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// This plan with one more node named `name`, made as `new` makes the first (unit tests: profiles
+    /// cannot name more nodes yet). Its pod network is the cluster's, as the first node's is.
+    #[cfg(test)]
+    pub fn with_extra_node_for_tests(mut self, name: &str) -> Plan {
+        let node = NodePlan::new(
+            &self.profile,
+            &self.host_name(),
+            &self.data_dir,
+            self.nodes.len(),
+            name.to_string(),
+            self.pod_cidr,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        self.nodes.push(node);
+        self
+    }
+
     /// The loopback address of the local address's family.
     pub fn loopback(&self) -> IpAddr {
         loopback_of(&self.local)
@@ -401,6 +544,18 @@ impl Plan {
 /// `/run/kubeunit/<host name>`: an environment's runtime state (gone with a reboot, as /run is).
 fn run_dir(host_name: &str) -> PathBuf {
     Path::new("/run/kubeunit").join(host_name)
+}
+
+/// The cgroup path of slice `name` (without `.slice`): systemd nests slices by the dashes of their
+/// names (see `Plan::slice_cgroup`).
+fn slice_cgroup(name: &str) -> String {
+    let mut path = String::new();
+    for (i, _) in name.match_indices('-').chain([(name.len(), "")]) {
+        path.push('/');
+        path.push_str(&name[..i]);
+        path.push_str(".slice");
+    }
+    path
 }
 
 /// See `Plan::host_name`.
@@ -700,6 +855,134 @@ mod tests {
             dev.net.to_string(),
             "profile.yaml records the picked link"
         );
+    }
+
+    #[test]
+    fn the_first_node_keeps_the_environments_names_and_another_has_its_own() {
+        use sha2::Digest;
+        let one = Plan::for_tests("dev", &[]);
+        let two = Plan::for_tests("dev", &[]).with_extra_node_for_tests("worker-1");
+        assert_eq!(two.nodes.len(), 2);
+        // The first node: exactly the one-node plan's, and its names the environment's.
+        assert_eq!(two.nodes[0], one.nodes[0]);
+        let first = &two.nodes[0];
+        assert_eq!(first.name, "dev");
+        assert_eq!(
+            (first.link.netns.as_str(), first.link.interface.as_str()),
+            ("kubeunit-dev", "ku-dev")
+        );
+        assert_eq!(first.run_dir, Path::new("/run/kubeunit/dev"));
+        assert_eq!(
+            first.containerd_socket,
+            Path::new("/run/kubeunit/dev/containerd/containerd.sock")
+        );
+        assert_eq!(first.data_dir, Path::new("/s/data"));
+        assert_eq!(first.qualified("kubelet"), "kubelet");
+        assert_eq!(
+            first.file("config/kubelet-config.yaml"),
+            "config/kubelet-config.yaml"
+        );
+        assert_eq!(first.pods_cgroup_root, "/kubeunit/dev");
+        assert_eq!(first.pods_cgroup, two.slice_cgroup());
+        assert_eq!(first.pods_slice, "kubeunit-dev-kubepods.slice");
+        assert_eq!(
+            two.node_unit_of("kubelet", "service"),
+            "kubeunit-dev-kubelet.service"
+        );
+        assert_eq!(
+            two.node_file("config/kubelet-config.yaml"),
+            "/s/config/kubelet-config.yaml"
+        );
+
+        // The second: every name its own, made of `<host name>@<node>`.
+        let second = &two.nodes[1];
+        assert_eq!(second.name, "worker-1");
+        assert_eq!(second.link.netns, "kubeunit-dev@worker-1");
+        assert_eq!(
+            second.link.netns_path(),
+            Path::new("/run/netns/kubeunit-dev@worker-1")
+        );
+        let digest = sha2::Sha256::digest(b"dev@worker-1");
+        assert_eq!(
+            second.link.interface,
+            format!("ku-{}", &hex::encode(digest)[..12])
+        );
+        assert_eq!(second.link.interface.len(), 15);
+        let block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
+        let net: ipnet::Ipv4Net = format!(
+            "{}/30",
+            std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0)) + block * 4)
+        )
+        .parse()
+        .unwrap();
+        assert_eq!(second.link.net, net, "picked by the hash of dev@worker-1");
+        assert_eq!(u32::from(second.link.host), u32::from(net.network()) + 1);
+        assert_eq!(u32::from(second.link.node), u32::from(net.network()) + 2);
+        assert_ne!(second.link.net, first.link.net);
+        assert_eq!(
+            second.run_dir,
+            Path::new("/run/kubeunit/dev/nodes/worker-1")
+        );
+        assert_eq!(
+            second.containerd_socket,
+            Path::new("/run/kubeunit/dev/nodes/worker-1/containerd/containerd.sock")
+        );
+        assert_eq!(second.data_dir, Path::new("/s/data/nodes/worker-1"));
+        assert_eq!(second.data("kubelet"), "/s/data/nodes/worker-1/kubelet");
+        assert_eq!(second.qualified("kubelet"), "kubelet@worker-1");
+        assert_eq!(
+            second.file("config/kubelet-config.yaml"),
+            "nodes/worker-1/config/kubelet-config.yaml"
+        );
+        // Its pods: a slice of its own below the environment's, by index.
+        assert_eq!(second.pods_cgroup_root, "/kubeunit/dev/kubepods_1");
+        assert_eq!(second.pods_slice, "kubeunit-dev-kubepods_1.slice");
+        assert_eq!(
+            second.pods_cgroup,
+            "/kubeunit.slice/kubeunit-dev.slice/kubeunit-dev-kubepods_1.slice"
+        );
+
+        // Its view: its node, its units, its files; the cluster's names and profile as they are.
+        let view = two.on_node(1);
+        assert_eq!(view.node(), second);
+        assert_eq!(
+            view.node_unit_of("kubelet", "service"),
+            "kubeunit-dev-kubelet@worker-1.service"
+        );
+        assert_eq!(
+            view.node_unit_of("kubelet-debug", "service"),
+            "kubeunit-dev-kubelet-debug@worker-1.service"
+        );
+        assert_eq!(
+            view.node_file("config/kubelet-config.yaml"),
+            "/s/nodes/worker-1/config/kubelet-config.yaml"
+        );
+        assert_eq!(
+            view.node_apiserver_url(),
+            format!("https://{}:6443", second.link.host)
+        );
+        assert_eq!(view.unit_name("etcd"), "kubeunit-dev-etcd.service");
+        assert_eq!(view.slice_name(), two.slice_name());
+        assert_eq!(view.resolved_profile(), one.resolved_profile());
+        assert_eq!(two.on_node(0).node(), first);
+
+        // A link the profile gives is the first node's; another node picks its own.
+        let given = Plan::for_tests("dev", &["node.link=10.200.0.8/30"])
+            .with_extra_node_for_tests("worker-1");
+        assert_eq!(given.nodes[0].link.net.to_string(), "10.200.0.8/30");
+        assert_eq!(given.nodes[1].link.net, net);
+        // An instance is in the host name, so in every name of another node too.
+        let x1 = Plan::for_tests("dev", &["instance=x1"]).with_extra_node_for_tests("worker-1");
+        assert_eq!(x1.nodes[1].link.netns, "kubeunit-dev_x1@worker-1");
+        assert_eq!(
+            x1.on_node(1).node_unit_of("kubelet", "service"),
+            "kubeunit-dev_x1-kubelet@worker-1.service"
+        );
+        assert_eq!(
+            x1.nodes[1].run_dir,
+            Path::new("/run/kubeunit/dev_x1/nodes/worker-1")
+        );
+        assert_eq!(x1.nodes[1].pods_slice, "kubeunit-dev_x1-kubepods_1.slice");
     }
 
     #[test]
