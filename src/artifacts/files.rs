@@ -1,4 +1,5 @@
-//! Config files and addon manifests: the `files` of every enabled component of the table.
+//! Config files and addon manifests: the `files` of every instance of the table's enabled
+//! components (a per-node component's in each node's directory).
 
 use super::generated::{put, Generated};
 use crate::components::{self, Component, Content, FileContext};
@@ -15,13 +16,14 @@ pub fn component_files(
     r: &Renderer,
     g: &mut Generated,
 ) -> Result<(), Error> {
-    for component in components::enabled(table, &plan.profile) {
+    for instance in components::instances_of(table, plan) {
+        let plan = &instance.plan;
         let cx = FileContext {
             plan,
-            component,
+            component: instance.component,
             secrets,
         };
-        for file in component.files.iter().filter(|f| (f.when)(plan)) {
+        for file in instance.component.files.iter().filter(|f| (f.when)(plan)) {
             let text = match (file.content)(&cx).map_err(|e| Error::field("profile", e))? {
                 Content::Template(name, data) => r.render(name, &data)?,
                 Content::Verbatim(text) => text,
@@ -31,7 +33,12 @@ pub fn component_files(
             } else {
                 MODE_PUBLIC
             };
-            put(&mut g.tree, file.path, text.into_bytes(), mode);
+            put(
+                &mut g.tree,
+                &instance.file_path(file.path),
+                text.into_bytes(),
+                mode,
+            );
         }
     }
     Ok(())

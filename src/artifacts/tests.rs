@@ -25,6 +25,7 @@ const FANCY_CONFIG: Template = Template {
 /// A component as a contributor would add it: one entry, one config file with its template.
 const FANCY: Component = Component {
     name: "kube-fancy",
+    per_node: false,
     binary: "kube-fancy",
     needs_root: false,
     required: false,
@@ -482,5 +483,99 @@ fn the_node_pulls_every_image_from_its_own_registry() {
         !g.tree.keys().any(|k| k.contains("registry")),
         "{:?}",
         g.tree.keys()
+    );
+}
+
+#[test]
+fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let one = generate(&plan(&[]), &empty, &opts()).unwrap();
+    let two_plan = plan(&[]).with_extra_node_for_tests("worker-1");
+    let two = generate(&two_plan, &empty, &opts()).unwrap();
+    // Everything of one node, byte for byte.
+    for (rel, a) in &one.tree {
+        let b = two.tree.get(rel).unwrap_or_else(|| panic!("{rel} is gone"));
+        assert!(a.bytes == b.bytes && a.mode == b.mode, "{rel} changed");
+    }
+    // And exactly the second node's config files and units more.
+    let added: Vec<&str> = two
+        .tree
+        .keys()
+        .filter(|k| !one.tree.contains_key(*k))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        added,
+        [
+            "nodes/worker-1/config/cni/10-kubeunit-bridge.conflist",
+            "nodes/worker-1/config/containerd.toml",
+            "nodes/worker-1/config/kube-proxy-config.yaml",
+            "nodes/worker-1/config/kubelet-config.yaml",
+            "nodes/worker-1/config/node-network.sh",
+            "units/kubeunit-dev-containerd@worker-1.service",
+            "units/kubeunit-dev-kube-proxy@worker-1.service",
+            "units/kubeunit-dev-kubelet@worker-1.service",
+            "units/kubeunit-dev-node-network@worker-1.service",
+        ]
+    );
+    let node = &two_plan.nodes[1];
+    let ip = node.link.node.to_string();
+    let kubelet = text(&two, "nodes/worker-1/config/kubelet-config.yaml");
+    for line in [
+        format!("address: \"{ip}\""),
+        format!("healthzBindAddress: \"{ip}\""),
+        "cgroupRoot: \"/kubeunit/dev/kubepods_1\"".to_string(),
+        "containerRuntimeEndpoint: \"unix:///run/kubeunit/dev/nodes/worker-1/containerd/containerd.sock\"".to_string(),
+        "podLogsDir: \"/s/data/nodes/worker-1/pod-logs\"".to_string(),
+    ] {
+        assert!(kubelet.lines().any(|l| l == line), "{line}:\n{kubelet}");
+    }
+    let proxy = text(&two, "nodes/worker-1/config/kube-proxy-config.yaml");
+    assert!(
+        proxy.contains("hostnameOverride: \"worker-1\"") && proxy.contains(&format!("\"{ip}:")),
+        "{proxy}"
+    );
+    let containerd: toml::Table = text(&two, "nodes/worker-1/config/containerd.toml")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        containerd["grpc"]["address"].as_str(),
+        Some("/run/kubeunit/dev/nodes/worker-1/containerd/containerd.sock")
+    );
+    assert_eq!(
+        containerd["root"].as_str(),
+        Some("/s/data/nodes/worker-1/containerd/root")
+    );
+    assert_eq!(
+        containerd["state"].as_str(),
+        Some("/run/kubeunit/dev/nodes/worker-1/containerd")
+    );
+    let network = text(&two, "nodes/worker-1/config/node-network.sh");
+    for line in [
+        "ns=\"kubeunit-dev@worker-1\"".to_string(),
+        format!("link=\"{}\"", node.link.interface),
+        format!("node=\"{ip}\""),
+        "marker=\"/run/kubeunit/dev/nodes/worker-1/node-network.masquerade\"".to_string(),
+    ] {
+        assert!(network.lines().any(|l| l == line), "{line}:\n{network}");
+    }
+    let unit = text(&two, "units/kubeunit-dev-kubelet@worker-1.service");
+    for line in [
+        "Description=kubeunit dev: kubelet@worker-1",
+        "Wants=kubeunit-dev-kube-apiserver.service",
+        "Wants=kubeunit-dev-node-network@worker-1.service",
+        "NetworkNamespacePath=/run/netns/kubeunit-dev@worker-1",
+        "SyslogIdentifier=kubeunit-dev-kubelet@worker-1",
+    ] {
+        assert!(unit.lines().any(|l| l == line), "{line}:\n{unit}");
+    }
+    assert!(
+        unit.contains("After=kubeunit-dev-kube-apiserver.service kubeunit-dev-node-network@worker-1.service kubeunit-dev-containerd@worker-1.service"),
+        "{unit}"
+    );
+    let network_unit = text(&two, "units/kubeunit-dev-node-network@worker-1.service");
+    assert!(
+        network_unit.contains("ExecStart=/bin/sh \\\n    /s/nodes/worker-1/config/node-network.sh"),
+        "{network_unit}"
     );
 }

@@ -1,5 +1,5 @@
-//! systemd unit files: the environment's slice, one service per component and a timer for each
-//! component that runs on a schedule, from `units/*.hbs`. The command line is quoted for ExecStart=; a component's environment goes to a 0600
+//! systemd unit files: the environment's slice, one service per component instance (a per-node
+//! component's on each node) and a timer for each that runs on a schedule, from `units/*.hbs`. The command line is quoted for ExecStart=; a component's environment goes to a 0600
 //! file under `env/` (never into the unit).
 
 use serde_json::json;
@@ -12,7 +12,7 @@ use crate::render::{self, Renderer};
 use crate::spec::{paths, Plan};
 use crate::state::{MODE_PUBLIC, MODE_SECRET};
 
-/// The slice, and a unit per enabled component of `table`.
+/// The slice, and a unit per instance of `table`'s enabled components.
 pub fn units(
     table: &[Component],
     plan: &Plan,
@@ -31,8 +31,11 @@ pub fn units(
         text.into_bytes(),
         MODE_PUBLIC,
     );
-    for c in components::enabled(table, &plan.profile) {
-        let unit = |n: &&str| plan.unit_name(n);
+    let instances = components::instances_of(table, plan);
+    for instance in &instances {
+        let (c, plan) = (instance.component, &instance.plan);
+        // What it depends on: on its own node, or the environment's one.
+        let unit = |n: &&str| instance.dep(n, &instances).map(|d| d.unit.clone());
         // A need that a stand-in replaces (an external etcd) has no unit. A timer's service is
         // ordered after what it needs but never starts it: a run while the environment is stopped
         // fails rather than starting etcd behind `stop`'s back.
@@ -40,7 +43,7 @@ pub fn units(
             .needs
             .iter()
             .filter(|n| plan.enabled(n))
-            .map(unit)
+            .filter_map(unit)
             .collect();
         let wants = if c.timer.is_some() {
             vec![]
@@ -54,7 +57,7 @@ pub fn units(
             c.after_if_enabled
                 .iter()
                 .filter(|n| plan.enabled(n))
-                .map(unit),
+                .filter_map(unit),
         );
         let env = plan.profile.component(c.name).env;
         let env_file = if env.is_empty() {
@@ -83,7 +86,7 @@ pub fn units(
         let data = json!({
             "version": version,
             "env": plan.name(),
-            "component": c.name,
+            "component": instance.name,
             "wants": wants,
             "after": after,
             "type": match (c.oneshot || c.timer.is_some(), c.notify) {
@@ -108,28 +111,28 @@ pub fn units(
             "kill_mode": c.kill_mode,
             "slice": slice,
             "rootless": plan.profile.rootless,
-            "syslog_identifier": format!("{}-{}", plan.unit_prefix(), c.name),
+            "syslog_identifier": instance.syslog_identifier(),
         });
         let text = r.render(&render::SERVICE, &data)?;
         put(
             &mut g.tree,
-            &paths::unit(&plan.unit_name(c.name)),
+            &paths::unit(&instance.unit),
             text.into_bytes(),
             MODE_PUBLIC,
         );
-        if let Some(timer) = &c.timer {
+        if let (Some(timer), Some(timer_unit)) = (&c.timer, instance.timer()) {
             let data = json!({
                 "version": version,
                 "env": plan.name(),
-                "component": c.name,
-                "service": plan.unit_name(c.name),
+                "component": instance.name,
+                "service": instance.unit,
                 "on_calendar": (timer.on_calendar)(plan),
                 "persistent": timer.persistent,
             });
             let text = r.render(&render::TIMER, &data)?;
             put(
                 &mut g.tree,
-                &paths::unit(&plan.timer_name(c.name)),
+                &paths::unit(&timer_unit),
                 text.into_bytes(),
                 MODE_PUBLIC,
             );

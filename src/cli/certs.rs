@@ -203,7 +203,7 @@ async fn renew(args: RenewArgs) -> Result<i32, Error> {
         None => certs::affected(&env, &users, &names)
             .into_iter()
             .map(|(c, unit, certificates)| RestartOutcome {
-                component: c.name.into(),
+                component: c.name.clone(),
                 unit: unit.name.clone(),
                 action: RestartAction::Skipped,
                 certificates,

@@ -64,7 +64,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         }
     }
     let out = Cmdline {
-        component: c.name.into(),
+        component: c.name.clone(),
         unit: unit.name.clone(),
         argv: argv.clone(),
         env: vars,

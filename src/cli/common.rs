@@ -92,11 +92,12 @@ impl Target {
     }
 }
 
-/// A component named on the command line: one the environment does not have is bad input (exit 2).
+/// A component named on the command line (an instance: `kubelet`, or `kubelet@NODE` on a node after
+/// the first): one the environment does not have is bad input (exit 2).
 pub fn component_arg<'e>(
     env: &'e Env,
     name: &str,
-) -> Result<&'e (&'static crate::components::Component, crate::unit::UnitFile), Error> {
+) -> Result<&'e (crate::components::Instance<'static>, crate::unit::UnitFile), Error> {
     env.unit(name).map_err(|e| match e {
         Error::Preflight { message, fix } => Error::Usage { message, fix },
         e => e,

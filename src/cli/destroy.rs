@@ -70,12 +70,19 @@ fn delete_runtime_data(env: &crate::run::Env) -> Result<(), Error> {
             "check dataDir in profile.yaml (regenerate with `kubeunit gen`), or delete the runtime data yourself",
         ));
     }
-    for (c, _) in &env.units {
-        for dir in c.data_dirs {
-            delete(&data.join(dir))?;
+    // A per-node component's directories are in its node's data dir (below this one).
+    for (i, _) in &env.units {
+        for dir in i.component.data_dirs {
+            delete(&i.plan.node().data_dir.join(dir))?;
         }
     }
-    // Only when empty: a data dir may hold what the user put there.
+    // Only when empty: a data dir may hold what the user put there. Nodes' dirs first.
+    for node in env.plan.nodes.iter().filter(|n| &n.data_dir != data) {
+        let _ = std::fs::remove_dir(&node.data_dir);
+        if let Some(nodes) = node.data_dir.parent().filter(|p| p != data) {
+            let _ = std::fs::remove_dir(nodes);
+        }
+    }
     let _ = std::fs::remove_dir(data);
     Ok(())
 }

@@ -26,29 +26,30 @@ pub struct Args {
 pub fn exec(args: Args) -> Result<i32, Error> {
     let env = args.target.env()?;
     let (c, _) = component_arg(&env, &args.component)?;
-    let Some(hook) = c.after_healthy else {
+    let Some(hook) = c.component.after_healthy else {
         return Err(Error::Usage {
             message: format!("{} has no start hook", c.name),
             fix: format!(
                 "components with one: {}",
                 env.units
                     .iter()
-                    .filter(|(c, _)| c.after_healthy.is_some())
-                    .map(|(c, _)| c.name)
+                    .filter(|(c, _)| c.component.after_healthy.is_some())
+                    .map(|(c, _)| c.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
         });
     };
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    if let Err(why) = probe::wait_healthy(&env.plan, c, deadline) {
+    // With its node's plan: a per-node instance is probed, and hooks into, its own node.
+    if let Err(why) = probe::wait_healthy(&c.plan, c.component, deadline) {
         eprintln!(
             "error: {} not healthy after {}s: {why}",
             c.name, args.timeout
         );
         return Ok(1);
     }
-    let report = hooks::run(&env.plan, c, hook)?;
+    let report = hooks::run(&c.plan, c.component, hook)?;
     println!("{} {}: {} done", c.name, hook.as_str(), report.count());
     Ok(0)
 }

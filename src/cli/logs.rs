@@ -4,7 +4,6 @@ use std::io::IsTerminal;
 
 use super::common::Target;
 use crate::error::Error;
-use crate::run;
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit logs -f
@@ -53,7 +52,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         let (c, unit) = env.unit(name)?;
         cmd.arg("-u").arg(&unit.name);
         // ... and its runs under dlv (`kubeunit debug`).
-        cmd.arg("-u").arg(run::debug_unit_name(&env.plan, c.name));
+        cmd.arg("-u").arg(c.debug_unit());
     }
     let status = cmd.status().map_err(|e| Error::Preflight {
         message: format!("cannot run journalctl: {e}"),

@@ -83,7 +83,8 @@ fn set_binary(args: &Args) -> Result<(), Error> {
     let mut profile = pipeline::resolved_profile(&dir)?;
     profile
         .components
-        .entry(c.name.to_string())
+        // The profile's binary is the component's, on every node.
+        .entry(c.component.name.to_string())
         .or_default()
         .binary = value;
     let plan = Plan::new(profile, &dir, &HostFacts::gather())?;

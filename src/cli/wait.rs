@@ -30,20 +30,20 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     let components: Vec<_> = if args.components.is_empty() {
         env.units
             .iter()
-            .map(|(c, _)| *c)
-            .filter(|c| c.probe.is_some())
+            .map(|(c, _)| c)
+            .filter(|c| c.component.probe.is_some())
             .collect()
     } else {
         let mut v = Vec::new();
         for name in &args.components {
-            v.push(component_arg(&env, name)?.0);
+            v.push(&component_arg(&env, name)?.0);
         }
         v
     };
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(args.timeout);
     for c in components {
-        if let Err(why) = probe::wait_healthy(&env.plan, c, deadline) {
+        if let Err(why) = probe::wait_healthy(&c.plan, c.component, deadline) {
             eprintln!(
                 "error: {} not healthy after {}s: {why}",
                 c.name, args.timeout

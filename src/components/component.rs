@@ -8,8 +8,13 @@ use crate::spec::{Plan, Profile};
 
 #[derive(Clone, Copy)]
 pub struct Component {
-    /// Profile key and unit suffix: `kubeunit-<env>-<name>.service`.
+    /// Profile key and unit suffix: `kubeunit-<env>-<name>.service` (`<name>@<node>` for a per-node
+    /// component on a node after the first).
     pub name: &'static str,
+    /// Runs once on every node, an instance each (`components::instances`), rendered and run with
+    /// the plan of its node (`Plan::on_node`); otherwise once per environment, seeing the first
+    /// node.
+    pub per_node: bool,
     /// Default binary name inside binDir.
     pub binary: &'static str,
     /// Needs root (network namespaces, iptables, mounts, cgroups): refused in a rootless profile.
@@ -75,11 +80,13 @@ pub struct Component {
     pub pre_start: fn(&Plan) -> Vec<Vec<String>>,
     /// Commands systemd runs once it stopped, or failed to start (ExecStopPost=), each an argv.
     pub stop_post: fn(&Plan) -> Vec<Vec<String>>,
-    /// Files it reads, written into the state dir by `gen`.
+    /// Files it reads, written into the state dir by `gen`; a per-node component's into its node's
+    /// directory (`NodePlan::file`), and it names them with `Plan::node_file`.
     pub files: &'static [File],
     /// What `start` does once it is healthy (and again on a `start` that finds it running).
     pub after_healthy: Option<Hook>,
-    /// Directories of the data dir it owns (runtime data: `destroy` deletes exactly these).
+    /// Directories of the data dir it owns (runtime data: `destroy` deletes exactly these), in its
+    /// node's data dir for a per-node component (`NodePlan::data_dir`).
     pub data_dirs: &'static [&'static str],
     /// What `stop` removes once it no longer runs: what it leaves behind when it is killed.
     pub after_stop: &'static [Cleanup],

@@ -13,6 +13,7 @@
 
 mod command;
 mod component;
+mod instance;
 mod table;
 
 use crate::error::FieldError;
@@ -23,6 +24,7 @@ pub use component::{
     Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, HostCheck, Probe, StandIn,
     Timer,
 };
+pub use instance::{instances_of, Instance};
 pub use table::{COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX};
 
 /// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
@@ -41,6 +43,11 @@ pub fn etcd_tool(plan: &crate::spec::Plan, tool: &str) -> std::path::PathBuf {
     }
     let etcd = find(ETCD).map(|c| c.binary_path(plan)).unwrap_or_default();
     etcd.parent().unwrap_or(&plan.profile.bin_dir).join(tool)
+}
+
+/// Every instance of the table's enabled components: what runs (`instances_of`).
+pub fn instances(plan: &crate::spec::Plan) -> Vec<Instance<'static>> {
+    instances_of(COMPONENTS, plan)
 }
 
 pub fn find(name: &str) -> Option<&'static Component> {

@@ -17,6 +17,7 @@ use crate::spec::Plan;
 /// What an entry does not say: a Kubernetes component, started with Type=exec, probed over HTTPS.
 const KUBERNETES: Component = Component {
     name: "",
+    per_node: false,
     binary: "",
     needs_root: false,
     required: false,
@@ -311,6 +312,7 @@ pub const COMPONENTS: &[Component] = &[
     // components join.
     Component {
         name: "node-network",
+        per_node: true,
         needs_root: true,
         binary: "/bin/sh",
         needs: &[],
@@ -319,31 +321,35 @@ pub const COMPONENTS: &[Component] = &[
         oneshot: true,
         version: |_| "",
         go_module: "",
-        args: |plan| vec![plan.path(NODE_NETWORK_SCRIPT), "up".into()],
+        args: |plan| vec![plan.node_file(NODE_NETWORK_SCRIPT), "up".into()],
         stop_post: |plan| {
             vec![vec![
                 "/bin/sh".into(),
-                plan.path(NODE_NETWORK_SCRIPT),
+                plan.node_file(NODE_NETWORK_SCRIPT),
                 "down".into(),
             ]]
         },
         validate: node_link_carries_the_cluster_networks,
         host_checks: &[host::iproute2, host::link_free, host::cluster_routes_free],
         files: &[template(NODE_NETWORK_SCRIPT, |cx| {
-            let link = &cx.plan.node().link;
             let plan = cx.plan;
+            let node = plan.node();
+            let link = &node.link;
             Ok(Content::Template(
                 &NODE_NETWORK,
                 json!({
-                    "env": cx.plan.name(),
+                    "env": plan.name(),
                     "netns": link.netns,
                     "interface": link.interface,
                     "host": link.host.to_string(),
                     "node": link.node.to_string(),
                     "prefix": link.net.prefix_len(),
-                    "tag": format!("{} node link", cx.plan.unit_prefix()),
-                    "marker": cx.plan.run_dir().join("node-network.masquerade"),
-                    "cluster_networks": format!("{} {}", plan.pod_cidr, plan.service_cidr),
+                    // The namespace's name is the node's on this host (the first node's is the
+                    // environment's unit prefix).
+                    "tag": format!("{} node link", link.netns),
+                    "marker": node.run_dir.join("node-network.masquerade"),
+                    // The node's pods (the cluster's pod network with one node), and the Services.
+                    "cluster_networks": format!("{} {}", node.pod_cidr, plan.service_cidr),
                 }),
             ))
         })],
@@ -351,6 +357,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "containerd",
+        per_node: true,
         needs_root: true,
         binary: "containerd",
         notify: true,
@@ -375,29 +382,30 @@ pub const COMPONENTS: &[Component] = &[
         after_stop: &[
             Cleanup::Unmount(|plan| {
                 vec![
-                    plan.data_dir.join("containerd"),
-                    plan.run_dir().join("containerd"),
+                    plan.node().data_dir.join("containerd"),
+                    plan.node().run_dir.join("containerd"),
                 ]
             }),
             // Its state: sockets and the files the pods' network namespaces were mounted on.
-            Cleanup::RemoveDir(|plan| plan.run_dir().join("containerd")),
+            Cleanup::RemoveDir(|plan| plan.node().run_dir.join("containerd")),
         ],
-        flags: |plan| vec![flag("config", plan.path(CONTAINERD_CONFIG_FILE))],
+        flags: |plan| vec![flag("config", plan.node_file(CONTAINERD_CONFIG_FILE))],
         files: &[
             template(CONTAINERD_CONFIG_FILE, |cx| {
                 let plan = cx.plan;
                 let prof = &plan.profile;
+                let node = plan.node();
                 Ok(Content::Template(
                     &CONTAINERD_CONFIG,
                     json!({
                         "env": plan.name(),
-                        "root": plan.data("containerd/root"),
-                        "state": plan.run_dir().join("containerd"),
-                        "opt": plan.data("containerd/opt"),
-                        "nri_socket": plan.run_dir().join("containerd/nri.sock"),
-                        "socket": plan.node().containerd_socket,
+                        "root": node.data("containerd/root"),
+                        "state": node.run_dir.join("containerd"),
+                        "opt": node.data("containerd/opt"),
+                        "nri_socket": node.run_dir.join("containerd/nri.sock"),
+                        "socket": node.containerd_socket,
                         "cni_bin_dir": prof.containerd.cni_bin_dir,
-                        "cni_conf_dir": plan.path(CNI_CONFIG_DIR),
+                        "cni_conf_dir": plan.node_file(CNI_CONFIG_DIR),
                         "runtime": plan.runtime,
                         "sandbox_image": prof.containerd.sandbox_image,
                         "restrict_oom_score_adj": prof.containerd.restrict_oom_score_adj,
@@ -418,7 +426,8 @@ pub const COMPONENTS: &[Component] = &[
                     &CNI_BRIDGE,
                     json!({
                         // host-local keeps its leases in /var/lib/cni/networks/<network>, on
-                        // the host: one per environment.
+                        // the host: one per environment, shared by its nodes (CNI network names
+                        // take no `@`, which the node's unit instance has).
                         "network": plan.unit_prefix(),
                         // The node's namespace has this one bridge.
                         "bridge": "cni0",
@@ -487,6 +496,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kubelet",
+        per_node: true,
         needs_root: true,
         binary: "kubelet",
         notify: true,
@@ -505,19 +515,21 @@ pub const COMPONENTS: &[Component] = &[
         // cgroups systemd does not manage stay too; so do its links to the pod logs in the one
         // directory it cannot be told (log collectors read it).
         after_stop: &[
-            Cleanup::Unmount(|plan| vec![plan.data_dir.join("kubelet")]),
-            Cleanup::LinksInto("/var/log/containers", |plan| plan.data_dir.join("pod-logs")),
-            Cleanup::CgroupDirs(|plan| plan.slice_cgroup()),
+            Cleanup::Unmount(|plan| vec![plan.node().data_dir.join("kubelet")]),
+            Cleanup::LinksInto("/var/log/containers", |plan| {
+                plan.node().data_dir.join("pod-logs")
+            }),
+            Cleanup::CgroupDirs(|plan| plan.node().pods_cgroup.clone()),
         ],
         files: &[template(KUBELET_CONFIG_FILE, |cx| {
             let plan = cx.plan;
             let prof = &plan.profile;
             // The kubelet's own check: pod log paths must be ASCII.
-            let pod_logs = plan.data("pod-logs");
+            let pod_logs = plan.node().data("pod-logs");
             if !pod_logs.is_ascii() {
                 return Err(FieldError::new(
                     "dataDir",
-                    plan.data_dir.display(),
+                    plan.node().data_dir.display(),
                     "holds non-ASCII characters, which the kubelet refuses in its pod log directory",
                     "use an ASCII path for the state dir or dataDir",
                 ));
@@ -536,7 +548,7 @@ pub const COMPONENTS: &[Component] = &[
                     "dns_domain": prof.network.dns_domain,
                     "dns_ip": plan.dns_ip.to_string(),
                     "runtime_endpoint": format!("unix://{}", plan.node().containerd_socket.display()),
-                    "cgroup_root": pods_cgroup_root(plan),
+                    "cgroup_root": plan.node().pods_cgroup_root,
                     "feature_gates": feature_gates(plan, cx.component),
                 }),
             ))
@@ -545,6 +557,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kube-proxy",
+        per_node: true,
         needs_root: true,
         binary: "kube-proxy",
         gates_in_config: true,
@@ -555,7 +568,7 @@ pub const COMPONENTS: &[Component] = &[
         host_checks: &[host::br_netfilter],
         flags: |plan| {
             vec![
-                flag("config", plan.path(KUBE_PROXY_CONFIG_FILE)),
+                flag("config", plan.node_file(KUBE_PROXY_CONFIG_FILE)),
                 flag("hostname-override", &plan.node().name),
             ]
         },
@@ -908,17 +921,12 @@ fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
     ))
 }
 
-/// Where the kubelet puts pod cgroups: the environment's slice, so that stopping the slice stops every
-/// pod. Written as the kubelet's systemd driver wants it, as a cgroupfs-style name: `/kubeunit/dev` for
-/// `kubeunit.slice/kubeunit-dev.slice`.
-fn pods_cgroup_root(plan: &Plan) -> String {
-    format!("/kubeunit/{}", plan.host_name().replace('-', "/"))
-}
-
-/// The kubelet insists that its cgroup root exists in every controller. On cgroup v1 systemd makes
-/// the slice only in the controllers it manages (never cpuset): make the rest. On v2 it does nothing.
+/// The kubelet insists that its cgroup root (`NodePlan::pods_cgroup_root`: below the environment's
+/// slice, so that stopping the slice stops every pod) exists in every controller. On cgroup v1
+/// systemd makes the slice only in the controllers it manages (never cpuset): make the rest. On v2
+/// it does nothing.
 fn pods_cgroup_v1(plan: &Plan) -> Vec<String> {
-    let slice = plan.slice_cgroup();
+    let slice = &plan.node().pods_cgroup;
     let script = format!(
         "[ -e /sys/fs/cgroup/cgroup.controllers ] && exit 0; \
          for c in /sys/fs/cgroup/*/; do [ -e \"${{c}}cgroup.procs\" ] && mkdir -p \"${{c}}{}\"; done; exit 0",
@@ -1267,9 +1275,9 @@ fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
 
 fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
     vec![
-        flag("config", plan.path(KUBELET_CONFIG_FILE)),
+        flag("config", plan.node_file(KUBELET_CONFIG_FILE)),
         flag("kubeconfig", plan.path(&paths::kubeconfig("kubelet"))),
-        flag("root-dir", plan.data("kubelet")),
+        flag("root-dir", plan.node().data("kubelet")),
         flag("hostname-override", &plan.node().name),
         flag("node-ip", plan.node().link.node.to_string()),
     ]

@@ -322,3 +322,133 @@ fn a_node_takes_ipv4_cluster_networks_only() {
     .unwrap();
     assert_eq!(validate(COMPONENTS, &cp), vec![]);
 }
+
+#[test]
+fn per_node_components_run_once_on_every_node_and_the_rest_once() {
+    let per_node: Vec<&str> = COMPONENTS
+        .iter()
+        .filter(|c| c.per_node)
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        per_node,
+        ["node-network", "containerd", "kubelet", "kube-proxy"]
+    );
+    let one = plan(&["etcd.snapshot.schedule=hourly"]);
+    let two = plan(&["etcd.snapshot.schedule=hourly"]).with_extra_node_for_tests("worker-1");
+    // One node: a unit per enabled component, named as ever.
+    let names = |p: &Plan| -> Vec<(String, String)> {
+        instances(p).into_iter().map(|i| (i.name, i.unit)).collect()
+    };
+    let single = names(&one);
+    let enabled: Vec<&str> = enabled(COMPONENTS, &one.profile).map(|c| c.name).collect();
+    assert_eq!(
+        single.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        enabled
+    );
+    for (name, unit) in &single {
+        assert_eq!(unit, &one.unit_name(name));
+    }
+    // Two: the per-node ones twice (node order, next to each other), the rest once, in table order.
+    let mut want = Vec::new();
+    for &c in &enabled {
+        want.push((c.to_string(), format!("kubeunit-dev-{c}.service")));
+        if per_node.contains(&c) {
+            want.push((
+                format!("{c}@worker-1"),
+                format!("kubeunit-dev-{c}@worker-1.service"),
+            ));
+        }
+    }
+    assert_eq!(names(&two), want);
+    assert!(want.iter().any(|(n, _)| n == "etcd-snapshot"));
+    for i in instances(&two) {
+        let on_second = i.name.ends_with("@worker-1");
+        assert_eq!(i.plan.node_index, usize::from(on_second), "{}", i.name);
+        assert_eq!(i.timer().is_some(), i.name == "etcd-snapshot");
+    }
+    let find = |name: &str| {
+        instances(&two)
+            .into_iter()
+            .find(|i| i.name == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert_eq!(
+        find("kubelet@worker-1").debug_unit(),
+        "kubeunit-dev-kubelet-debug@worker-1.service"
+    );
+    assert_eq!(
+        find("containerd@worker-1").hook_unit(Hook::ImportImages),
+        "kubeunit-dev-containerd-import-images@worker-1.service"
+    );
+    assert_eq!(
+        find("kubelet").debug_unit(),
+        "kubeunit-dev-kubelet-debug.service"
+    );
+    // Dependencies: on its own node where the dependency runs on every node, else the one.
+    let all = instances(&two);
+    let kubelet1 = find("kubelet@worker-1");
+    let dep = |i: &Instance, d: &str| i.dep(d, &all).map(|d| d.name.clone());
+    assert_eq!(
+        dep(&kubelet1, "node-network").as_deref(),
+        Some("node-network@worker-1")
+    );
+    assert_eq!(
+        dep(&kubelet1, "kube-apiserver").as_deref(),
+        Some("kube-apiserver")
+    );
+    assert_eq!(
+        dep(&find("registry"), "containerd").as_deref(),
+        Some("containerd"),
+        "the registry is the first node's"
+    );
+    assert_eq!(dep(&kubelet1, "cloud-controller-manager"), None);
+}
+
+#[test]
+fn each_per_node_instance_names_its_own_node() {
+    let two = plan(&[]).with_extra_node_for_tests("worker-1");
+    let (first, second) = (&two.nodes[0], &two.nodes[1]);
+    let argv_of = |name: &str| {
+        let i = instances(&two)
+            .into_iter()
+            .find(|i| i.name == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        command_line(&i.plan, i.component)
+    };
+    let has =
+        |argv: &[String], flag: &str| assert!(argv.iter().any(|a| a == flag), "{flag}: {argv:?}");
+    let kubelet = argv_of("kubelet@worker-1");
+    has(&kubelet, "--hostname-override=worker-1");
+    has(&kubelet, &format!("--node-ip={}", second.link.node));
+    has(
+        &kubelet,
+        "--config=/s/nodes/worker-1/config/kubelet-config.yaml",
+    );
+    has(&kubelet, "--root-dir=/s/data/nodes/worker-1/kubelet");
+    // Certificates and kubeconfigs stay the environment's (one PKI).
+    has(&kubelet, "--kubeconfig=/s/kubeconfig/kubelet.kubeconfig");
+    let kubelet = argv_of("kubelet");
+    has(&kubelet, "--hostname-override=dev");
+    has(&kubelet, &format!("--node-ip={}", first.link.node));
+    has(&kubelet, "--config=/s/config/kubelet-config.yaml");
+    has(&kubelet, "--root-dir=/s/data/kubelet");
+    let proxy = argv_of("kube-proxy@worker-1");
+    has(&proxy, "--hostname-override=worker-1");
+    has(
+        &proxy,
+        "--config=/s/nodes/worker-1/config/kube-proxy-config.yaml",
+    );
+    has(&argv_of("kube-proxy"), "--hostname-override=dev");
+    has(
+        &argv_of("containerd@worker-1"),
+        "--config=/s/nodes/worker-1/config/containerd.toml",
+    );
+    has(&argv_of("containerd"), "--config=/s/config/containerd.toml");
+    has(
+        &argv_of("node-network@worker-1"),
+        "/s/nodes/worker-1/config/node-network.sh",
+    );
+    // Cluster components are the first node's: etcd's member is named by it.
+    has(&argv_of("etcd"), "--name=dev");
+}

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::env::{debug_unit_name, journal_tail, Env};
+use super::env::{journal_tail, Env};
 use super::probe;
-use crate::components::Component;
+use crate::components::{Component, Instance};
 use crate::error::Error;
 use crate::pki::{self, issue, CertSpec, Usage};
 use crate::spec::{paths, Plan};
@@ -87,7 +87,8 @@ pub fn users(env: &Env) -> Users {
     let texts: Vec<(&'static Component, String)> = env
         .units
         .iter()
-        .map(|(c, unit)| {
+        .map(|(i, unit)| {
+            let c = i.component;
             let mut text = String::new();
             for (_, value) in &unit.properties {
                 match value {
@@ -105,11 +106,11 @@ pub fn users(env: &Env) -> Users {
                 }
                 text.push('\n');
             }
-            for file in c.files.iter().filter(|f| (f.when)(plan)) {
-                text.push_str(&read(file.path));
+            for file in c.files.iter().filter(|f| (f.when)(&i.plan)) {
+                text.push_str(&read(&i.file_path(file.path)));
                 text.push('\n');
             }
-            (*c, text)
+            (c, text)
         })
         .collect();
     pki::specs(plan)
@@ -118,11 +119,13 @@ pub fn users(env: &Env) -> Users {
             let mut names = vec![paths::cert(&spec.name), paths::key(&spec.name)];
             names.extend(spec.kubeconfig.map(paths::kubeconfig));
             let needles: Vec<String> = names.iter().map(|rel| plan.path(rel)).collect();
-            let using = texts
+            let mut using: Vec<&'static str> = texts
                 .iter()
                 .filter(|(_, text)| needles.iter().any(|n| names_path(text, n)))
                 .map(|(c, _)| c.name)
                 .collect();
+            // A per-node component's instances follow each other (table order): named once.
+            using.dedup();
             (spec.name, using)
         })
         .collect()
@@ -240,21 +243,30 @@ impl RestartAction {
     }
 }
 
-/// The components (table order) that use any of `renewed`, with the renewed certificates each uses.
+/// The instances (table order) whose component uses any of `renewed`, with the renewed
+/// certificates each uses.
 pub fn affected<'e>(
     env: &'e Env,
     users: &Users,
     renewed: &[String],
-) -> Vec<(&'static Component, &'e crate::unit::UnitFile, Vec<String>)> {
+) -> Vec<(
+    &'e Instance<'static>,
+    &'e crate::unit::UnitFile,
+    Vec<String>,
+)> {
     env.units
         .iter()
-        .filter_map(|(c, unit)| {
+        .filter_map(|(i, unit)| {
             let certs: Vec<String> = renewed
                 .iter()
-                .filter(|name| users.get(*name).is_some_and(|u| u.contains(&c.name)))
+                .filter(|name| {
+                    users
+                        .get(*name)
+                        .is_some_and(|u| u.contains(&i.component.name))
+                })
                 .cloned()
                 .collect();
-            (!certs.is_empty()).then_some((*c, unit, certs))
+            (!certs.is_empty()).then_some((i, unit, certs))
         })
         .collect()
 }
@@ -279,9 +291,9 @@ pub async fn restart_users(
     let deadline = t0 + timeout;
     let mut out = Vec::new();
     for (c, unit, certs) in affected(env, &users, renewed) {
-        let debug = debug_unit_name(&env.plan, c.name);
+        let debug = c.debug_unit();
         let mut outcome = RestartOutcome {
-            component: c.name.into(),
+            component: c.name.clone(),
             unit: unit.name.clone(),
             action: RestartAction::NotRunning,
             certificates: certs,
@@ -301,14 +313,9 @@ pub async fn restart_users(
         {
             let result = sd.restart(&unit.name).await?;
             if result != JobResult::Done {
-                return Err(failed(
-                    &env.plan,
-                    c,
-                    &unit.name,
-                    &format!("restart job {result}"),
-                ));
+                return Err(failed(c, &unit.name, &format!("restart job {result}")));
             }
-            wait_healthy(&env.plan, sd, c, &unit.name, before.restarts, deadline).await?;
+            wait_healthy(c, sd, &unit.name, before.restarts, deadline).await?;
             outcome.action = RestartAction::Restarted;
             outcome.healthy_after = Some(t0.elapsed().as_secs_f64());
         }
@@ -321,26 +328,25 @@ pub async fn restart_users(
                 .await?
                 .filter(|s| s.active_state.is_running())
             {
-                wait_healthy(&env.plan, sd, c, &unit.name, st.restarts, deadline).await?;
+                wait_healthy(c, sd, &unit.name, st.restarts, deadline).await?;
             }
         }
     }
     Ok(out)
 }
 
-fn failed(plan: &Plan, c: &Component, unit: &str, reason: &str) -> Error {
+fn failed(instance: &Instance, unit: &str, reason: &str) -> Error {
     Error::Start(format!(
         "{} ({unit}) did not come back after its certificates were renewed: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {unit} ---",
-        c.name,
-        journal_tail(plan, unit, 20),
+        instance.name,
+        journal_tail(&instance.plan, unit, 20),
     ))
 }
 
 /// Wait until a running unit's probe passes; a crash (systemd restarting it, or it stopping) fails.
 async fn wait_healthy(
-    plan: &Plan,
+    instance: &Instance<'static>,
     sd: &Systemd,
-    c: &'static Component,
     unit: &str,
     restarts_before: u32,
     deadline: Instant,
@@ -349,8 +355,7 @@ async fn wait_healthy(
         let st = sd.state(unit).await?.unwrap_or_default();
         if st.active_state.is_stopped() || st.restarts > restarts_before {
             return Err(failed(
-                plan,
-                c,
+                instance,
                 unit,
                 &format!(
                     "the process exited (state {}/{}, Result={}, exit status {})",
@@ -361,12 +366,11 @@ async fn wait_healthy(
                 ),
             ));
         }
-        match probe::probe_async(plan, c, Duration::from_secs(2)).await {
+        match probe::probe_async(&instance.plan, instance.component, Duration::from_secs(2)).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() >= deadline => {
                 return Err(failed(
-                    plan,
-                    c,
+                    instance,
                     unit,
                     &format!("not healthy before the timeout: {e}"),
                 ))

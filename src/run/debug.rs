@@ -9,13 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::env::{debug_unit_name, debugger_address, journal_tail, Env};
+use super::env::{debugger_address, journal_tail, Env};
 use super::probe;
 use super::restart::restart;
 use super::start::{start_one, start_slice, Progress, Timing};
-use crate::components::Component;
+use crate::components::Instance;
 use crate::error::Error;
-use crate::spec::Plan;
 use crate::systemd::{JobResult, Systemd};
 use crate::unit::{self, UnitFile, Value};
 
@@ -54,7 +53,7 @@ pub struct DebugReport {
 pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<DebugReport, Error> {
     let plan = &env.plan;
     let (c, unit) = env.unit(req.component)?;
-    if c.timer.is_some() {
+    if c.component.timer.is_some() {
         return Err(Error::Preflight {
             message: format!(
                 "{} runs on a schedule, not as a process to attach to",
@@ -67,7 +66,7 @@ pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<De
             ),
         });
     }
-    let name = debug_unit_name(plan, c.name);
+    let name = c.debug_unit();
     if let Some(st) = sd.state(&name).await? {
         if st.active_state.is_running() {
             let at = debugger_address(&st.description).unwrap_or("?");
@@ -116,25 +115,25 @@ pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<De
     })?;
     let listen = listen_address(req)?;
     let argv = dlv_argv(&req.dlv, listen, req.run, &binary, &unit_argv[1..]);
-    let debug_unit = debug_unit(unit, &name, c.name, plan.name(), listen, &argv);
+    let debug_unit = debug_unit(unit, &name, &c.name, plan.name(), listen, &argv);
 
     let t0 = Instant::now();
     sd.stop(&unit.name).await?;
     sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
     sd.reset_failed(&unit.name).await?;
     start_slice(env, sd).await?;
-    let healthy = match start_debug_unit(plan, sd, c, &debug_unit, listen, req, t0).await {
+    let healthy = match start_debug_unit(c, sd, &debug_unit, listen, req, t0).await {
         Ok(healthy) => healthy,
         Err(e) => {
             // Back to where it was: the normal unit.
             let _ = sd.stop(&name).await;
             let _ = sd.reset_failed(&name).await;
-            let _ = restart(env, sd, c.name, req.timeout).await;
+            let _ = restart(env, sd, &c.name, req.timeout).await;
             return Err(e);
         }
     };
     Ok(DebugReport {
-        component: c.name.into(),
+        component: c.name.clone(),
         unit: name,
         listen,
         binary,
@@ -152,30 +151,30 @@ pub async fn stop_debug(
     timeout: Duration,
 ) -> Result<Timing, Error> {
     let (c, _) = env.unit(component)?;
-    let name = debug_unit_name(&env.plan, c.name);
+    let name = c.debug_unit();
     if sd.state(&name).await?.is_none() {
         return Err(Error::Preflight {
             message: format!("{} does not run under a debugger (no {name})", c.name),
             fix: format!("kubeunit restart {} restarts its normal unit", c.name),
         });
     }
-    restart(env, sd, c.name, timeout).await
+    restart(env, sd, &c.name, timeout).await
 }
 
 async fn start_debug_unit(
-    plan: &Plan,
+    instance: &Instance<'static>,
     sd: &Systemd,
-    c: &'static Component,
     unit: &UnitFile,
     listen: SocketAddr,
     req: &DebugRequest<'_>,
     t0: Instant,
 ) -> Result<bool, Error> {
+    let plan = &instance.plan;
     let deadline = t0 + req.timeout;
     let fail = |reason: String| {
         Error::Start(format!(
             "{} under dlv ({}) failed: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
-            c.name,
+            instance.name,
             unit.name,
             journal_tail(plan, &unit.name, 20),
             unit.name
@@ -184,7 +183,7 @@ async fn start_debug_unit(
     if req.run {
         let mut quiet = |_: Progress| {};
         let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
-        start_one(plan, sd, c, unit, None, t0, deadline, &progress, |_| {}).await?;
+        start_one(instance, sd, unit, None, t0, deadline, &progress, |_| {}).await?;
         return Ok(true);
     }
     match sd

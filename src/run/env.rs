@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::components::{self, Component, COMPONENTS};
+use crate::components::{self, Instance};
 use crate::error::Error;
 use crate::pipeline;
 use crate::spec::{paths, HostFacts, Plan};
@@ -13,10 +13,11 @@ use crate::unit::UnitFile;
 pub struct Env {
     pub plan: Plan,
     pub slice: UnitFile,
-    /// Each enabled component's service.
-    pub units: Vec<(&'static Component, UnitFile)>,
-    /// The timers of the components that run on a schedule (`Component::timer`), by component.
-    pub timers: Vec<(&'static str, UnitFile)>,
+    /// Each instance of an enabled component (`components::instances`: a per-node component's on
+    /// every node), with its service.
+    pub units: Vec<(Instance<'static>, UnitFile)>,
+    /// The timers of the instances that run on a schedule (`Component::timer`), by instance name.
+    pub timers: Vec<(String, UnitFile)>,
 }
 
 impl Env {
@@ -34,13 +35,17 @@ impl Env {
             crate::unit::parse(&path, &text)
         };
         let slice = read(&plan.slice_name())?;
-        let units = components::enabled(COMPONENTS, &plan.profile)
-            .map(|c| Ok((c, read(&plan.unit_name(c.name))?)))
+        let units = components::instances(&plan)
+            .into_iter()
+            .map(|i| {
+                let unit = read(&i.unit)?;
+                Ok((i, unit))
+            })
             .collect::<Result<Vec<_>, Error>>()?;
         let timers = units
             .iter()
-            .filter(|(c, _)| c.timer.is_some())
-            .map(|(c, _)| Ok((c.name, read(&plan.timer_name(c.name))?)))
+            .filter_map(|(i, _)| Some((i.name.clone(), i.timer()?)))
+            .map(|(name, timer)| Ok((name, read(&timer)?)))
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Env {
             plan,
@@ -50,26 +55,36 @@ impl Env {
         })
     }
 
-    /// The timer of a component that runs on a schedule.
-    pub fn timer(&self, component: &str) -> Option<&UnitFile> {
+    /// The timer of an instance that runs on a schedule, by its name.
+    pub fn timer(&self, instance: &str) -> Option<&UnitFile> {
         self.timers
             .iter()
-            .find(|(c, _)| *c == component)
+            .find(|(i, _)| i == instance)
             .map(|(_, u)| u)
     }
 
-    /// The unit that says whether a component runs: its timer if it has one, else its service.
-    pub fn running_unit<'a>(&'a self, component: &str, service: &'a UnitFile) -> &'a UnitFile {
-        self.timer(component).unwrap_or(service)
+    /// The unit that says whether an instance runs: its timer if it has one, else its service.
+    pub fn running_unit<'a>(&'a self, instance: &str, service: &'a UnitFile) -> &'a UnitFile {
+        self.timer(instance).unwrap_or(service)
     }
 
-    /// A component of this environment, or an error listing the ones there are.
-    pub fn unit(&self, component: &str) -> Result<&(&'static Component, UnitFile), Error> {
+    /// The names of the instances that `instance` depends on, of the components `deps` (its own
+    /// node's where they run on every node): those of them that run.
+    pub fn deps_of<'e>(&'e self, instance: &Instance<'static>, deps: &[&str]) -> Vec<&'e str> {
+        deps.iter()
+            .filter_map(|d| instance.dep(d, self.units.iter().map(|(i, _)| i)))
+            .map(|d| d.name.as_str())
+            .collect()
+    }
+
+    /// An instance of this environment by its name (a component's, `<component>@<node>` on a node
+    /// after the first), or an error listing the ones there are.
+    pub fn unit(&self, component: &str) -> Result<&(Instance<'static>, UnitFile), Error> {
         self.units
             .iter()
-            .find(|(c, _)| c.name == component)
+            .find(|(i, _)| i.name == component)
             .ok_or_else(|| {
-                let names: Vec<_> = self.units.iter().map(|(c, _)| c.name).collect();
+                let names: Vec<_> = self.units.iter().map(|(i, _)| i.name.as_str()).collect();
                 Error::Preflight {
                     message: format!(
                         "no component '{component}' in environment '{}'",
@@ -85,8 +100,9 @@ impl Env {
     pub fn ports(&self) -> Vec<u16> {
         self.units
             .iter()
-            .filter(|(c, _)| !c.netns)
-            .flat_map(|(c, _)| c.ports(&self.plan.ports))
+            .map(|(i, _)| i.component)
+            .filter(|c| !c.netns)
+            .flat_map(|c| c.ports(&self.plan.ports))
             .map(|(_, p)| p)
             .collect()
     }
@@ -110,11 +126,6 @@ pub async fn running_units(env: &Env, sd: &crate::systemd::Systemd) -> Result<us
         }
     }
     Ok(n)
-}
-
-/// The transient unit a component runs in under a debugger: `kubeunit-<env>-<component>-debug.service`.
-pub fn debug_unit_name(plan: &Plan, component: &str) -> String {
-    plan.unit_of(&format!("{component}-debug"), "service")
 }
 
 /// The listen address a debug unit's description names (`kubeunit debug` writes it there).

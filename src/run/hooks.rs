@@ -3,7 +3,7 @@
 use tokio::task::JoinHandle;
 
 use super::{addons, images};
-use crate::components::{Component, Hook};
+use crate::components::{Component, Hook, Instance};
 use crate::error::Error;
 use crate::spec::Plan;
 
@@ -31,13 +31,9 @@ impl HookReport {
     }
 }
 
-/// Run `hook` of `component` off the async runtime (hooks make blocking calls).
-pub fn spawn(
-    plan: &Plan,
-    component: &'static Component,
-    hook: Hook,
-) -> JoinHandle<Result<HookReport, Error>> {
-    let plan = plan.clone();
+/// Run `hook` of `instance` off the async runtime (hooks make blocking calls), with its node's plan.
+pub fn spawn(instance: &Instance<'static>, hook: Hook) -> JoinHandle<Result<HookReport, Error>> {
+    let (plan, component) = (instance.plan.clone(), instance.component);
     tokio::task::spawn_blocking(move || run(&plan, component, hook))
 }
 

@@ -209,13 +209,13 @@ pub struct LoadReport {
     pub pushed: Vec<String>,
 }
 
-/// The environment's component that imports images (containerd) and the one that serves them
-/// (the registry, if any), by their hooks.
+/// The environment's component that imports images (containerd: the first node's) and the one
+/// that serves them (the registry, if any), by their hooks.
 fn node_image_units(env: &Env) -> Result<(&UnitEntry, Option<&UnitEntry>), Error> {
     let with_hook = |hook: Hook| {
         env.units
             .iter()
-            .find(|(c, _)| c.after_healthy == Some(hook))
+            .find(|(i, _)| i.component.after_healthy == Some(hook))
     };
     let Some(containerd) = with_hook(Hook::ImportImages) else {
         return Err(Error::Usage {
@@ -229,7 +229,7 @@ fn node_image_units(env: &Env) -> Result<(&UnitEntry, Option<&UnitEntry>), Error
     Ok((containerd, with_hook(Hook::LoadRegistry)))
 }
 
-type UnitEntry = (&'static Component, crate::unit::UnitFile);
+type UnitEntry = (crate::components::Instance<'static>, crate::unit::UnitFile);
 
 /// Read every archive at `paths` whole and check it (`archive::check`), its images named: the
 /// first that is not refuses them all, before anything is loaded.
@@ -279,7 +279,7 @@ pub async fn load(env: &Env, sd: &Systemd, archives: Vec<Archive>) -> Result<Loa
         }
     }
     if let Some((c, _)) = registry {
-        probe::probe_async(plan, c, Duration::from_secs(5))
+        probe::probe_async(&c.plan, c.component, Duration::from_secs(5))
             .await
             .map_err(|why| Error::Preflight {
                 message: format!("{} is not healthy, nothing loaded: {why}", c.name),
@@ -291,17 +291,18 @@ pub async fn load(env: &Env, sd: &Systemd, archives: Vec<Archive>) -> Result<Loa
             })?;
     }
     let paths: Vec<PathBuf> = archives.iter().map(|a| a.path.clone()).collect();
-    let imported = import_archives(plan, containerd.0, &paths)?;
+    let (containerd, _) = containerd;
+    let imported = import_archives(&containerd.plan, containerd.component, &paths)?;
     let names: Vec<String> = archives.iter().flat_map(|a| a.names.clone()).collect();
     let pushed = match registry {
-        Some((c, _)) => push(plan, containerd.0, c, &names)?,
+        Some((c, _)) => push(&c.plan, containerd.component, c.component, &names)?,
         None => vec![],
     };
     Ok(LoadReport {
         state_dir: plan.state_dir.clone(),
         archives,
         imported,
-        registry: registry.map(|(c, _)| registry_host(plan, c)),
+        registry: registry.map(|(c, _)| registry_host(&c.plan, c.component)),
         pushed,
     })
 }

@@ -24,7 +24,6 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Env;
-use crate::components::Component;
 use crate::error::Error;
 use crate::render::quote::systemd_word;
 use crate::render::{self, Renderer};
@@ -101,12 +100,6 @@ pub struct InstallReport {
     pub removed: Vec<PathBuf>,
 }
 
-/// The unit of a component's start hook: `kubeunit-<env>-<component>-<hook>.service`.
-pub fn hook_unit_name(env: &Env, c: &Component, hook: crate::components::Hook) -> String {
-    env.plan
-        .unit_of(&format!("{}-{}", c.name, hook.slug()), "service")
-}
-
 /// Everything install writes for `env` at `place`, with `kubeunit` the binary the boot-time units
 /// run (its path on the installed system).
 pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, Error> {
@@ -140,10 +133,11 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
     };
     let mut out = vec![copy(&env.slice.name)?];
     let mut wants = Vec::new();
-    for (c, unit) in &env.units {
+    for (i, unit) in &env.units {
+        let c = i.component;
         out.push(copy(&unit.name)?);
         // A component on a schedule: the target wants its timer, which starts the service.
-        match env.timer(c.name) {
+        match env.timer(&i.name) {
             Some(timer) => {
                 out.push(copy(&timer.name)?);
                 wants.push(timer.name.clone());
@@ -152,26 +146,29 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
         }
         // sd_notify components are ready when systemd says so; a oneshot when it exited.
         let wait = (!c.notify && !c.oneshot && c.probe.is_some())
-            .then(|| kubeunit_cmd(&["wait", "--timeout", "110", c.name]));
+            .then(|| kubeunit_cmd(&["wait", "--timeout", "110", &i.name]));
         let text = r.render(
             &render::INSTALL_DROPIN,
-            &json!({ "version": version, "component": c.name, "target": target, "wait": wait }),
+            &json!({ "version": version, "component": i.name, "target": target, "wait": wait }),
         )?;
         out.push(Entry::File {
             path: unit_dir.join(format!("{}.d", unit.name)).join(DROPIN),
             text,
         });
     }
-    for (c, unit) in &env.units {
-        let Some(hook) = c.after_healthy else {
+    for (i, unit) in &env.units {
+        let Some(hook) = i.component.after_healthy else {
             continue;
         };
-        let name = hook_unit_name(env, c, hook);
-        // What waits for this component waits for its hook too, where the hook gates it.
+        let name = i.hook_unit(hook);
+        // What waits for this instance waits for its hook too, where the hook gates it.
         let before: Vec<String> = if hook.gates_dependents() {
             env.units
                 .iter()
-                .filter(|(d, _)| d.deps(plan).contains(&c.name))
+                .filter(|(d, _)| {
+                    env.deps_of(d, &d.component.deps(&d.plan))
+                        .contains(&i.name.as_str())
+                })
                 .map(|(_, u)| u.name.clone())
                 .collect()
         } else {
@@ -182,14 +179,14 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
             &json!({
                 "version": version,
                 "env": plan.name(),
-                "component": c.name,
+                "component": i.name,
                 "hook": hook.as_str(),
                 "unit": unit.name,
                 "before": before,
                 "target": target,
-                "exec": kubeunit_cmd(&["hook", c.name]),
+                "exec": kubeunit_cmd(&["hook", &i.name]),
                 "slice": env.slice.name,
-                "syslog_identifier": format!("{}-{}-{}", plan.unit_prefix(), c.name, hook.slug()),
+                "syslog_identifier": name.trim_end_matches(".service"),
             }),
         )?;
         out.push(Entry::File {

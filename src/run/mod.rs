@@ -24,7 +24,7 @@ pub mod status;
 pub mod stop;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
-pub use env::{debug_unit_name, installed, journal_tail, running_units, Env};
+pub use env::{installed, journal_tail, running_units, Env};
 pub use restart::restart;
 pub use start::{start, Progress, StartReport, Timing};
 pub use status::{certificates_expiring, status, ComponentStatus};

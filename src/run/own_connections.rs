@@ -21,9 +21,8 @@ use procfs::process::{FDTarget, Process};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
-use crate::components::Component;
+use crate::components::Instance;
 use crate::error::Error;
-use crate::spec::Plan;
 use crate::systemd::Systemd;
 use crate::unit::UnitFile;
 
@@ -40,24 +39,24 @@ pub enum Outcome {
     Skipped(String),
 }
 
-/// The watches of the components about to be stopped, by component.
+/// The watches of the instances about to be stopped, by instance name.
 #[derive(Default)]
-pub struct Watches(Vec<(&'static str, JoinHandle<Outcome>)>);
+pub struct Watches(Vec<(String, JoinHandle<Outcome>)>);
 
 impl Watches {
     /// Watch every running unit of `units` whose component has `own_connections_on_stop`; call
     /// before their stop jobs are queued.
     pub async fn start<'a>(
-        plan: &Plan,
         sd: &Systemd,
-        units: impl Iterator<Item = (&'static Component, &'a UnitFile)>,
+        units: impl Iterator<Item = (&'a Instance<'static>, &'a UnitFile)>,
     ) -> Result<Watches, Error> {
         let mut watches = Vec::new();
-        for (c, unit) in units {
+        for (i, unit) in units {
+            let c = i.component;
             let Some(field) = c.own_connections_on_stop else {
                 continue;
             };
-            let Some(port) = plan.ports.get(field) else {
+            let Some(port) = i.plan.ports.get(field) else {
                 continue;
             };
             let Some(state) = sd.state(&unit.name).await? else {
@@ -70,7 +69,7 @@ impl Watches {
             let watch = tokio::spawn(async move {
                 end_after_listener_closes(state.main_pid, &name, port).await
             });
-            watches.push((c.name, watch));
+            watches.push((i.name.clone(), watch));
         }
         Ok(Watches(watches))
     }
@@ -88,7 +87,7 @@ impl Watches {
                 watch.abort();
                 Outcome::Skipped("it stopped without closing its listener first".into())
             };
-            outcomes.insert(name.to_string(), outcome);
+            outcomes.insert(name, outcome);
         }
         outcomes
     }

@@ -17,7 +17,7 @@ use crate::pki::Entropy;
 use crate::spec::paths;
 use crate::state::DiffKind;
 
-/// Names of the components already running.
+/// Names of the instances already running (`Instance::name`).
 pub type Running<'a> = BTreeSet<&'a str>;
 
 /// A check: fails with the fix, or adds notes for the user.
@@ -110,10 +110,11 @@ fn certificates_valid(env: &Env, _: &Running, _: &mut Vec<String>) -> Result<(),
 }
 
 fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
-    for (c, unit) in &env.units {
-        if running.contains(c.name) {
+    for (i, unit) in &env.units {
+        if running.contains(i.name.as_str()) {
             continue;
         }
+        let c = i.component;
         let Some((path, _, _)) = unit.exec_start() else {
             return Err(Error::Artifact {
                 path: unit.path.clone(),
@@ -135,7 +136,7 @@ fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
                 Ok(_) => "not an executable file".into(),
             };
             return Err(Error::Preflight {
-                message: format!("{}: binary {path}: {why}", c.name),
+                message: format!("{}: binary {path}: {why}", i.name),
                 fix: format!(
                     "install {} there, or regenerate with the right directory: kubeunit gen --bin-dir DIR (or --set components.{}.binary=PATH)",
                     c.binary, c.name
@@ -151,12 +152,14 @@ fn host(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> 
     let problems: Vec<(String, String)> = env
         .units
         .iter()
-        .filter(|(c, _)| !running.contains(c.name))
-        .flat_map(|(c, _)| {
-            c.host_checks
+        .filter(|(i, _)| !running.contains(i.name.as_str()))
+        .flat_map(|(i, _)| {
+            // Each with its node's plan: its link, its namespace.
+            i.component
+                .host_checks
                 .iter()
-                .filter_map(|check| check(&env.plan).err())
-                .map(|(what, fix)| (format!("{}: {what}", c.name), fix))
+                .filter_map(|check| check(&i.plan).err())
+                .map(|(what, fix)| (format!("{}: {what}", i.name), fix))
         })
         .collect();
     if problems.is_empty() {
@@ -185,11 +188,12 @@ fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), E
     let wanted: Vec<(u16, &str, &str)> = env
         .units
         .iter()
-        .filter(|(c, _)| !running.contains(c.name) && !c.netns)
-        .flat_map(|(c, _)| {
-            c.ports(&plan.ports)
+        .filter(|(i, _)| !running.contains(i.name.as_str()) && !i.component.netns)
+        .flat_map(|(i, _)| {
+            i.component
+                .ports(&plan.ports)
                 .into_iter()
-                .map(move |(field, port)| (port, field, c.name))
+                .map(move |(field, port)| (port, field, i.name.as_str()))
         })
         .collect();
     let ports: Vec<u16> = wanted.iter().map(|(p, _, _)| *p).collect();
@@ -304,10 +308,11 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
     let checks: Vec<Version> = env
         .units
         .iter()
-        .filter(|(c, _)| !running.contains(c.name))
-        .filter_map(|(c, unit)| {
+        .filter(|(i, _)| !running.contains(i.name.as_str()))
+        .filter_map(|(i, unit)| {
+            let c = i.component;
             let expected = (c.version)(versions).trim_start_matches('v');
-            Some((*c, expected, unit.exec_start()?)).filter(|_| !expected.is_empty())
+            Some((c, expected, unit.exec_start()?)).filter(|_| !expected.is_empty())
         })
         .collect();
     let cache_path = env.plan.data_dir.join(VERSION_CACHE);

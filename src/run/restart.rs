@@ -5,11 +5,11 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::env::{debug_unit_name, Env};
+use super::env::Env;
 use super::own_connections::Watches;
 use super::preflight::preflight;
 use super::start::{start_one, start_slice, Progress, Timing};
-use crate::components::Component;
+use crate::components::Instance;
 use crate::error::Error;
 use crate::systemd::Systemd;
 use crate::unit::UnitFile;
@@ -29,19 +29,19 @@ pub async fn restart(
     let (c, unit) = env.unit(component)?;
     let t0 = Instant::now();
     // Under a debugger: that unit goes, the normal one comes back.
-    let debug = debug_unit_name(&env.plan, c.name);
+    let debug = c.debug_unit();
     if sd.state(&debug).await?.is_some() {
         sd.stop(&debug).await?;
         sd.wait_gone(&debug, Duration::from_secs(60)).await?;
         sd.reset_failed(&debug).await?;
     }
-    let timer = env.timer(c.name);
+    let timer = env.timer(&c.name);
     // An installed unit starts from its file again whatever refers to it.
     let installed = super::env::installed(&env.plan, sd).await?;
     let dependents = if installed {
         vec![]
     } else {
-        loaded_dependents(env, sd, c.name).await?
+        loaded_dependents(env, sd, &c.name).await?
     };
     // Dependents first (last started, first stopped), then the component; a timer before its
     // service (it would start it again).
@@ -50,18 +50,17 @@ pub async fn restart(
         .iter()
         .rev()
         .map(|(d, u)| (*d, u))
-        .chain([(*c, unit)])
+        .chain([(c, unit)])
     {
-        if let Some(t) = env.timer(d.name) {
+        if let Some(t) = env.timer(&d.name) {
             names.push(&t.name);
         }
         names.push(&u.name);
     }
     // As `stop` does: a component that is its own client is helped out of its shutdown.
     let watches = Watches::start(
-        &env.plan,
         sd,
-        dependents.iter().map(|(d, u)| (*d, u)).chain([(*c, unit)]),
+        dependents.iter().map(|(d, u)| (*d, u)).chain([(c, unit)]),
     )
     .await?;
     for name in &names {
@@ -77,35 +76,23 @@ pub async fn restart(
             sd.wait_unloaded(name, Duration::from_secs(10)).await?;
         }
     }
-    let mut others: BTreeSet<&str> = env.units.iter().map(|(c, _)| c.name).collect();
-    others.remove(c.name);
+    let mut others: BTreeSet<&str> = env.units.iter().map(|(i, _)| i.name.as_str()).collect();
+    others.remove(c.name.as_str());
     for (d, _) in &dependents {
-        others.remove(d.name);
+        others.remove(d.name.as_str());
     }
     preflight(env, &others)?;
     start_slice(env, sd).await?;
     let mut quiet = |_: Progress| {};
     let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);
     let deadline = t0 + timeout;
-    let timing = start_one(
-        &env.plan,
-        sd,
-        c,
-        unit,
-        timer,
-        t0,
-        deadline,
-        &progress,
-        |_| {},
-    )
-    .await?;
+    let timing = start_one(c, sd, unit, timer, t0, deadline, &progress, |_| {}).await?;
     for (d, u) in &dependents {
         start_one(
-            &env.plan,
-            sd,
             d,
+            sd,
             u,
-            env.timer(d.name),
+            env.timer(&d.name),
             t0,
             deadline,
             &progress,
@@ -116,20 +103,24 @@ pub async fn restart(
     Ok(timing)
 }
 
-/// The loaded units of components that need `name`, directly or through others, in table order.
-async fn loaded_dependents(
-    env: &Env,
+/// The loaded units of the instances that need instance `name`, directly or through others, in
+/// table order.
+async fn loaded_dependents<'e>(
+    env: &'e Env,
     sd: &Systemd,
     name: &str,
-) -> Result<Vec<(&'static Component, UnitFile)>, Error> {
+) -> Result<Vec<(&'e Instance<'static>, UnitFile)>, Error> {
     let mut needing: BTreeSet<&str> = BTreeSet::from([name]);
     let mut out = Vec::new();
     for (d, u) in &env.units {
-        if d.deps(&env.plan).iter().any(|dep| needing.contains(dep))
+        if env
+            .deps_of(d, &d.component.deps(&d.plan))
+            .iter()
+            .any(|dep| needing.contains(dep))
             && sd.state(&u.name).await?.is_some()
         {
-            needing.insert(d.name);
-            out.push((*d, u.clone()));
+            needing.insert(d.name.as_str());
+            out.push((d, u.clone()));
         }
     }
     Ok(out)

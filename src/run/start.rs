@@ -12,14 +12,13 @@ use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
-use super::env::{debug_unit_name, journal_tail, Env};
+use super::env::{journal_tail, Env};
 use super::hooks::{self, HookReport};
 use super::preflight::{preflight, Running};
 use super::probe;
 use super::stop::stop;
-use crate::components::{Component, Hook};
+use crate::components::{Hook, Instance};
 use crate::error::Error;
-use crate::spec::Plan;
 use crate::systemd::{JobResult, StartMode, Systemd};
 use crate::unit::{self, UnitFile};
 
@@ -108,12 +107,16 @@ pub async fn start(
     // finishes what that one left. Those that gate dependents finish before anything starts.
     let mut hooks_done = HookReport::default();
     let mut hook_tasks = Vec::new();
-    for (c, _) in env.units.iter().filter(|(c, _)| running.contains(c.name)) {
-        match c.after_healthy {
+    for (i, _) in env
+        .units
+        .iter()
+        .filter(|(i, _)| running.contains(i.name.as_str()))
+    {
+        match i.component.after_healthy {
             Some(hook) if hook.gates_dependents() => {
-                hooks_done.add(hooks::finish(hooks::spawn(&env.plan, c, hook)).await?)
+                hooks_done.add(hooks::finish(hooks::spawn(i, hook)).await?)
             }
-            Some(hook) => hook_tasks.push(hooks::spawn(&env.plan, c, hook)),
+            Some(hook) => hook_tasks.push(hooks::spawn(i, hook)),
             None => {}
         }
     }
@@ -153,26 +156,26 @@ fn write_kubeconfig(plan: &crate::spec::Plan) -> Result<Option<std::path::PathBu
     Ok(Some(merged.path))
 }
 
-/// Components whose units run already; failed or left-over inactive units are reset so their
+/// Instances whose units run already; failed or left-over inactive units are reset so their
 /// names can be used again.
 async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e>, Error> {
     let mut running = BTreeSet::new();
-    for (c, unit) in &env.units {
+    for (i, unit) in &env.units {
         // Under a debugger (`kubeunit debug`) counts as running: its ports are taken.
-        let debug = debug_unit_name(&env.plan, c.name);
+        let debug = i.debug_unit();
         if sd
             .state(&debug)
             .await?
             .is_some_and(|s| s.active_state.is_running())
         {
-            running.insert(c.name);
+            running.insert(i.name.as_str());
             continue;
         }
         // A component on a schedule runs while its timer does (its service runs now and then).
-        let probe = env.running_unit(c.name, unit);
+        let probe = env.running_unit(&i.name, unit);
         match sd.state(&probe.name).await? {
             Some(st) if st.active_state.is_running() => {
-                running.insert(c.name);
+                running.insert(i.name.as_str());
             }
             Some(_) => sd.reset_failed(&probe.name).await?,
             None => {}
@@ -207,14 +210,15 @@ pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
     }
 }
 
-/// What happened to one of the components being started.
-enum Event {
-    Healthy(&'static Component, Result<Timing, Error>),
-    HookDone(&'static Component, Hook, f64, Result<HookReport, Error>),
+/// What happened to one of the instances being started.
+enum Event<'e> {
+    Healthy(&'e Instance<'static>, Result<Timing, Error>),
+    HookDone(&'e Instance<'static>, Hook, f64, Result<HookReport, Error>),
 }
 
-/// Start every component not running, each as soon as everything it needs is healthy (and its
-/// gating hook done); spawn each one's other hook the moment it is healthy.
+/// Start every instance not running, each as soon as everything it needs is healthy (and its
+/// gating hook done); spawn each one's other hook the moment it is healthy. What it needs is
+/// named by instance: a per-node component's needs on its own node.
 async fn start_components<'e>(
     env: &'e Env,
     sd: &Systemd,
@@ -224,47 +228,51 @@ async fn start_components<'e>(
     progress: &ProgressCell<'_>,
     hook_tasks: &mut Vec<tokio::task::JoinHandle<Result<HookReport, Error>>>,
 ) -> Result<(Vec<Timing>, HookReport), Error> {
-    let plan = &env.plan;
     let mut ready_for_dependents: BTreeSet<&str> = running.clone();
     // Started (their start call made); of those, where systemd has them (`Milestones`).
     let mut launched: BTreeSet<&str> = running.clone();
     let milestones = &Milestones::new(running);
-    let mut pending: Vec<&(&'static Component, UnitFile)> = env
+    let mut pending: Vec<&(Instance<'static>, UnitFile)> = env
         .units
         .iter()
-        .filter(|(c, _)| !running.contains(c.name))
+        .filter(|(i, _)| !running.contains(i.name.as_str()))
         .collect();
     let mut timings = Vec::new();
     let mut gated = HookReport::default();
     let mut events: FuturesUnordered<LocalBoxFuture<'_, Event>> = FuturesUnordered::new();
     loop {
-        // A component goes once what it is ordered after is healthy and what it starts alongside
+        // An instance goes once what it is ordered after is healthy and what it starts alongside
         // is started; launching one may let those alongside it go in the same round.
         loop {
-            let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(c, _)| {
-                c.ordered_after(plan)
+            let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(i, _)| {
+                let c = i.component;
+                env.deps_of(i, &c.ordered_after(&i.plan))
                     .iter()
                     .all(|d| ready_for_dependents.contains(d))
-                    && c.deps(plan).iter().all(|d| launched.contains(d))
+                    && env
+                        .deps_of(i, &c.deps(&i.plan))
+                        .iter()
+                        .all(|d| launched.contains(d))
             });
             pending = rest;
             if ready.is_empty() {
                 break;
             }
-            for (c, unit) in ready {
-                launched.insert(c.name);
-                let timer = env.timer(c.name);
-                let deps = c.deps(plan);
+            for (i, unit) in ready {
+                launched.insert(i.name.as_str());
+                let timer = env.timer(&i.name);
+                let deps = env.deps_of(i, &i.component.deps(&i.plan));
+                let once_up = env.deps_of(i, i.component.starts_once_up);
                 events.push(Box::pin(async move {
                     // Its own start call after theirs (systemd then knows the units it Wants=),
                     // and after those it starts once up are.
                     milestones.wait(Milestone::Submitted, &deps).await;
-                    milestones.wait(Milestone::Up, c.starts_once_up).await;
-                    let result = start_one(plan, sd, c, unit, timer, t0, deadline, progress, |m| {
-                        milestones.reached(m, c.name)
+                    milestones.wait(Milestone::Up, &once_up).await;
+                    let result = start_one(i, sd, unit, timer, t0, deadline, progress, |m| {
+                        milestones.reached(m, &i.name)
                     })
                     .await;
-                    Event::Healthy(c, result)
+                    Event::Healthy(i, result)
                 }));
             }
         }
@@ -272,40 +280,40 @@ async fn start_components<'e>(
             break;
         };
         match event {
-            Event::Healthy(c, result) => {
+            Event::Healthy(i, result) => {
                 let timing = match result {
                     Err(Error::Start(why)) => {
-                        let needs = unhealthy_needs(env, sd, c, &ready_for_dependents).await;
+                        let needs = unhealthy_needs(env, sd, i, &ready_for_dependents).await;
                         return Err(Error::Start(why + &needs));
                     }
                     result => result?,
                 };
                 (progress.borrow_mut())(Progress::Healthy(&timing));
                 timings.push(timing);
-                match c.after_healthy {
+                match i.component.after_healthy {
                     Some(hook) if hook.gates_dependents() => {
-                        let task = hooks::spawn(plan, c, hook);
+                        let task = hooks::spawn(i, hook);
                         events.push(Box::pin(async move {
                             let result = hooks::finish(task).await;
-                            Event::HookDone(c, hook, t0.elapsed().as_secs_f64(), result)
+                            Event::HookDone(i, hook, t0.elapsed().as_secs_f64(), result)
                         }));
                         continue;
                     }
-                    Some(hook) => hook_tasks.push(hooks::spawn(plan, c, hook)),
+                    Some(hook) => hook_tasks.push(hooks::spawn(i, hook)),
                     None => {}
                 }
-                ready_for_dependents.insert(c.name);
+                ready_for_dependents.insert(i.name.as_str());
             }
-            Event::HookDone(c, hook, seconds, result) => {
+            Event::HookDone(i, hook, seconds, result) => {
                 let done = result?;
                 (progress.borrow_mut())(Progress::HookDone {
-                    component: c.name,
+                    component: &i.name,
                     hook: hook.as_str(),
                     count: done.count(),
                     seconds,
                 });
                 gated.add(done);
-                ready_for_dependents.insert(c.name);
+                ready_for_dependents.insert(i.name.as_str());
             }
         }
     }
@@ -317,16 +325,16 @@ async fn start_components<'e>(
     Ok((timings, gated))
 }
 
-/// What `c` needs that was not healthy yet when it failed, as systemd has it then (for a report:
-/// a component that waited for its datastore says so only between its own journal's lines).
+/// What `instance` needs that was not healthy yet when it failed, as systemd has it then (for a
+/// report: a component that waited for its datastore says so only between its own journal's lines).
 async fn unhealthy_needs(
     env: &Env,
     sd: &Systemd,
-    c: &Component,
+    instance: &Instance<'static>,
     healthy: &BTreeSet<&str>,
 ) -> String {
     let mut out = String::new();
-    for dep in c.deps(&env.plan) {
+    for dep in env.deps_of(instance, &instance.component.deps(&instance.plan)) {
         if healthy.contains(dep) {
             continue;
         }
@@ -406,14 +414,13 @@ impl<'e> Milestones<'e> {
     }
 }
 
-/// Start one component's transient unit, wait for its job, then for its health probe. A component
+/// Start one instance's transient unit, wait for its job, then for its health probe. A component
 /// on a schedule: its timer, with its service loaded (not started) alongside. `milestone` is called
 /// once systemd has its start job, and once that job is done.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn start_one(
-    plan: &Plan,
+    instance: &Instance<'static>,
     sd: &Systemd,
-    c: &'static Component,
     service: &UnitFile,
     timer: Option<&UnitFile>,
     t0: Instant,
@@ -421,12 +428,13 @@ pub(super) async fn start_one(
     progress: &ProgressCell<'_>,
     mut milestone: impl FnMut(Milestone),
 ) -> Result<Timing, Error> {
+    let (plan, c) = (&instance.plan, instance.component);
     let submitted = t0.elapsed().as_secs_f64();
     let unit = timer.unwrap_or(service);
     let fail = |reason: String| {
         Error::Start(format!(
             "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
-            c.name,
+            instance.name,
             unit.name,
             journal_tail(plan, &unit.name, 20),
             unit.name
@@ -477,7 +485,7 @@ pub(super) async fn start_one(
     }
     milestone(Milestone::Up);
     (progress.borrow_mut())(Progress::Running {
-        component: c.name,
+        component: &instance.name,
         seconds: job_done,
     });
     loop {
@@ -495,7 +503,7 @@ pub(super) async fn start_one(
         match probe::probe_async(plan, c, Duration::from_secs(2)).await {
             Ok(()) => {
                 return Ok(Timing {
-                    component: c.name.into(),
+                    component: instance.name.clone(),
                     unit: unit.name.clone(),
                     submitted,
                     job_done,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::certs::{self, CertExpiry};
-use super::env::{debug_unit_name, debugger_address, Env};
+use super::env::{debugger_address, Env};
 use super::probe;
 use crate::error::Error;
 use crate::systemd::{ActiveState, Systemd, UnitState};
@@ -72,8 +72,9 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
     // check-expiration` says why); the components' health shows the consequences.
     let expiring = certificates_expiring(env).unwrap_or_default();
     let mut out = Vec::new();
-    for (c, unit) in &env.units {
-        let debug_name = debug_unit_name(&env.plan, c.name);
+    for (i, unit) in &env.units {
+        let c = i.component;
+        let debug_name = i.debug_unit();
         let debug = sd
             .state(&debug_name)
             .await?
@@ -81,8 +82,8 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         let debugger = debug
             .as_ref()
             .map(|s| debugger_address(&s.description).unwrap_or("?").to_string());
-        if let Some(timer) = env.timer(c.name) {
-            let mut row = scheduled(sd, c.name, timer, unit).await?;
+        if let Some(timer) = env.timer(&i.name) {
+            let mut row = scheduled(sd, &i.name, timer, unit).await?;
             row.binary_override =
                 Some(env.plan.profile.component(c.name).binary).filter(|b| !b.is_empty());
             out.push(row);
@@ -100,7 +101,7 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
         };
         let active = st.active_state.is_running();
         let (healthy, detail) = if active {
-            match probe::probe_async(&env.plan, c, Duration::from_secs(2)).await {
+            match probe::probe_async(&i.plan, c, Duration::from_secs(2)).await {
                 Ok(()) => (true, "ok".to_string()),
                 Err(e) => (false, e.to_string()),
             }
@@ -108,7 +109,7 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
             (false, "not running".into())
         };
         out.push(ComponentStatus {
-            component: c.name.into(),
+            component: i.name.clone(),
             unit: unit_name,
             active_state: st.active_state.as_str().to_string(),
             sub_state: st.sub_state,

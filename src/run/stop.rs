@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cleanup;
-use super::env::{debug_unit_name, Env};
+use super::env::Env;
 use super::own_connections::{Outcome, Watches};
 use super::probe;
 use crate::error::Error;
@@ -45,11 +45,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     let t0 = Instant::now();
     let mut stopped = Vec::new();
     // Debug units (`kubeunit debug`) are in the slice too; they go with it and are cleared below.
-    let debug_units: Vec<String> = env
-        .units
-        .iter()
-        .map(|(c, _)| debug_unit_name(&env.plan, c.name))
-        .collect();
+    let debug_units: Vec<String> = env.units.iter().map(|(i, _)| i.debug_unit()).collect();
     let timers: Vec<&str> = env.timers.iter().map(|(_, u)| u.name.as_str()).collect();
     for name in env
         .units
@@ -64,9 +60,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     }
     // Graceful: a component that is its own client is helped out of its shutdown once it drained.
     let watches = match ending {
-        Ending::Graceful => {
-            Watches::start(&env.plan, sd, env.units.iter().map(|(c, u)| (*c, u))).await?
-        }
+        Ending::Graceful => Watches::start(sd, env.units.iter().map(|(i, u)| (i, u))).await?,
         Ending::Kill => Watches::default(),
     };
     // Timers first: they are in no slice, and would start their service again.
@@ -77,8 +71,12 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     // A node first: the kubelet (which would restart what dies), containerd and kube-proxy stop,
     // then the pods are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop
     // for systemd's 90 s). Their cgroups are below the environment's slice, in the kubelet's
-    // kubepods slice.
-    let node: Vec<_> = env.units.iter().filter(|(c, _)| c.netns).collect();
+    // kubepods slice (each node's).
+    let node: Vec<_> = env
+        .units
+        .iter()
+        .filter(|(i, _)| i.component.netns)
+        .collect();
     if !node.is_empty() {
         for (_, unit) in &node {
             match ending {
@@ -86,7 +84,9 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
                 Ending::Kill => sd.stop_killing(&unit.name).await?,
             };
         }
-        sd.kill_all(&env.plan.unit_of("kubepods", "slice")).await?;
+        for n in &env.plan.nodes {
+            sd.kill_all(&n.pods_slice).await?;
+        }
     }
     // An installed environment's target goes too, so that starting it again starts everything.
     let installed = super::env::installed(&env.plan, sd).await?;
@@ -104,7 +104,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
                 .units
                 .iter()
                 .rev()
-                .filter(|(c, _)| !c.oneshot && !c.netns)
+                .filter(|(i, _)| !i.component.oneshot && !i.component.netns)
             {
                 sd.stop_killing(&unit.name).await?;
             }
@@ -115,23 +115,23 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         sd.stop(name).await?;
         sd.reset_failed(name).await?;
     }
-    for (c, unit) in env.units.iter().rev() {
+    for (i, unit) in env.units.iter().rev() {
         // Units outside the slice (a user edited Slice=) are stopped one by one.
         sd.stop(&unit.name).await?;
         sd.wait_gone(&unit.name, Duration::from_secs(60)).await?;
-        if c.kill_mode == Some("process") {
+        if i.component.kill_mode == Some("process") {
             // What it leaves running by design (containerd's shims) goes now.
             sd.kill_all(&unit.name).await?;
         }
         sd.reset_failed(&unit.name).await?;
     }
     let own_connections = watches.finish().await;
-    let plan = env.plan.clone();
-    let components: Vec<_> = env.units.iter().rev().map(|(c, _)| *c).collect();
+    // Each instance cleans up after itself with its node's plan (its node's directories).
+    let instances: Vec<_> = env.units.iter().rev().map(|(i, _)| i.clone()).collect();
     let problems = tokio::task::spawn_blocking(move || {
-        components
-            .into_iter()
-            .flat_map(|c| cleanup::after_stop(&plan, c))
+        instances
+            .iter()
+            .flat_map(|i| cleanup::after_stop(&i.plan, i.component))
             .collect::<Vec<_>>()
     })
     .await
