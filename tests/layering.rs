@@ -27,16 +27,81 @@ fn module_of(rel: &Path) -> Option<Module> {
     }
 }
 
-/// The text without line comments (doc comments name modules in prose).
+/// The text without line comments (doc comments name modules in prose) and with the insides of
+/// string literals blanked: a message such as "use one of: {}" is no `use` item.
 fn code(text: &str) -> String {
+    let text = blank_strings(text);
     text.lines()
         .map(|l| match l.find("//") {
-            // Keep `//` inside string literals such as "https://".
-            Some(i) if l[..i].matches('"').count() % 2 == 0 => &l[..i],
-            _ => l,
+            Some(i) => &l[..i],
+            None => l,
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `text` with every string literal's content (plain, byte and raw, escapes included) replaced by
+/// spaces, newlines kept; the quotes stay. A `'"'` char literal is no string.
+fn blank_strings(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' && chars.get(i + 1) == Some(&'"') && chars.get(i + 2) == Some(&'\'') {
+            out.push_str("'\"'");
+            i += 3;
+            continue;
+        }
+        // r"..." and r#"..."#: the closing quote is followed by as many #s.
+        if c == 'r'
+            && !i
+                .checked_sub(1)
+                .and_then(|j| chars.get(j))
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            let hashes = chars[i + 1..].iter().take_while(|h| **h == '#').count();
+            if chars.get(i + 1 + hashes) == Some(&'"') {
+                out.push('r');
+                out.extend(std::iter::repeat_n('#', hashes));
+                out.push('"');
+                i += hashes + 2;
+                while i < chars.len() {
+                    if chars[i] == '"'
+                        && chars[i + 1..]
+                            .iter()
+                            .take(hashes)
+                            .filter(|h| **h == '#')
+                            .count()
+                            == hashes
+                    {
+                        break;
+                    }
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+        if c == '"' {
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' && i + 1 < chars.len() {
+                    out.push(' ');
+                    i += 1;
+                }
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+            if i < chars.len() {
+                out.push('"');
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// `a::{b, c::{d, e}}` -> a::b, a::c::d, a::c::e.
@@ -52,7 +117,8 @@ fn expand(tree: &str) -> Vec<String> {
         return vec![tree.split('@').next().unwrap_or(&tree).to_string()];
     };
     let prefix = &tree[..open];
-    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let close = tree.rfind('}').filter(|&c| c > open).unwrap_or(tree.len());
+    let inner = &tree[open + 1..close];
     let mut items = Vec::new();
     let (mut depth, mut start) = (0, 0);
     for (i, c) in inner.char_indices() {
@@ -300,4 +366,18 @@ fn the_reader_sees_a_cycle_when_there_is_one() {
     .into_iter()
     .collect();
     assert!(find_cycle(&edges, &a, &mut Vec::new(), &mut BTreeSet::new()).is_some());
+}
+
+#[test]
+fn the_reader_takes_use_items_not_strings_that_say_use() {
+    let text = r##"
+        let hint = "use one of: {}"; // a use in a comment: use crate::run::X;
+        let raw = r#"use crate::cli::Y; "quoted" {"#;
+        let quote = '"';
+        use crate::spec::{Plan, profile::Ports as P};
+        let url = "https://example";
+    "##;
+    let mut found = paths(&code(text));
+    found.sort();
+    assert_eq!(found, ["crate::spec::Plan", "crate::spec::profile::Ports"]);
 }
