@@ -169,9 +169,10 @@ fn node_end_to_end(version: &str) {
         "jsonpath={.items[0].metadata.name}",
     ]);
 
-    // The kubelet runs with image GC by disk usage off (its own view of its config): the imported
-    // images have no registry to come back from, and a disk that reports more size than it has free
-    // crossed the default 85% here with nothing of ours on it.
+    // The kubelet runs with no disk resource management (its own view of its config), as kind's: no
+    // image GC by disk usage (a disk that reports more size than it has free crossed the default 85%
+    // here with nothing of ours on it) and no disk eviction (another build filling the host's disk
+    // tainted the node and stopped all scheduling).
     let configz: serde_json::Value = serde_json::from_str(&n.kubectl_ok(&[
         "get",
         "--raw",
@@ -182,6 +183,12 @@ fn node_end_to_end(version: &str) {
         configz["kubeletconfig"]["imageGCHighThresholdPercent"], 100,
         "{configz}"
     );
+    for signal in ["nodefs.available", "nodefs.inodesFree", "imagefs.available"] {
+        assert_eq!(
+            configz["kubeletconfig"]["evictionHard"][signal], "0%",
+            "{signal}: {configz}"
+        );
+    }
 
     // The API server reaches the kubelet: logs and exec.
     assert!(n.kubectl_ok(&["logs", &pod]).contains("started web-"));
