@@ -31,10 +31,15 @@ pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
 }
 
 /// Every wrong field at once: the schema's checks and the component table's.
-fn validated(source: &Source, profile: Profile) -> Result<Profile, Error> {
+fn validated(source: &Source, mut profile: Profile) -> Result<Profile, Error> {
     let mut errors = spec::validate::validate(&profile);
     errors.extend(components::validate(COMPONENTS, &profile));
     if errors.is_empty() {
+        // The table's order, whatever order the profile wrote: `profile.yaml` records it.
+        if let spec::profile::PortSpec::Fixed(ports) = &profile.ports {
+            profile.ports =
+                spec::profile::PortSpec::Fixed(ports.ordered(&components::port_fields()));
+        }
         Ok(profile)
     } else {
         Err(Error::Profile(FieldErrors {
@@ -468,5 +473,31 @@ mod tests {
                 prop_assert_eq!(e.exit_code(), 2, "{:?}: {}", sets, e);
             }
         }
+    }
+
+    #[test]
+    fn ports_are_recorded_in_the_tables_order_whatever_order_a_profile_wrote() {
+        let fields = components::port_fields();
+        let reversed: Vec<String> = fields
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, f)| format!("{f}: {}", 20000 + i))
+            .collect();
+        let p = profile("ci", &[format!("ports={{{}}}", reversed.join(", "))]).unwrap();
+        let spec::profile::PortSpec::Fixed(ports) = &p.ports else {
+            panic!("ports are numbers");
+        };
+        let order: Vec<&str> = ports.all().iter().map(|(f, _)| *f).collect();
+        assert_eq!(order, fields);
+        assert_eq!(ports.get(fields[0]), Some(20000 + fields.len() as u16 - 1));
+        // Unknown or missing fields are refused, all at once.
+        let e = profile("ci", &["ports={apiserver: 7443, nope: 1}".to_string()]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("ports.nope") && msg.contains("ports.etcdClient"),
+            "{msg}"
+        );
+        assert_eq!(e.exit_code(), 2);
     }
 }

@@ -37,9 +37,9 @@ pub fn kubeconfigs(
             .and_then(components::find)
             .is_some_and(|c| c.netns);
         let server = if in_node {
-            plan.node_apiserver_url()
+            components::node_apiserver_url(plan)
         } else {
-            plan.apiserver_url()
+            components::apiserver_url(plan)
         };
         let data = json!({
             "env": plan.name(),

@@ -42,7 +42,7 @@ const FANCY: Component = Component {
     probe: None,
     oneshot: false,
     netns: false,
-    ports: &["cloudControllerManager"],
+    ports: &[crate::components::port::CLOUD_CONTROLLER_MANAGER],
     version: |v| &v.kubernetes,
     go_module: "k8s.io/kubernetes",
     flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],
@@ -56,7 +56,7 @@ const FANCY: Component = Component {
         content: |cx| {
             Ok(Content::Template(
                 &FANCY_CONFIG,
-                json!({ "name": cx.plan.name(), "server": cx.plan.apiserver_url() }),
+                json!({ "name": cx.plan.name(), "server": crate::components::apiserver_url(cx.plan) }),
             ))
         },
     }],

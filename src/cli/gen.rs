@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use super::common::{default_state_dir, lock_wait, print_json, say, Output};
 use crate::artifacts::{Generated, Options};
+use crate::components;
 use crate::error::{Error, FieldError};
 use crate::pipeline;
 use crate::pki::{Decision, Entropy};
@@ -112,16 +113,24 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     auto::keep_recorded(&mut profile, recorded.as_ref());
     let mut picked = None;
     if profile.ports == PortSpec::Auto {
-        let ports = auto::port_block(&dir, host::port_free).ok_or_else(|| Error::Usage {
-            message: format!(
-                "ports: auto found no block of {} free ports in {}-{}",
-                auto::BLOCK_SIZE,
-                auto::FIRST_PORT,
-                auto::FIRST_PORT + auto::BLOCKS * auto::BLOCK_SIZE - 1
-            ),
-            fix: "name the ports instead (--set ports.apiserver=N, ...)".into(),
-        })?;
-        picked = Some(ports.etcd_client);
+        // One port per port of the component table, in its order.
+        let fields = components::port_fields();
+        let size = fields.len() as u16;
+        let ports =
+            auto::port_block(&dir, &fields, host::port_free).ok_or_else(|| Error::Usage {
+                message: format!(
+                    "ports: auto found no block of {size} free ports in {}-{}",
+                    auto::FIRST_PORT,
+                    auto::FIRST_PORT + auto::blocks(size) * size - 1
+                ),
+                fix: "name the ports instead (--set ports.apiserver=N, ...)".into(),
+            })?;
+        picked = ports
+            .all()
+            .iter()
+            .map(|(_, p)| *p)
+            .min()
+            .map(|first| (first, size));
         profile.ports = PortSpec::Fixed(ports);
     }
     let facts = if args.hermetic {
@@ -167,10 +176,10 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     let (generated, mut summary) =
         pipeline::gen(&plan, &opts, out.as_deref(), lock_wait()?, &mut say)?;
     summary.notes.extend(validity_warning(&plan, &generated));
-    if let Some(first) = picked {
+    if let Some((first, size)) = picked {
         summary.notes.push(format!(
             "ports: auto picked {first}-{} (free now; recorded in profile.yaml, kept by a later gen with ports: auto)",
-            first + auto::BLOCK_SIZE - 1
+            first + size - 1
         ));
     }
     let report = GenReport {

@@ -3,7 +3,7 @@
 use crate::error::FieldError;
 use crate::pki::Secrets;
 use crate::render::Template;
-use crate::spec::profile::{Ports, Versions};
+use crate::spec::profile::Versions;
 use crate::spec::{Plan, Profile};
 
 #[derive(Clone, Copy)]
@@ -60,9 +60,9 @@ pub struct Component {
     /// Runs in the node's network namespace (NetworkNamespacePath=): its ports are the node's, its
     /// iptables chains and links are gone with the namespace, and it is probed at the node's address.
     pub netns: bool,
-    /// TCP ports it listens on, by their `ports.*` field (checked free before `start`, and free
-    /// again after `stop`).
-    pub ports: &'static [&'static str],
+    /// TCP ports it listens on (checked free before `start`, and free again after `stop`): each
+    /// port is declared by the one component that listens on it, nowhere else.
+    pub ports: &'static [Port],
     /// The version its binary must report (`--version`), from the profile's `versions`.
     pub version: fn(&Versions) -> &str,
     /// The Go module its releases are built from: a binary whose Go build info names this module at
@@ -90,10 +90,10 @@ pub struct Component {
     pub data_dirs: &'static [&'static str],
     /// What `stop` removes once it no longer runs: what it leaves behind when it is killed.
     pub after_stop: &'static [Cleanup],
-    /// The `ports.*` field of a listener it is its own client of, whose connections hold its exit
-    /// after it stopped listening: a graceful `stop` ends the connections between two of its own
-    /// sockets there once the listener is closed (`run::own_connections`).
-    pub own_connections_on_stop: Option<&'static str>,
+    /// A listener (of its `ports`) it is its own client of, whose connections hold its exit after
+    /// it stopped listening: a graceful `stop` ends the connections between two of its own sockets
+    /// there once the listener is closed (`run::own_connections`).
+    pub own_connections_on_stop: Option<Port>,
     /// Checks of the profile particular to this component (run when it is enabled).
     pub validate: fn(&Profile) -> Vec<FieldError>,
     /// What the host must offer it, checked by `start`'s preflight before anything starts.
@@ -139,11 +139,45 @@ impl Component {
     }
 }
 
+/// A TCP port a component listens on: its `ports.*` field, declared once, in the entry of the
+/// component that listens on it (`table::port`). What the profile schema knows of ports follows
+/// from these: the fields `ports:` has, their defaults, and the `ports: auto` block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Port {
+    /// Its key under `ports:`, as the profile spells it (`etcdClient`).
+    pub field: &'static str,
+    /// Its number in `profiles/base.yaml`, which lists every port with its default (a test holds
+    /// the two equal).
+    pub default: u16,
+    /// Its place in `ports:` and in a `ports: auto` block (0 first). A new port takes the next
+    /// one: the blocks and the `profile.yaml`s written before keep the order of theirs.
+    pub slot: u16,
+    /// Whose network namespace it listens in.
+    pub namespace: Namespace,
+}
+
+/// A network namespace a port can listen in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Namespace {
+    /// This host's: another environment, or any process of the host, may hold the port.
+    Host,
+    /// The node's own (`Component::netns`): the port is the node's alone.
+    Node,
+}
+
+impl Port {
+    /// Its number in the plan. A plan's profile names every declared port (`components::validate`
+    /// checks it); a profile that was not validated may not, and gets the default.
+    pub fn of(&self, plan: &Plan) -> u16 {
+        plan.ports.get(self.field).unwrap_or(self.default)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Probe {
     pub https: bool,
-    /// The `ports.*` field it answers on.
-    pub port: &'static str,
+    /// The port it answers on.
+    pub port: Port,
     pub path: &'static str,
     /// CA (pki name) that verifies the serving certificate.
     pub ca: Option<&'static str>,
@@ -262,12 +296,9 @@ impl Component {
         }
     }
 
-    /// (`ports.*` field, port) of every port it listens on.
-    pub fn ports(&self, ports: &Ports) -> Vec<(&'static str, u16)> {
-        self.ports
-            .iter()
-            .map(|f| (*f, ports.get(f).unwrap_or(0)))
-            .collect()
+    /// Every port it listens on, with its number in the plan.
+    pub fn listeners(&self, plan: &Plan) -> Vec<(Port, u16)> {
+        self.ports.iter().map(|p| (*p, p.of(plan))).collect()
     }
 
     /// The enabled components it must not start before: those of `deps` it does not start alongside.

@@ -21,11 +21,13 @@ use crate::spec::Profile;
 
 pub use command::{command_line, feature_gates};
 pub use component::{
-    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, HostCheck, Probe, StandIn,
-    Timer,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, HostCheck, Namespace, Port,
+    Probe, StandIn, Timer,
 };
 pub use instance::{instances_of, Instance};
-pub use table::{COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX};
+pub use table::{
+    apiserver_url, etcd_url, node_apiserver_url, port, COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX,
+};
 
 /// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
 pub const ETCD: &str = "etcd";
@@ -50,6 +52,25 @@ pub fn instances(plan: &crate::spec::Plan) -> Vec<Instance<'static>> {
     instances_of(COMPONENTS, plan)
 }
 
+/// Every port the components of `table` listen on, each once, in slot order: the fields of
+/// `ports:`, and of a `ports: auto` block.
+pub fn ports_of(table: &[Component]) -> Vec<Port> {
+    let mut ports: Vec<Port> = Vec::new();
+    for p in table.iter().flat_map(|c| c.ports) {
+        if !ports.contains(p) {
+            ports.push(*p);
+        }
+    }
+    ports.sort_by_key(|p| p.slot);
+    ports
+}
+
+/// The `ports.*` fields of the table's ports in slot order: what `spec::auto::port_block` picks a
+/// block for, and the order `profile.yaml` records.
+pub fn port_fields() -> Vec<&'static str> {
+    ports_of(COMPONENTS).iter().map(|p| p.field).collect()
+}
+
 pub fn find(name: &str) -> Option<&'static Component> {
     COMPONENTS.iter().find(|c| c.name == name)
 }
@@ -68,7 +89,7 @@ where
 /// The profile checks that need the table: known names, required components, dependencies, and each
 /// enabled component's own checks.
 pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
-    let mut errs = Vec::new();
+    let mut errs = port_names(table, p);
     let known: Vec<&str> = table.iter().map(|c| c.name).collect();
     for name in p.components.keys() {
         if !known.contains(&name.as_str()) {
@@ -155,6 +176,46 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
             }
         }
         errs.extend((c.validate)(p));
+    }
+    errs
+}
+
+/// `ports:` names exactly the ports the components of `table` listen on (its numbers are the
+/// schema's to check, `spec::validate`).
+fn port_names(table: &[Component], p: &Profile) -> Vec<FieldError> {
+    let Some(ports) = p.ports.fixed() else {
+        return vec![];
+    };
+    let declared = ports_of(table);
+    let fields: Vec<&str> = declared.iter().map(|d| d.field).collect();
+    let mut errs: Vec<FieldError> = ports
+        .all()
+        .into_iter()
+        .filter(|(field, _)| !fields.contains(field))
+        .map(|(field, port)| {
+            FieldError::new(
+                format!("ports.{field}"),
+                port,
+                "no component listens on a port of this name",
+                format!("use one of: {}", fields.join(", ")),
+            )
+        })
+        .collect();
+    for d in declared.iter().filter(|d| ports.get(d.field).is_none()) {
+        let users: Vec<&str> = table
+            .iter()
+            .filter(|c| c.ports.contains(d))
+            .map(|c| c.name)
+            .collect();
+        errs.push(FieldError::new(
+            format!("ports.{}", d.field),
+            "(unset)",
+            format!("missing: the port {} listens on", users.join(" and ")),
+            format!(
+                "set ports.{}={} (its default) or another free port",
+                d.field, d.default
+            ),
+        ));
     }
     errs
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::command::feature_gates;
 use super::component::{
-    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, Probe, StandIn, Timer,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, Port, Probe, StandIn, Timer,
 };
 use crate::error::FieldError;
 use crate::render::Template;
@@ -61,7 +61,7 @@ const KUBERNETES: Component = Component {
 const GO_GC_LESS_OFTEN: &[(&str, &str)] = &[("GOGC", "400")];
 
 /// An HTTPS health endpoint whose serving certificate the cluster CA signed.
-const fn https(port: &'static str, path: &'static str) -> Option<Probe> {
+const fn https(port: Port, path: &'static str) -> Option<Probe> {
     Some(Probe {
         https: true,
         port,
@@ -74,7 +74,7 @@ const fn https(port: &'static str, path: &'static str) -> Option<Probe> {
 
 /// A plain-HTTP health endpoint kubeunit binds on loopback (in the node's namespace: on the node's
 /// address, where this host reaches it).
-const fn plain_http(port: &'static str) -> Option<Probe> {
+const fn plain_http(port: Port) -> Option<Probe> {
     Some(Probe {
         https: false,
         port,
@@ -170,6 +170,61 @@ const KUBE_PROXY_CONFIG: Template = Template {
     text: include_str!("../../configs/kube-proxy-config.yaml.hbs"),
 };
 
+/// Every port a component listens on, each in the `ports` of that component's entry. `slot` is its
+/// place in `ports:` and in a `ports: auto` block: a new port takes the next (see `Port`).
+pub mod port {
+    use crate::components::component::Namespace::{self, Host, Node};
+    use crate::components::component::Port;
+
+    const fn port(field: &'static str, default: u16, slot: u16, namespace: Namespace) -> Port {
+        Port {
+            field,
+            default,
+            slot,
+            namespace,
+        }
+    }
+
+    // etcd
+    pub const ETCD_CLIENT: Port = port("etcdClient", 2379, 0, Host);
+    pub const ETCD_PEER: Port = port("etcdPeer", 2380, 1, Host);
+    // kube-apiserver
+    pub const APISERVER: Port = port("apiserver", 6443, 2, Host);
+    // kube-controller-manager
+    pub const CONTROLLER_MANAGER: Port = port("controllerManager", 10257, 3, Host);
+    // kube-scheduler
+    pub const SCHEDULER: Port = port("scheduler", 10259, 4, Host);
+    // kubelet
+    pub const KUBELET: Port = port("kubelet", 10250, 5, Node);
+    pub const KUBELET_HEALTHZ: Port = port("kubeletHealthz", 10248, 6, Node);
+    // kube-proxy
+    pub const KUBE_PROXY_HEALTHZ: Port = port("kubeProxyHealthz", 10256, 7, Node);
+    pub const KUBE_PROXY_METRICS: Port = port("kubeProxyMetrics", 10249, 8, Node);
+    // cloud-controller-manager
+    pub const CLOUD_CONTROLLER_MANAGER: Port = port("cloudControllerManager", 10258, 9, Host);
+    // registry: the node's local OCI registry, on the node's address
+    pub const REGISTRY: Port = port("registry", 5000, 10, Node);
+}
+
+/// The API server's URL on this host.
+pub fn apiserver_url(plan: &Plan) -> String {
+    plan.local_url(port::APISERVER.of(plan))
+}
+
+/// The API server as the node's components (in the node's network namespace) reach it: at the
+/// host's end of the node link.
+pub fn node_apiserver_url(plan: &Plan) -> String {
+    format!(
+        "https://{}",
+        host_port(plan.node().link.host.into(), port::APISERVER.of(plan))
+    )
+}
+
+/// etcd's client URL on this host.
+pub fn etcd_url(plan: &Plan) -> String {
+    plan.local_url(port::ETCD_CLIENT.of(plan))
+}
+
 pub const COMPONENTS: &[Component] = &[
     Component {
         name: "etcd",
@@ -185,13 +240,13 @@ pub const COMPONENTS: &[Component] = &[
         kubernetes: false,
         probe: Some(Probe {
             https: true,
-            port: "etcdClient",
+            port: port::ETCD_CLIENT,
             path: "/health",
             ca: Some("etcd/ca"),
             client: Some("etcd/healthcheck-client"),
             loopback: false,
         }),
-        ports: &["etcdClient", "etcdPeer"],
+        ports: &[port::ETCD_CLIENT, port::ETCD_PEER],
         environment: GO_GC_LESS_OFTEN,
         data_dirs: &["etcd"],
         version: |v| &v.etcd,
@@ -210,13 +265,13 @@ pub const COMPONENTS: &[Component] = &[
         starts_alongside: &["etcd"],
         validate: datastore_files,
         host_checks: &[host::datastore_reachable],
-        probe: https("apiserver", "/readyz"),
-        ports: &["apiserver"],
+        probe: https(port::APISERVER, "/readyz"),
+        ports: &[port::APISERVER],
         environment: GO_GC_LESS_OFTEN,
         // Its loopback client (informers, controllers) holds its exit after draining: the idle
         // HTTP/2 connections get golang.org/x/net/http2's fixed 1 s GOAWAY grace, which made
         // `stop` take 1.2 s instead of about 0.2 s.
-        own_connections_on_stop: Some("apiserver"),
+        own_connections_on_stop: Some(port::APISERVER),
         data_dirs: &["audit"],
         flags: apiserver_flags,
         files: &[
@@ -268,16 +323,16 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "kube-controller-manager",
         binary: "kube-controller-manager",
-        probe: https("controllerManager", "/healthz"),
-        ports: &["controllerManager"],
+        probe: https(port::CONTROLLER_MANAGER, "/healthz"),
+        ports: &[port::CONTROLLER_MANAGER],
         flags: controller_manager_flags,
         ..KUBERNETES
     },
     Component {
         name: "kube-scheduler",
         binary: "kube-scheduler",
-        probe: https("scheduler", "/healthz"),
-        ports: &["scheduler"],
+        probe: https(port::SCHEDULER, "/healthz"),
+        ports: &[port::SCHEDULER],
         flags: scheduler_flags,
         files: &[template(SCHEDULER_CONFIG_FILE, |cx| {
             let kubeconfig = cx.plan.path(&paths::kubeconfig("scheduler"));
@@ -291,8 +346,8 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "cloud-controller-manager",
         binary: "cloud-controller-manager",
-        probe: https("cloudControllerManager", "/healthz"),
-        ports: &["cloudControllerManager"],
+        probe: https(port::CLOUD_CONTROLLER_MANAGER, "/healthz"),
+        ports: &[port::CLOUD_CONTROLLER_MANAGER],
         flags: cloud_controller_manager_flags,
         validate: |p| {
             let ccm = p.component("cloud-controller-manager");
@@ -453,13 +508,13 @@ pub const COMPONENTS: &[Component] = &[
         kubernetes: false,
         probe: Some(Probe {
             https: false,
-            port: "registry",
+            port: port::REGISTRY,
             path: "/v2/",
             ca: None,
             client: None,
             loopback: true,
         }),
-        ports: &["registry"],
+        ports: &[port::REGISTRY],
         data_dirs: &["registry"],
         version: |_| "",
         go_module: "",
@@ -475,7 +530,7 @@ pub const COMPONENTS: &[Component] = &[
                     json!({
                         "env": plan.name(),
                         "root": plan.data("registry"),
-                        "addr": host_port(plan.node().link.node.into(), plan.ports.registry),
+                        "addr": host_port(plan.node().link.node.into(), port::REGISTRY.of(plan)),
                     }),
                 ))
             }),
@@ -505,8 +560,8 @@ pub const COMPONENTS: &[Component] = &[
         after_if_enabled: &["containerd"],
         gates_in_config: true,
         delegate: true,
-        probe: plain_http("kubeletHealthz"),
-        ports: &["kubelet", "kubeletHealthz"],
+        probe: plain_http(port::KUBELET_HEALTHZ),
+        ports: &[port::KUBELET, port::KUBELET_HEALTHZ],
         data_dirs: &["kubelet", "pod-logs"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
@@ -539,9 +594,9 @@ pub const COMPONENTS: &[Component] = &[
                 json!({
                     "address": plan.node().link.node.to_string(),
                     "pod_logs_dir": pod_logs,
-                    "port": plan.ports.kubelet,
+                    "port": port::KUBELET.of(plan),
                     "healthz_address": plan.node().link.node.to_string(),
-                    "healthz_port": plan.ports.kubelet_healthz,
+                    "healthz_port": port::KUBELET_HEALTHZ.of(plan),
                     "tls_cert": plan.path(&paths::cert("kubelet")),
                     "tls_key": plan.path(&paths::key("kubelet")),
                     "client_ca": plan.path(&paths::cert("ca")),
@@ -563,8 +618,8 @@ pub const COMPONENTS: &[Component] = &[
         gates_in_config: true,
         needs: &["kube-apiserver", "node-network"],
         netns: true,
-        probe: plain_http("kubeProxyHealthz"),
-        ports: &["kubeProxyHealthz", "kubeProxyMetrics"],
+        probe: plain_http(port::KUBE_PROXY_HEALTHZ),
+        ports: &[port::KUBE_PROXY_HEALTHZ, port::KUBE_PROXY_METRICS],
         host_checks: &[host::br_netfilter],
         flags: |plan| {
             vec![
@@ -574,16 +629,15 @@ pub const COMPONENTS: &[Component] = &[
         },
         files: &[template(KUBE_PROXY_CONFIG_FILE, |cx| {
             let plan = cx.plan;
-            let ports = &plan.ports;
-            let node = |port| host_port(plan.node().link.node.into(), port);
+            let node = |port: Port| host_port(plan.node().link.node.into(), port.of(plan));
             Ok(Content::Template(
                 &KUBE_PROXY_CONFIG,
                 json!({
                     "kubeconfig": plan.path(&paths::kubeconfig("kube-proxy")),
                     "node_name": plan.node().name,
                     "pod_cidr": plan.node().pod_cidr.to_string(),
-                    "healthz": node(ports.kube_proxy_healthz),
-                    "metrics": node(ports.kube_proxy_metrics),
+                    "healthz": node(port::KUBE_PROXY_HEALTHZ),
+                    "metrics": node(port::KUBE_PROXY_METRICS),
                     "feature_gates": feature_gates(plan, cx.component),
                 }),
             ))
@@ -916,7 +970,7 @@ fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
         &REGISTRY_HOSTS,
         json!({
             "env": plan.name(),
-            "server": format!("http://{}", host_port(plan.node().link.node.into(), plan.ports.registry)),
+            "server": format!("http://{}", host_port(plan.node().link.node.into(), port::REGISTRY.of(plan))),
         }),
     ))
 }
@@ -1013,14 +1067,16 @@ fn flag(name: &str, value: impl Into<String>) -> (String, String) {
 
 fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
-    let ports = &plan.ports;
     // The peer listener serves no one else on a single host: keep it on loopback whatever the bind.
-    let peer = format!("https://{}", host_port(plan.loopback(), ports.etcd_peer));
+    let peer = format!(
+        "https://{}",
+        host_port(plan.loopback(), port::ETCD_PEER.of(plan))
+    );
     let mut flags = vec![
         flag("name", &plan.node().name),
         flag("data-dir", plan.data("etcd")),
-        flag("listen-client-urls", plan.local_url(ports.etcd_client)),
-        flag("advertise-client-urls", plan.etcd_url()),
+        flag("listen-client-urls", etcd_url(plan)),
+        flag("advertise-client-urls", etcd_url(plan)),
         flag("listen-peer-urls", &peer),
         flag("initial-advertise-peer-urls", &peer),
         flag("initial-cluster", format!("{}={peer}", plan.node().name)),
@@ -1105,7 +1161,7 @@ fn datastore_flags(plan: &Plan) -> Vec<(String, String)> {
     let d = &plan.profile.datastore;
     if !d.external() {
         return vec![
-            flag("etcd-servers", plan.etcd_url()),
+            flag("etcd-servers", etcd_url(plan)),
             flag("etcd-cafile", p(&paths::cert("etcd/ca"))),
             flag("etcd-certfile", p(&paths::cert("apiserver-etcd-client"))),
             flag("etcd-keyfile", p(&paths::key("apiserver-etcd-client"))),
@@ -1132,7 +1188,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
     let mut flags = vec![
         flag("advertise-address", plan.advertise.to_string()),
         flag("bind-address", plan.bind.to_string()),
-        flag("secure-port", plan.ports.apiserver.to_string()),
+        flag("secure-port", port::APISERVER.of(plan).to_string()),
         flag("allow-privileged", "true"),
         flag("profiling", "false"),
         flag(
@@ -1200,7 +1256,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
 }
 
 /// Flags every controller-manager-like component shares: its identity, serving cert and client CAs.
-fn controller_base(plan: &Plan, identity: &str, port: u16) -> Vec<(String, String)> {
+fn controller_base(plan: &Plan, identity: &str, port: Port) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
     let kubeconfig = p(&paths::kubeconfig(identity));
     vec![
@@ -1208,7 +1264,7 @@ fn controller_base(plan: &Plan, identity: &str, port: u16) -> Vec<(String, Strin
         flag("authentication-kubeconfig", &kubeconfig),
         flag("authorization-kubeconfig", &kubeconfig),
         flag("bind-address", plan.bind.to_string()),
-        flag("secure-port", port.to_string()),
+        flag("secure-port", port.of(plan).to_string()),
         flag(
             "tls-cert-file",
             p(&paths::cert(&format!("{identity}-server"))),
@@ -1230,7 +1286,7 @@ fn controller_base(plan: &Plan, identity: &str, port: u16) -> Vec<(String, Strin
 
 fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
-    let mut flags = controller_base(plan, "controller-manager", plan.ports.controller_manager);
+    let mut flags = controller_base(plan, "controller-manager", port::CONTROLLER_MANAGER);
     flags.extend([
         flag("cluster-name", plan.name()),
         flag("root-ca-file", p(&paths::cert("ca"))),
@@ -1255,7 +1311,7 @@ fn scheduler_flags(plan: &Plan) -> Vec<(String, String)> {
     // and delegated-auth flags still apply next to it.
     let mut flags = vec![flag("config", p(SCHEDULER_CONFIG_FILE))];
     flags.extend(
-        controller_base(plan, "scheduler", plan.ports.scheduler)
+        controller_base(plan, "scheduler", port::SCHEDULER)
             .into_iter()
             // --profiling is ignored next to --config: enableProfiling is in the config file.
             .filter(|(n, _)| !matches!(n.as_str(), "kubeconfig" | "leader-elect" | "profiling")),
@@ -1267,7 +1323,7 @@ fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
     let mut flags = controller_base(
         plan,
         "cloud-controller-manager",
-        plan.ports.cloud_controller_manager,
+        port::CLOUD_CONTROLLER_MANAGER,
     );
     flags.push(flag("cluster-name", plan.name()));
     flags

@@ -4,24 +4,17 @@ use crate::spec::{load, Plan};
 
 #[test]
 fn table_references_resolve() {
-    let ports = load::layered("base", &[])
-        .unwrap()
-        .1
-        .ports
-        .fixed()
-        .cloned()
-        .unwrap();
     for c in COMPONENTS {
-        for field in c.ports {
-            assert!(ports.get(field).is_some(), "{}: no ports.{field}", c.name);
-        }
         if let Some(probe) = c.probe {
             assert!(
                 c.ports.contains(&probe.port),
                 "{}: probe port {} is not one of its ports",
                 c.name,
-                probe.port
+                probe.port.field
             );
+        }
+        if let Some(port) = c.own_connections_on_stop {
+            assert!(c.ports.contains(&port), "{}: {}", c.name, port.field);
         }
         for dep in c.needs.iter().chain(c.after_if_enabled) {
             assert!(find(dep).is_some(), "{}: unknown dependency {dep}", c.name);
@@ -65,6 +58,163 @@ fn table_references_resolve() {
             );
         }
     }
+}
+
+/// The `ports:` mapping base.yaml lists, as (field, default).
+fn base_ports() -> Vec<(String, u16)> {
+    let (_, base) = load::layered("base", &[]).unwrap();
+    let ports = base.ports.fixed().cloned().unwrap();
+    ports
+        .all()
+        .iter()
+        .map(|(f, p)| (f.to_string(), *p))
+        .collect()
+}
+
+#[test]
+fn each_port_is_declared_once_by_the_component_that_listens_on_it() {
+    let ports = ports_of(COMPONENTS);
+    assert_eq!(ports.len(), 11);
+    for (i, p) in ports.iter().enumerate() {
+        assert_eq!(
+            usize::from(p.slot),
+            i,
+            "{}: slots are 0, 1, 2, ... each once",
+            p.field
+        );
+        let same_field = ports.iter().filter(|o| o.field == p.field).count();
+        let same_default = ports.iter().filter(|o| o.default == p.default).count();
+        assert_eq!(same_field, 1, "ports.{} declared twice", p.field);
+        assert_eq!(
+            same_default, 1,
+            "the default {} of ports.{} twice",
+            p.default, p.field
+        );
+        let listeners: Vec<&Component> =
+            COMPONENTS.iter().filter(|c| c.ports.contains(p)).collect();
+        assert_eq!(
+            listeners.len(),
+            1,
+            "ports.{}: one component listens on it",
+            p.field
+        );
+        // Where it listens is where its component runs.
+        let node = listeners[0].netns;
+        assert_eq!(
+            p.namespace,
+            if node {
+                Namespace::Node
+            } else {
+                Namespace::Host
+            },
+            "ports.{}",
+            p.field
+        );
+    }
+    // base.yaml, which lists every key with its default for people, lists these: the same
+    // fields, defaults and order.
+    let declared: Vec<(String, u16)> = ports
+        .iter()
+        .map(|p| (p.field.to_string(), p.default))
+        .collect();
+    assert_eq!(base_ports(), declared);
+    assert_eq!(
+        port_fields(),
+        declared.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn the_auto_block_is_one_port_per_declared_port_where_it_always_was() {
+    use crate::spec::auto;
+    let fields = port_fields();
+    let block = auto::port_block(std::path::Path::new("/srv/a"), &fields, |_| true).unwrap();
+    assert_eq!(block.all().len(), ports_of(COMPONENTS).len());
+    // With 11 ports, a state dir's block is where the allocator of a fixed 11-port schema put it
+    // (12000 + 11 * (the path hash % 818)), in the order of the ports it recorded.
+    let expected: Vec<(&str, u16)> = [
+        "etcdClient",
+        "etcdPeer",
+        "apiserver",
+        "controllerManager",
+        "scheduler",
+        "kubelet",
+        "kubeletHealthz",
+        "kubeProxyHealthz",
+        "kubeProxyMetrics",
+        "cloudControllerManager",
+        "registry",
+    ]
+    .into_iter()
+    .zip(13870..)
+    .collect();
+    assert_eq!(block.all(), expected);
+    let dev = auto::port_block(
+        std::path::Path::new("/var/lib/kubeunit/dev"),
+        &fields,
+        |_| true,
+    );
+    assert_eq!(dev.unwrap().get("etcdClient"), Some(13562));
+}
+
+#[test]
+fn a_recorded_profiles_ports_load_as_they_were_written() {
+    // The ports of a state dir generated with `ports: auto`, as its profile.yaml recorded them.
+    let recorded =
+        "name: dev\nports:\n  etcdClient: 13870\n  etcdPeer: 13871\n  apiserver: 13872\n  \
+                    controllerManager: 13873\n  scheduler: 13874\n  kubelet: 13875\n  \
+                    kubeletHealthz: 13876\n  kubeProxyHealthz: 13877\n  kubeProxyMetrics: 13878\n  \
+                    cloudControllerManager: 13879\n  registry: 13880\n";
+    let (_, p) = load::resolved(std::path::Path::new("/x/profile.yaml"), recorded).unwrap();
+    assert_eq!(crate::spec::validate::validate(&p), vec![]);
+    assert_eq!(validate(COMPONENTS, &p), vec![]);
+    let ports = p.ports.fixed().unwrap();
+    assert_eq!(ports.get("apiserver"), Some(13872));
+    assert_eq!(ports.get("registry"), Some(13880));
+    // Written again as it was read.
+    let again = p.to_yaml();
+    let block = &recorded[recorded.find("ports:").unwrap()..];
+    assert!(again.contains(block), "{again}");
+    let plan = Plan::new(
+        p,
+        std::path::Path::new("/s"),
+        &crate::spec::HostFacts::fixed(Some("192.0.2.5")),
+    )
+    .unwrap();
+    assert_eq!(port::APISERVER.of(&plan), 13872);
+    assert_eq!(apiserver_url(&plan), "https://127.0.0.1:13872");
+    assert_eq!(etcd_url(&plan), "https://127.0.0.1:13870");
+}
+
+#[test]
+fn ports_the_table_does_not_declare_or_misses_are_named() {
+    let (_, p) = load::layered("control-plane", &["ports.apiServer=7443".to_string()]).unwrap();
+    let errs = validate(COMPONENTS, &p);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(
+        (errs[0].field.as_str(), errs[0].value.as_str()),
+        ("ports.apiServer", "7443")
+    );
+    assert!(
+        errs[0].fix.contains("etcdClient, etcdPeer, apiserver,"),
+        "{}",
+        errs[0].fix
+    );
+    // A whole mapping in place of base's: every port it leaves out is named, with its default.
+    let (_, p) = load::layered("control-plane", &["ports={apiserver: 7443}".to_string()]).unwrap();
+    let errs = validate(COMPONENTS, &p);
+    let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields.len(), 10, "{errs:#?}");
+    assert!(!fields.contains(&"ports.apiserver"));
+    let kubelet = errs.iter().find(|e| e.field == "ports.kubelet").unwrap();
+    assert!(
+        kubelet.message.contains("kubelet listens on"),
+        "{kubelet:?}"
+    );
+    assert!(kubelet.fix.contains("ports.kubelet=10250"), "{kubelet:?}");
+    // `auto` names none.
+    let (_, p) = load::layered("control-plane", &["ports=auto".to_string()]).unwrap();
+    assert_eq!(validate(COMPONENTS, &p), vec![]);
 }
 
 #[test]

@@ -113,7 +113,7 @@ pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
         })?;
         let url = format!(
             "{}{path}?fieldManager=kubeunit&force=true",
-            plan.apiserver_url()
+            crate::components::apiserver_url(plan)
         );
         let body = serde_json::to_vec(&doc).unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::components::{self, Instance};
+use crate::components::{self, Instance, Namespace};
 use crate::error::Error;
 use crate::pipeline;
 use crate::spec::{paths, HostFacts, Plan};
@@ -100,10 +100,9 @@ impl Env {
     pub fn ports(&self) -> Vec<u16> {
         self.units
             .iter()
-            .map(|(i, _)| i.component)
-            .filter(|c| !c.netns)
-            .flat_map(|c| c.ports(&self.plan.ports))
-            .map(|(_, p)| p)
+            .flat_map(|(i, _)| i.component.listeners(&self.plan))
+            .filter(|(p, _)| p.namespace == Namespace::Host)
+            .map(|(_, port)| port)
             .collect()
     }
 }

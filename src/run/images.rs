@@ -112,10 +112,7 @@ fn importer(plan: &Plan) -> Option<&'static Component> {
 /// Where the registry serves: its probe's port, at the node's address when it runs in the node's
 /// network namespace (where containerd, which pushes and pulls, runs too).
 pub fn registry_host(plan: &Plan, registry: &Component) -> String {
-    let port = registry
-        .probe
-        .and_then(|p| plan.ports.get(p.port))
-        .unwrap_or(0);
+    let port = registry.probe.map(|p| p.port.of(plan)).unwrap_or(0);
     let ip = if registry.netns {
         plan.node().link.node.into()
     } else {

@@ -53,12 +53,10 @@ impl Watches {
         let mut watches = Vec::new();
         for (i, unit) in units {
             let c = i.component;
-            let Some(field) = c.own_connections_on_stop else {
+            let Some(listener) = c.own_connections_on_stop else {
                 continue;
             };
-            let Some(port) = i.plan.ports.get(field) else {
-                continue;
-            };
+            let port = listener.of(&i.plan);
             let Some(state) = sd.state(&unit.name).await? else {
                 continue;
             };

@@ -10,7 +10,7 @@ use super::certs::{self, CertExpiry};
 use super::env::Env;
 use super::probe;
 use crate::artifacts::Options;
-use crate::components::Component;
+use crate::components::{Component, Namespace};
 use crate::error::Error;
 use crate::pipeline;
 use crate::pki::Entropy;
@@ -188,12 +188,13 @@ fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), E
     let wanted: Vec<(u16, &str, &str)> = env
         .units
         .iter()
-        .filter(|(i, _)| !running.contains(i.name.as_str()) && !i.component.netns)
+        .filter(|(i, _)| !running.contains(i.name.as_str()))
         .flat_map(|(i, _)| {
             i.component
-                .ports(&plan.ports)
+                .listeners(plan)
                 .into_iter()
-                .map(move |(field, port)| (port, field, i.name.as_str()))
+                .filter(|(p, _)| p.namespace == Namespace::Host)
+                .map(move |(p, port)| (port, p.field, i.name.as_str()))
         })
         .collect();
     let ports: Vec<u16> = wanted.iter().map(|(p, _, _)| *p).collect();

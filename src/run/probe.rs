@@ -23,7 +23,7 @@ pub fn probe_url(plan: &Plan, component: &Component, probe: &Probe) -> String {
     let scheme = if probe.https { "https" } else { "http" };
     format!(
         "{scheme}://{}{}",
-        host_port(host, plan.ports.get(probe.port).unwrap_or(0)),
+        host_port(host, probe.port.of(plan)),
         probe.path
     )
 }

@@ -288,7 +288,7 @@ pub fn save(plan: &Plan, req: &SaveRequest) -> Result<SaveReport, Error> {
     let cert = |n: &str| plan.state_dir.join(paths::cert(n));
     let saved = output(
         Command::new(&etcdctl)
-            .arg(format!("--endpoints={}", plan.etcd_url()))
+            .arg(format!("--endpoints={}", components::etcd_url(plan)))
             .arg(format!("--cacert={}", cert("etcd/ca").display()))
             .arg(format!(
                 "--cert={}",

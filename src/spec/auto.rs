@@ -10,16 +10,20 @@ use sha2::Digest;
 
 use super::profile::{PortSpec, Ports, Profile};
 
-/// `ports: auto` takes a block of eleven ports (one per `ports.*` field) from 12000-20997: below the tests' blocks (21000 and up,
-/// tests/common/ports.rs) and the kernel's ephemeral range (32768 and up, where outgoing
-/// connections take their ports), above the well-known ones of Kubernetes (2379, 6443, 10248-10259).
+/// `ports: auto` takes a block of ports, one per port the component table declares, from
+/// 12000-20999: below the tests' blocks (`END_PORT` and up, tests/common/ports.rs) and the kernel's
+/// ephemeral range (32768 and up, where outgoing connections take their ports), above the
+/// well-known ones of Kubernetes (2379, 6443, 10248-10259).
 pub const FIRST_PORT: u16 = 12000;
-pub const BLOCK_SIZE: u16 = 11;
-pub const BLOCKS: u16 = 818;
-const _: () = assert!(
-    FIRST_PORT + BLOCKS * BLOCK_SIZE <= 21000,
-    "below the tests' ports"
-);
+/// The first port after the range.
+pub const END_PORT: u16 = 21000;
+
+/// How many blocks of `size` ports the range holds (818 of 11). A block's place depends on it: a
+/// state dir's block moves when the number of declared ports does (the ports a state dir recorded
+/// stay, `keep_recorded`).
+pub fn blocks(size: u16) -> u16 {
+    (END_PORT - FIRST_PORT) / size.max(1)
+}
 
 /// Replace `auto` with what the state dir recorded (its `profile.yaml`), where it recorded something.
 pub fn keep_recorded(profile: &mut Profile, recorded: Option<&Profile>) {
@@ -36,17 +40,23 @@ pub fn keep_recorded(profile: &mut Profile, recorded: Option<&Profile>) {
     }
 }
 
-/// A block of `BLOCK_SIZE` ports in schema order (etcdClient first) of which `free` says each is free. The
-/// search starts at a block picked by the state dir's path, so that two state dirs generated one
-/// after the other (neither listening yet) get different blocks unless their paths' hashes meet
-/// (1 in `BLOCKS`); it goes on block by block. `None`: no block is free.
-pub fn port_block(state_dir: &Path, free: impl Fn(u16) -> bool) -> Option<Ports> {
+/// A block of ports, one per field of `fields` in that order (`components::port_fields`: the
+/// component table's ports), of which `free` says each is free. The search starts at a block picked
+/// by the state dir's path, so that two state dirs generated one after the other (neither listening
+/// yet) get different blocks unless their paths' hashes meet (1 in `blocks`); it goes on block by
+/// block. `None`: no block is free (or more fields than the range has ports).
+pub fn port_block(state_dir: &Path, fields: &[&str], free: impl Fn(u16) -> bool) -> Option<Ports> {
+    let size = u16::try_from(fields.len()).ok()?;
+    let blocks = blocks(size);
+    if blocks == 0 {
+        return None;
+    }
     let digest = sha2::Sha256::digest(state_dir.as_os_str().as_encoded_bytes());
-    let start = u16::from_be_bytes([digest[0], digest[1]]) % BLOCKS;
-    (0..BLOCKS)
-        .map(|i| FIRST_PORT + ((start + i) % BLOCKS) * BLOCK_SIZE)
-        .find(|&base| (base..base + BLOCK_SIZE).all(&free))
-        .map(|base| Ports::from_list(std::array::from_fn(|i| base + i as u16)))
+    let start = u16::from_be_bytes([digest[0], digest[1]]) % blocks;
+    (0..blocks)
+        .map(|i| FIRST_PORT + ((start + i) % blocks) * size)
+        .find(|&base| (base..base + size).all(&free))
+        .map(|base| Ports::from_fields(fields.iter().copied().zip(base..)))
 }
 
 /// What `instance: auto` resolves to: none in the name's default state dir (`<state home>/NAME`),
@@ -69,36 +79,78 @@ mod tests {
         load::layered("control-plane", &sets).unwrap().1
     }
 
+    /// The fields of `ports:` as base.yaml lists them (the component table's, which spec cannot
+    /// see; `components::tests` holds the two equal).
+    fn fields() -> Vec<String> {
+        let p = profile(&[]);
+        let ports = p.ports.fixed().cloned().unwrap_or_default();
+        ports.all().iter().map(|(f, _)| f.to_string()).collect()
+    }
+
+    fn block(dir: &str, free: impl Fn(u16) -> bool) -> Option<Ports> {
+        let fields = fields();
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        port_block(Path::new(dir), &fields, free)
+    }
+
     #[test]
     fn a_block_is_one_free_port_per_field_in_the_range() {
-        let p = port_block(Path::new("/srv/a"), |_| true).unwrap();
+        let p = block("/srv/a", |_| true).unwrap();
+        let size = fields().len() as u16;
+        assert_eq!(size, 11);
         let ports: Vec<u16> = p.all().iter().map(|(_, p)| *p).collect();
         let base = ports[0];
-        assert_eq!(ports, (base..base + BLOCK_SIZE).collect::<Vec<_>>());
-        assert!((FIRST_PORT..FIRST_PORT + BLOCKS * BLOCK_SIZE).contains(&base));
-        assert_eq!((base - FIRST_PORT) % BLOCK_SIZE, 0);
+        assert_eq!(ports, (base..base + size).collect::<Vec<_>>());
+        assert!((FIRST_PORT..FIRST_PORT + blocks(size) * size).contains(&base));
+        assert!(FIRST_PORT + blocks(size) * size <= END_PORT);
+        assert_eq!((base - FIRST_PORT) % size, 0);
+        // In the fields' order, each field once.
+        let named: Vec<String> = p.all().iter().map(|(f, _)| f.to_string()).collect();
+        assert_eq!(named, fields());
         assert!(crate::spec::validate::validate(&Profile {
             ports: PortSpec::Fixed(p.clone()),
             ..profile(&[])
         })
         .is_empty());
         // The same state dir, the same block; another one (almost always) another block.
-        assert_eq!(port_block(Path::new("/srv/a"), |_| true), Some(p.clone()));
-        assert_ne!(port_block(Path::new("/srv/b"), |_| true), Some(p));
+        assert_eq!(block("/srv/a", |_| true), Some(p.clone()));
+        assert_ne!(block("/srv/b", |_| true), Some(p));
+    }
+
+    #[test]
+    fn the_block_size_is_the_number_of_fields() {
+        let three = port_block(Path::new("/srv/a"), &["a", "b", "c"], |_| true).unwrap();
+        let base = three.get("a").unwrap();
+        assert_eq!(
+            three.all(),
+            vec![("a", base), ("b", base + 1), ("c", base + 2)]
+        );
+        assert_eq!((base - FIRST_PORT) % 3, 0);
+        assert_eq!(blocks(3), 3000);
+        assert_eq!(blocks(11), 818);
+        // No fields: nothing to pick; more fields than the range holds: no block.
+        assert_eq!(
+            port_block(Path::new("/srv/a"), &[], |_| true),
+            Some(Ports::default())
+        );
+        let many: Vec<String> = (0..9001).map(|i| format!("p{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(port_block(Path::new("/srv/a"), &many, |_| true), None);
     }
 
     #[test]
     fn a_block_with_a_busy_port_is_skipped() {
-        let first = port_block(Path::new("/srv/a"), |_| true).unwrap();
-        let busy = first.apiserver;
-        let next = port_block(Path::new("/srv/a"), |port| port != busy).unwrap();
+        let first = block("/srv/a", |_| true).unwrap();
+        let busy = first.get("apiserver").unwrap();
+        let next = block("/srv/a", |port| port != busy).unwrap();
         assert_ne!(next, first);
         assert!(next.all().iter().all(|(_, p)| *p != busy));
         // The search wraps around the range and gives up only when every block is taken.
-        let last = FIRST_PORT + (BLOCKS - 1) * BLOCK_SIZE;
-        let only_last = port_block(Path::new("/srv/a"), |p| p >= last).unwrap();
-        assert_eq!(only_last.etcd_client, last);
-        assert_eq!(port_block(Path::new("/srv/a"), |_| false), None);
+        let size = fields().len() as u16;
+        let last = FIRST_PORT + (blocks(size) - 1) * size;
+        let only_last = block("/srv/a", |p| p >= last).unwrap();
+        assert_eq!(only_last.get("etcdClient"), Some(last));
+        assert_eq!(block("/srv/a", |_| false), None);
     }
 
     #[test]
@@ -123,7 +175,7 @@ mod tests {
     fn recorded_values_replace_auto_and_only_auto() {
         let mut p = profile(&["ports=auto"]);
         let dir = Path::new("/srv/a");
-        p.ports = PortSpec::Fixed(port_block(dir, |_| true).unwrap());
+        p.ports = PortSpec::Fixed(block("/srv/a", |_| true).unwrap());
         let facts = crate::spec::HostFacts::fixed(Some("192.0.2.5"));
         let recorded = Plan::new(p, dir, &facts).unwrap().resolved_profile();
         let PortSpec::Fixed(ports) = &recorded.ports else {
@@ -137,7 +189,7 @@ mod tests {
         // Named ports and an explicit instance win over the record.
         let mut p = profile(&["ports.apiserver=7443", "instance=mine"]);
         keep_recorded(&mut p, Some(&recorded));
-        assert_eq!(p.ports.fixed().unwrap().apiserver, 7443);
+        assert_eq!(p.ports.fixed().unwrap().get("apiserver"), Some(7443));
         assert_eq!(p.instance, "mine");
         // Nothing recorded: `auto` stays for the plan (instance) and `gen` (ports) to resolve.
         let mut p = profile(&["ports=auto"]);

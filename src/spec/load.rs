@@ -1,6 +1,7 @@
 //! Loading a profile: a built-in name or a file, its `extends:` chain (every profile sits on `base`),
 //! then `--set` overrides, then one typed deserialization with unknown fields rejected. What types
-//! cannot say (CIDRs, ports, components) is checked afterwards, all fields at once.
+//! cannot say (CIDRs, ports, components, and which fields `ports:` has: the component table's) is
+//! checked afterwards, all fields at once.
 
 use std::path::{Path, PathBuf};
 
@@ -224,7 +225,7 @@ mod set_tests {
             "featureGates.Foo=false",
         ])
         .unwrap();
-        assert_eq!(p.ports.fixed().map(|p| p.apiserver), Some(7443));
+        assert_eq!(p.ports.fixed().and_then(|p| p.get("apiserver")), Some(7443));
         assert!(p.etcd.unsafe_no_fsync);
         assert_eq!(p.network.extra_sans, vec!["a.example", "192.0.2.1"]);
         assert_eq!(p.apiserver.authorization_mode, vec!["RBAC"]);

@@ -27,7 +27,9 @@ pub struct Plan {
     /// What sets this environment's units apart from another state dir's of the same name
     /// (`instance`); empty: nothing, the units are `kubeunit-NAME-*`.
     pub instance: String,
-    /// The ports (`ports`, never `auto` here: `gen` resolves that before planning).
+    /// The ports (`ports`, never `auto` here: `gen` resolves that before planning), by field.
+    /// Which is whose is the component table's: `components::Port::of` reads one, and the URLs
+    /// of the API server and etcd are made there.
     pub ports: Ports,
     pub data_dir: PathBuf,
     pub service_cidr: IpNet,
@@ -489,22 +491,6 @@ impl Plan {
         format!("https://{}", host_port(self.local, port))
     }
 
-    pub fn apiserver_url(&self) -> String {
-        self.local_url(self.ports.apiserver)
-    }
-
-    /// The API server as the node's components (in the node's network namespace) reach it.
-    pub fn node_apiserver_url(&self) -> String {
-        format!(
-            "https://{}",
-            host_port(self.node().link.host.into(), self.ports.apiserver)
-        )
-    }
-
-    pub fn etcd_url(&self) -> String {
-        self.local_url(self.ports.etcd_client)
-    }
-
     /// A built-in profile with `--set` values, planned for `/s` on fixed host facts (unit tests),
     /// with the short unit names of a default state dir unless the sets name an instance.
     #[cfg(test)]
@@ -789,6 +775,13 @@ mod tests {
         );
     }
 
+    /// The `ports:` fields base.yaml lists.
+    fn base_port_fields() -> Vec<String> {
+        let (_, p) = load::layered("base", &[]).unwrap();
+        let ports = p.ports.fixed().cloned().unwrap_or_default();
+        ports.all().iter().map(|(f, _)| f.to_string()).collect()
+    }
+
     #[test]
     fn ports_auto_must_be_resolved_before_planning() {
         let (_, p) = load::layered("control-plane", &["ports=auto".to_string()]).unwrap();
@@ -804,19 +797,19 @@ mod tests {
         let mut p = load::layered("control-plane", &["ports=auto".to_string()])
             .unwrap()
             .1;
-        let ports = crate::spec::auto::port_block(Path::new("/s"), |_| true).unwrap();
+        let fields: Vec<String> = base_port_fields();
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        let ports = crate::spec::auto::port_block(Path::new("/s"), &fields, |_| true).unwrap();
         p.ports = PortSpec::Fixed(ports.clone());
         let plan = Plan::new(p, Path::new("/s"), &facts()).unwrap();
         assert_eq!(plan.ports, ports);
+        let apiserver = ports.get("apiserver").unwrap();
         assert_eq!(
-            plan.apiserver_url(),
-            format!("https://127.0.0.1:{}", ports.apiserver)
+            plan.local_url(apiserver),
+            format!("https://127.0.0.1:{apiserver}")
         );
         let yaml = plan.resolved_profile().to_yaml();
-        assert!(
-            yaml.contains(&format!("apiserver: {}", ports.apiserver)),
-            "{yaml}"
-        );
+        assert!(yaml.contains(&format!("apiserver: {apiserver}")), "{yaml}");
         assert!(!yaml.contains("auto"), "{yaml}");
     }
 
@@ -957,10 +950,7 @@ mod tests {
             view.node_file("config/kubelet-config.yaml"),
             "/s/nodes/worker-1/config/kubelet-config.yaml"
         );
-        assert_eq!(
-            view.node_apiserver_url(),
-            format!("https://{}:6443", second.link.host)
-        );
+        assert_eq!(view.ports, two.ports);
         assert_eq!(view.unit_name("etcd"), "kubeunit-dev-etcd.service");
         assert_eq!(view.slice_name(), two.slice_name());
         assert_eq!(view.resolved_profile(), one.resolved_profile());

@@ -118,22 +118,13 @@ pub struct Network {
     pub extra_sans: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Ports {
-    pub etcd_client: u16,
-    pub etcd_peer: u16,
-    pub apiserver: u16,
-    pub controller_manager: u16,
-    pub scheduler: u16,
-    pub kubelet: u16,
-    pub kubelet_healthz: u16,
-    pub kube_proxy_healthz: u16,
-    pub kube_proxy_metrics: u16,
-    pub cloud_controller_manager: u16,
-    /// The node's local OCI registry, on the node's address.
-    pub registry: u16,
-}
+/// `ports:` as numbers: each port by its field name (`etcdClient`), in the order the profile lists
+/// them (`profiles/base.yaml`'s, which is the component table's). Which fields there are is the
+/// component table's to say: every component declares its own ports (`components::Port`), and
+/// `components::validate` reports a field no component declares, or one missing. Nothing here names
+/// a port.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ports(Vec<(String, u16)>);
 
 /// `ports:`: every port by name, or `auto`, which `gen` turns into free ports of this host once
 /// and records in the state dir's `profile.yaml` (see `spec::auto`).
@@ -188,46 +179,64 @@ impl<'de> Deserialize<'de> for PortSpec {
 }
 
 impl Ports {
-    /// Ports from a list in schema order (`all`): `ports: auto` resolved.
-    pub fn from_list(p: [u16; 11]) -> Ports {
-        Ports {
-            etcd_client: p[0],
-            etcd_peer: p[1],
-            apiserver: p[2],
-            controller_manager: p[3],
-            scheduler: p[4],
-            kubelet: p[5],
-            kubelet_healthz: p[6],
-            kube_proxy_healthz: p[7],
-            kube_proxy_metrics: p[8],
-            cloud_controller_manager: p[9],
-            registry: p[10],
-        }
+    /// Ports of (field, port) pairs, in that order.
+    pub fn from_fields<'a>(ports: impl IntoIterator<Item = (&'a str, u16)>) -> Ports {
+        Ports(ports.into_iter().map(|(f, p)| (f.to_string(), p)).collect())
     }
 
-    /// (field name, port) for every port, in schema order.
-    pub fn all(&self) -> Vec<(&'static str, u16)> {
-        vec![
-            ("etcdClient", self.etcd_client),
-            ("etcdPeer", self.etcd_peer),
-            ("apiserver", self.apiserver),
-            ("controllerManager", self.controller_manager),
-            ("scheduler", self.scheduler),
-            ("kubelet", self.kubelet),
-            ("kubeletHealthz", self.kubelet_healthz),
-            ("kubeProxyHealthz", self.kube_proxy_healthz),
-            ("kubeProxyMetrics", self.kube_proxy_metrics),
-            ("cloudControllerManager", self.cloud_controller_manager),
-            ("registry", self.registry),
-        ]
+    /// (field name, port) for every port, in the profile's order.
+    pub fn all(&self) -> Vec<(&str, u16)> {
+        self.0.iter().map(|(f, p)| (f.as_str(), *p)).collect()
     }
 
     /// The port of a `ports.*` field by its name (`etcdClient`).
     pub fn get(&self, field: &str) -> Option<u16> {
-        self.all()
-            .into_iter()
-            .find(|(f, _)| *f == field)
-            .map(|(_, p)| p)
+        self.0.iter().find(|(f, _)| f == field).map(|(_, p)| *p)
+    }
+
+    /// The same ports with `fields` first, in that order (those it names that are here), then any
+    /// other as it was: the order `profile.yaml` records, whatever order a profile wrote.
+    pub fn ordered(&self, fields: &[&str]) -> Ports {
+        let known = fields.iter().filter_map(|f| self.get(f).map(|p| (*f, p)));
+        let other = self.all().into_iter().filter(|(f, _)| !fields.contains(f));
+        Ports::from_fields(known.chain(other))
+    }
+}
+
+impl Serialize for Ports {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(f, p)| (f, p)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ports {
+    // A mapping of any field names (the component table checks them); each value is a port, and
+    // a wrong one keeps its path (`ports.apiserver`) through the map access.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ports, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Ports;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of ports (etcdClient: 2379, ...)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Ports, A::Error> {
+                let mut ports: Vec<(String, u16)> = Vec::new();
+                while let Some(field) = map.next_key::<String>()? {
+                    let port: u16 = map.next_value()?;
+                    if ports.iter().any(|(f, _)| *f == field) {
+                        return Err(serde::de::Error::custom(format!(
+                            "duplicate field `{field}`"
+                        )));
+                    }
+                    ports.push((field, port));
+                }
+                Ok(Ports(ports))
+            }
+        }
+        d.deserialize_map(Visitor)
     }
 }
 

@@ -528,6 +528,8 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// Each port a number of its own. Which fields there are is the component table's to check
+/// (`components::validate`).
 fn ports(p: &Profile, errs: &mut Vec<FieldError>) {
     // `auto` is resolved by `gen` into ports that pass these checks.
     let Some(ports) = p.ports.fixed() else {

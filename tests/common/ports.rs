@@ -8,23 +8,15 @@ use std::fs::{File, TryLockError};
 use std::net::TcpListener;
 use std::path::Path;
 
-/// The profile's port fields (`ports.*`), in block order.
-pub const FIELDS: [&str; 11] = [
-    "etcdClient",
-    "etcdPeer",
-    "apiserver",
-    "controllerManager",
-    "scheduler",
-    "kubelet",
-    "kubeletHealthz",
-    "kubeProxyHealthz",
-    "kubeProxyMetrics",
-    "cloudControllerManager",
-    "registry",
-];
+/// The profile's port fields (`ports.*`), in block order: the component table's.
+pub fn fields() -> Vec<&'static str> {
+    kubeunit::components::port_fields()
+}
 
 const LOCK_DIR: &str = "/tmp/kubeunit-it/ports";
 const FIRST: u16 = 21000;
+// Above the range of `ports: auto`.
+const _: () = assert!(FIRST >= kubeunit::spec::auto::END_PORT);
 const BLOCK_SIZE: u16 = 20;
 /// 21000-30999: below the kernel's ephemeral range (32768 and up), where connections take their ports.
 const BLOCKS: u16 = 500;
@@ -81,23 +73,24 @@ impl Ports {
 
     /// The port of profile field `field` (`ports.<field>`), e.g. "etcdClient".
     pub fn port(&self, field: &str) -> u16 {
-        let i = FIELDS
+        let fields = fields();
+        let i = fields
             .iter()
             .position(|f| *f == field)
-            .unwrap_or_else(|| panic!("unknown port field {field}; one of {FIELDS:?}"));
+            .unwrap_or_else(|| panic!("unknown port field {field}; one of {fields:?}"));
         self.base() + i as u16
     }
 
     /// A port of the block that no profile field uses (`i` from 0), for whatever else a test listens on.
     pub fn spare(&self, i: u16) -> u16 {
-        let n = FIELDS.len() as u16;
+        let n = fields().len() as u16;
         assert!(i < BLOCK_SIZE - n, "only {} spare ports", BLOCK_SIZE - n);
         self.base() + n + i
     }
 
     /// `--set ports.<field>=<port>` for every field, for `kubeunit gen`.
     pub fn sets(&self) -> Vec<String> {
-        FIELDS
+        fields()
             .iter()
             .flat_map(|f| ["--set".to_string(), format!("ports.{f}={}", self.port(f))])
             .collect()
@@ -111,7 +104,9 @@ fn ports_allocations_never_share_a_block() {
     assert_ne!(a.block(), b.block());
     let (pa, pb): (Vec<u16>, Vec<u16>) = (a.all().collect(), b.all().collect());
     assert!(pa.iter().all(|p| !pb.contains(p)));
-    assert_eq!(a.sets().len(), 2 * FIELDS.len());
+    assert_eq!(a.sets().len(), 2 * fields().len());
+    // Room for every port the table declares.
+    assert!(fields().len() <= usize::from(BLOCK_SIZE));
     assert!(a
         .sets()
         .contains(&format!("ports.etcdClient={}", a.port("etcdClient"))));
