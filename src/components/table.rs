@@ -10,7 +10,7 @@ use super::component::{
 use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::paths;
-use crate::spec::plan::host_port;
+use crate::spec::plan::{host_port, EtcdMember};
 use crate::spec::profile::AUDIT_LEVELS;
 use crate::spec::Plan;
 
@@ -220,9 +220,65 @@ pub fn node_apiserver_url(plan: &Plan) -> String {
     )
 }
 
-/// etcd's client URL on this host.
+/// The client URL of the environment's etcd unit's member (one endpoint, as `etcdctl snapshot
+/// save` wants).
 pub fn etcd_url(plan: &Plan) -> String {
-    plan.local_url(port::ETCD_CLIENT.of(plan))
+    etcd_client_url(plan, plan.etcd_member())
+}
+
+fn etcd_client_url(plan: &Plan, member: &EtcdMember) -> String {
+    format!(
+        "https://{}",
+        host_port(member.client_address, port::ETCD_CLIENT.of(plan))
+    )
+}
+
+fn etcd_peer_url(plan: &Plan, member: &EtcdMember) -> String {
+    format!(
+        "https://{}",
+        host_port(member.peer_address, port::ETCD_PEER.of(plan))
+    )
+}
+
+/// `--initial-cluster`: every member by name at its peer URL, in the plan's order.
+fn etcd_initial_cluster(plan: &Plan) -> String {
+    let members: Vec<String> = plan
+        .etcd_members
+        .iter()
+        .map(|m| format!("{}={}", m.name, etcd_peer_url(plan, m)))
+        .collect();
+    members.join(",")
+}
+
+/// etcd's Raft ticks for the plan's members: (`--heartbeat-interval`, `--election-timeout`) in ms.
+/// Every member gets the same: etcd's tuning guide (https://etcd.io/docs/v3.6/tuning/) says
+/// members that differ may disrupt the cluster, so they are written out even where they are
+/// etcd's defaults.
+fn etcd_ticks(plan: &Plan) -> (u32, u32) {
+    if let [_] = plan.etcd_members.as_slice() {
+        // One member: it elects itself after the remaining election ticks (about 2 heartbeats,
+        // 200 ms at the default 100 ms). Short ticks make it ready sooner; with no peer there is
+        // no heartbeat to miss. Measured (bench-peers, 2x4 alternating runs): with etcd's defaults
+        // (100/1000) etcd was healthy only 0.6-1.2 s in (7 of 8) and all ready 2.90-3.20 s, against
+        // 2.40-2.55 s with these; the cost is idle CPU, 1.1% of a core against 0.3%.
+        return (10, 100);
+    }
+    // Peers: the guide puts the heartbeat near the members' round-trip time (0.5-1.5x) and the
+    // election timeout at 10x it or more, and finds its defaults, 100 ms and 1000 ms, right for a
+    // local network. Peers on loopback have next to no round trip, but each timeout runs from
+    // request to successful response, slow disks included (the guide again), and members on one
+    // host share its CPUs and disk: a build beside them holds a heartbeat up for tens of ms, which
+    // 10 ms ticks would turn into elections. So peers get the defaults, on loopback too
+    // (unmeasured here).
+    (100, 1000)
+}
+
+/// Whether the controller-manager-like components (controller-manager, scheduler, cloud
+/// controller manager) elect a leader: only when more than one of each runs, as in a control plane
+/// of several etcd members (stacked, as kubeadm's HA: each member's node runs one of each). One
+/// instance skips it and its start-up delay.
+fn leader_elect(plan: &Plan) -> bool {
+    plan.etcd_members.len() > 1
 }
 
 pub const COMPONENTS: &[Component] = &[
@@ -338,7 +394,7 @@ pub const COMPONENTS: &[Component] = &[
             let kubeconfig = cx.plan.path(&paths::kubeconfig("scheduler"));
             Ok(Content::Template(
                 &SCHEDULER_CONFIG,
-                json!({ "kubeconfig": kubeconfig }),
+                json!({ "kubeconfig": kubeconfig, "leader_elect": leader_elect(cx.plan) }),
             ))
         })],
         ..KUBERNETES
@@ -1067,19 +1123,18 @@ fn flag(name: &str, value: impl Into<String>) -> (String, String) {
 
 fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
-    // The peer listener serves no one else on a single host: keep it on loopback whatever the bind.
-    let peer = format!(
-        "https://{}",
-        host_port(plan.loopback(), port::ETCD_PEER.of(plan))
-    );
+    let member = plan.etcd_member();
+    let client = etcd_client_url(plan, member);
+    let peer = etcd_peer_url(plan, member);
+    let (heartbeat, election) = etcd_ticks(plan);
     let mut flags = vec![
-        flag("name", &plan.node().name),
+        flag("name", &member.name),
         flag("data-dir", plan.data("etcd")),
-        flag("listen-client-urls", etcd_url(plan)),
-        flag("advertise-client-urls", etcd_url(plan)),
+        flag("listen-client-urls", &client),
+        flag("advertise-client-urls", &client),
         flag("listen-peer-urls", &peer),
         flag("initial-advertise-peer-urls", &peer),
-        flag("initial-cluster", format!("{}={peer}", plan.node().name)),
+        flag("initial-cluster", etcd_initial_cluster(plan)),
         flag("initial-cluster-state", "new"),
         flag("client-cert-auth", "true"),
         flag("trusted-ca-file", p(&paths::cert("etcd/ca"))),
@@ -1090,13 +1145,8 @@ fn etcd_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("peer-cert-file", p(&paths::cert("etcd/peer"))),
         flag("peer-key-file", p(&paths::key("etcd/peer"))),
         flag("snapshot-count", "10000"),
-        // One member: it elects itself after the remaining election ticks (about 2 heartbeats,
-        // 200 ms at the default 100 ms). Short ticks make it ready sooner; with no peer there is
-        // no heartbeat to miss. Measured (bench-peers, 2x4 alternating runs): with etcd's defaults
-        // (100/1000) etcd was healthy only 0.6-1.2 s in (7 of 8) and all ready 2.90-3.20 s, against
-        // 2.40-2.55 s with these; the cost is idle CPU, 1.1% of a core against 0.3%.
-        flag("heartbeat-interval", "10"),
-        flag("election-timeout", "100"),
+        flag("heartbeat-interval", heartbeat.to_string()),
+        flag("election-timeout", election.to_string()),
     ];
     if plan.profile.etcd.unsafe_no_fsync {
         flags.push(flag("unsafe-no-fsync", "true"));
@@ -1160,8 +1210,14 @@ fn datastore_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
     let d = &plan.profile.datastore;
     if !d.external() {
+        // Every member: kube-apiserver's client fails over among them.
+        let servers: Vec<String> = plan
+            .etcd_members
+            .iter()
+            .map(|m| etcd_client_url(plan, m))
+            .collect();
         return vec![
-            flag("etcd-servers", etcd_url(plan)),
+            flag("etcd-servers", servers.join(",")),
             flag("etcd-cafile", p(&paths::cert("etcd/ca"))),
             flag("etcd-certfile", p(&paths::cert("apiserver-etcd-client"))),
             flag("etcd-keyfile", p(&paths::key("apiserver-etcd-client"))),
@@ -1278,8 +1334,7 @@ fn controller_base(plan: &Plan, identity: &str, port: Port) -> Vec<(String, Stri
             "requestheader-client-ca-file",
             p(&paths::cert("front-proxy-ca")),
         ),
-        // One instance per environment: skip leader election and its start-up delay.
-        flag("leader-elect", "false"),
+        flag("leader-elect", leader_elect(plan).to_string()),
         flag("profiling", "false"),
     ]
 }

@@ -602,3 +602,147 @@ fn each_per_node_instance_names_its_own_node() {
     // Cluster components are the first node's: etcd's member is named by it.
     has(&argv_of("etcd"), "--name=dev");
 }
+
+#[test]
+fn one_etcd_member_has_the_flags_it_always_had() {
+    let plan = plan(&[]);
+    let etcd = argv(&plan, "etcd");
+    let expected = [
+        "/usr/local/bin/etcd",
+        "--name=dev",
+        "--data-dir=/s/data/etcd",
+        "--listen-client-urls=https://127.0.0.1:2379",
+        "--advertise-client-urls=https://127.0.0.1:2379",
+        "--listen-peer-urls=https://127.0.0.1:2380",
+        "--initial-advertise-peer-urls=https://127.0.0.1:2380",
+        "--initial-cluster=dev=https://127.0.0.1:2380",
+        "--initial-cluster-state=new",
+        "--client-cert-auth=true",
+        "--trusted-ca-file=/s/pki/etcd/ca.crt",
+        "--cert-file=/s/pki/etcd/server.crt",
+        "--key-file=/s/pki/etcd/server.key",
+        "--peer-client-cert-auth=true",
+        "--peer-trusted-ca-file=/s/pki/etcd/ca.crt",
+        "--peer-cert-file=/s/pki/etcd/peer.crt",
+        "--peer-key-file=/s/pki/etcd/peer.key",
+        "--snapshot-count=10000",
+        "--heartbeat-interval=10",
+        "--election-timeout=100",
+    ];
+    assert_eq!(etcd, expected);
+    // Another bind address moves the client URLs, not the peer's (loopback whatever the bind).
+    let bound = argv(
+        &Plan::for_tests("dev", &["network.bindAddress=192.0.2.5", "node.name=n1"]),
+        "etcd",
+    );
+    for f in [
+        "--name=n1",
+        "--listen-client-urls=https://192.0.2.5:2379",
+        "--advertise-client-urls=https://192.0.2.5:2379",
+        "--listen-peer-urls=https://127.0.0.1:2380",
+        "--initial-cluster=n1=https://127.0.0.1:2380",
+    ] {
+        assert!(bound.contains(&f.to_string()), "{f}: {bound:?}");
+    }
+    let apiserver = argv(&plan, "kube-apiserver");
+    assert!(apiserver.contains(&"--etcd-servers=https://127.0.0.1:2379".to_string()));
+    for c in ["kube-controller-manager", "cloud-controller-manager"] {
+        assert!(
+            argv(&plan, c).contains(&"--leader-elect=false".to_string()),
+            "{c}"
+        );
+    }
+    assert!(!argv(&plan, "kube-scheduler")
+        .iter()
+        .any(|a| a.starts_with("--leader-elect")));
+    let config = scheduler_config(&plan);
+    assert!(
+        config.contains("leaderElection:\n  leaderElect: false\n"),
+        "{config}"
+    );
+}
+
+/// The scheduler's config file as `gen` renders it.
+fn scheduler_config(plan: &Plan) -> String {
+    let c = find("kube-scheduler").unwrap();
+    let secrets = crate::pki::Secrets::default();
+    let cx = FileContext {
+        plan,
+        component: c,
+        secrets: &secrets,
+    };
+    match (c.files[0].content)(&cx) {
+        Ok(Content::Template(t, data)) => crate::render::Renderer::new().render(t, &data).unwrap(),
+        _ => panic!("a template"),
+    }
+}
+
+#[test]
+fn several_etcd_members_make_the_topology_flags() {
+    let members = [
+        ("dev", "127.0.0.1"),
+        ("m2", "127.0.0.2"),
+        ("m3", "127.0.0.3"),
+    ];
+    let plan = plan(&["ports.etcdClient=3379", "ports.etcdPeer=3380"])
+        .with_etcd_members_for_tests(&members);
+    let etcd = argv(&plan, "etcd");
+    let value = |argv: &[String], name: &str| -> String {
+        let prefix = format!("--{name}=");
+        let found: Vec<&str> = argv
+            .iter()
+            .filter_map(|a| a.strip_prefix(&prefix))
+            .collect();
+        assert_eq!(found.len(), 1, "{name}: {argv:?}");
+        found[0].to_string()
+    };
+    // Every member in order, each at its peer URL.
+    assert_eq!(
+        value(&etcd, "initial-cluster"),
+        "dev=https://127.0.0.1:3380,m2=https://127.0.0.2:3380,m3=https://127.0.0.3:3380"
+    );
+    // The unit's own member: the first.
+    assert_eq!(value(&etcd, "name"), "dev");
+    assert_eq!(value(&etcd, "listen-peer-urls"), "https://127.0.0.1:3380");
+    assert_eq!(
+        value(&etcd, "initial-advertise-peer-urls"),
+        "https://127.0.0.1:3380"
+    );
+    assert_eq!(
+        value(&etcd, "advertise-client-urls"),
+        "https://127.0.0.1:3379"
+    );
+    assert_eq!(value(&etcd, "initial-cluster-state"), "new");
+    // Peers: etcd's default ticks, written out.
+    assert_eq!(value(&etcd, "heartbeat-interval"), "100");
+    assert_eq!(value(&etcd, "election-timeout"), "1000");
+    // kube-apiserver knows every member; etcdctl (snapshots) one.
+    assert_eq!(
+        value(&argv(&plan, "kube-apiserver"), "etcd-servers"),
+        "https://127.0.0.1:3379,https://127.0.0.2:3379,https://127.0.0.3:3379"
+    );
+    assert_eq!(etcd_url(&plan), "https://127.0.0.1:3379");
+    // A controller-manager and a scheduler on every member's node: they elect a leader.
+    for c in ["kube-controller-manager", "cloud-controller-manager"] {
+        assert_eq!(value(&argv(&plan, c), "leader-elect"), "true", "{c}");
+    }
+    let config = scheduler_config(&plan);
+    assert!(
+        config.contains("leaderElection:\n  leaderElect: true\n"),
+        "{config}"
+    );
+
+    // Two members, in the other order: the list follows the plan's.
+    let two = Plan::for_tests("dev", &[])
+        .with_etcd_members_for_tests(&[("b", "::1"), ("a", "127.0.0.1")]);
+    assert_eq!(
+        value(&argv(&two, "etcd"), "initial-cluster"),
+        "b=https://[::1]:2380,a=https://127.0.0.1:2380"
+    );
+    // One member given the same way is the plan's own: today's flags.
+    let one = Plan::for_tests("dev", &[]).with_etcd_members_for_tests(&[("dev", "127.0.0.1")]);
+    assert_eq!(
+        argv(&one, "etcd"),
+        argv(&Plan::for_tests("dev", &[]), "etcd")
+    );
+}

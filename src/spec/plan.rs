@@ -4,9 +4,9 @@
 //! dir records, so that `start` on another machine sees the same addresses and names.
 //!
 //! `Plan` is the cluster's part (its name, networks, Service IPs, the API server's addresses, dates,
-//! ports); each node's own values (its name, link, pod network, containerd, directories, unit
-//! instance) are a `NodePlan` in `nodes`. A plan is also a view of one node (`node()`,
-//! `on_node`): a per-node component's instance is rendered and run with its node's.
+//! ports, etcd's members); each node's own values (its name, link, pod network, containerd,
+//! directories, unit instance) are a `NodePlan` in `nodes`. A plan is also a view of one node
+//! (`node()`, `on_node`): a per-node component's instance is rendered and run with its node's.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -56,6 +56,23 @@ pub struct Plan {
     /// The node `node()` is: 0 in the plan `new` makes; a per-node component's instance sees the
     /// plan of its own node (`on_node`).
     pub node_index: usize,
+    /// The members of the environment's own etcd cluster (none of them runs with an external
+    /// `datastore`): one, named after the first node. What depends on the topology (etcd's
+    /// `--initial-cluster` and ticks, kube-apiserver's `--etcd-servers`, leader election) is made
+    /// from this list, never for one member.
+    pub etcd_members: Vec<EtcdMember>,
+}
+
+/// A member of the environment's etcd cluster: where its peers and its clients reach it. The ports
+/// are etcd's (`ports.etcdPeer`, `ports.etcdClient`): the members of one host differ by address.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdMember {
+    /// Its `--name`, and its key in `--initial-cluster`.
+    pub name: String,
+    /// The host of its peer URL.
+    pub peer_address: IpAddr,
+    /// The host of its client URL (kube-apiserver, etcdctl).
+    pub client_address: IpAddr,
 }
 
 /// What one node of the environment has of its own. Every name of a node's (its units, network
@@ -337,6 +354,13 @@ impl Plan {
             profile.node.name.clone()
         };
         let host_name = host_name(&profile.name, &instance);
+        let etcd = EtcdMember {
+            name: node_name.clone(),
+            // Its peer listener serves no one else on a single host: on loopback whatever the
+            // bind. Its clients (kube-apiserver, etcdctl) are on this host too.
+            peer_address: loopback_of(&local),
+            client_address: local,
+        };
         let node = NodePlan::new(&profile, &host_name, &data_dir, 0, node_name, pod_cidr)?;
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
@@ -348,6 +372,7 @@ impl Plan {
             snapshot_dir,
             nodes: vec![node],
             node_index: 0,
+            etcd_members: vec![etcd],
             state_dir: state_dir.to_path_buf(),
             data_dir,
             service_cidr,
@@ -521,9 +546,29 @@ impl Plan {
         self
     }
 
-    /// The loopback address of the local address's family.
-    pub fn loopback(&self) -> IpAddr {
-        loopback_of(&self.local)
+    /// The etcd member the environment's etcd unit is: the first (one unit per environment, until
+    /// each member runs an instance of its own).
+    pub fn etcd_member(&self) -> &EtcdMember {
+        &self.etcd_members[0]
+    }
+
+    /// This plan with the etcd members `members`, (name, address) each, peers and clients at that
+    /// address (unit tests: profiles cannot name more members yet).
+    #[cfg(test)]
+    pub fn with_etcd_members_for_tests(mut self, members: &[(&str, &str)]) -> Plan {
+        assert!(!members.is_empty(), "an etcd cluster has a member");
+        self.etcd_members = members
+            .iter()
+            .map(|(name, address)| {
+                let address: IpAddr = address.parse().unwrap_or_else(|e| panic!("{address}: {e}"));
+                EtcdMember {
+                    name: name.to_string(),
+                    peer_address: address,
+                    client_address: address,
+                }
+            })
+            .collect();
+        self
     }
 }
 
@@ -657,6 +702,40 @@ mod tests {
         let e = Plan::new(p, Path::new("/s"), &other).unwrap_err();
         assert!(e.to_string().contains("network.advertiseAddress"), "{e}");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn the_etcd_cluster_is_one_member_named_after_the_first_node() {
+        let plan = Plan::for_tests("control-plane", &["node.name=n1"]);
+        assert_eq!(
+            plan.etcd_members,
+            vec![EtcdMember {
+                name: "n1".into(),
+                peer_address: "127.0.0.1".parse().unwrap(),
+                client_address: "127.0.0.1".parse().unwrap(),
+            }]
+        );
+        assert_eq!(plan.etcd_member(), &plan.etcd_members[0]);
+        // Clients at the bind address, peers on loopback whatever the bind.
+        let bound = Plan::for_tests("control-plane", &["network.bindAddress=192.0.2.5"]);
+        let member = bound.etcd_member();
+        assert_eq!(member.name, "control-plane");
+        assert_eq!(member.client_address.to_string(), "192.0.2.5");
+        assert_eq!(member.peer_address.to_string(), "127.0.0.1");
+        let v6 = Plan::for_tests(
+            "control-plane",
+            &[
+                "network.bindAddress=::",
+                "network.serviceCIDR=fd00:10::/108",
+                "network.podCIDR=fd00:88::/64",
+                "network.advertiseAddress=2001:db8::5",
+            ],
+        );
+        assert_eq!(v6.etcd_member().peer_address.to_string(), "::1");
+        assert_eq!(v6.etcd_member().client_address.to_string(), "::1");
+        // Another node's view has the same cluster.
+        let two = Plan::for_tests("dev", &[]).with_extra_node_for_tests("worker-1");
+        assert_eq!(two.on_node(1).etcd_members, two.etcd_members);
     }
 
     #[test]
