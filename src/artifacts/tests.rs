@@ -492,11 +492,22 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
     let one = generate(&plan(&[]), &empty, &opts()).unwrap();
     let two_plan = plan(&[]).with_extra_node_for_tests("worker-1");
     let two = generate(&two_plan, &empty, &opts()).unwrap();
-    // Everything of one node, byte for byte.
+    // Everything of one node, byte for byte, but the API server's certificate: the second node
+    // reaches it at the host's end of its own link, one SAN more.
     for (rel, a) in &one.tree {
         let b = two.tree.get(rel).unwrap_or_else(|| panic!("{rel} is gone"));
+        if rel == "pki/apiserver.crt" {
+            assert!(a.bytes != b.bytes && a.mode == b.mode, "{rel}");
+            continue;
+        }
         assert!(a.bytes == b.bytes && a.mode == b.mode, "{rel} changed");
     }
+    let (_, _, before) = subject_and_sans(&text(&one, "pki/apiserver.crt"));
+    let (_, _, after) = subject_and_sans(&text(&two, "pki/apiserver.crt"));
+    let second_host = two_plan.nodes[1].link.host.to_string();
+    assert_eq!(after.len(), before.len() + 1);
+    assert!(after.contains(&second_host) && !before.contains(&second_host));
+    assert!(before.iter().all(|s| after.contains(s)));
     // And exactly the second node's config files and units more.
     let added: Vec<&str> = two
         .tree
@@ -719,6 +730,9 @@ fn each_node_has_its_own_kubelet_identity_serving_certificate_and_kubeconfigs() 
         Some(server.as_str())
     );
     assert!(text(&two, "nodes/worker-1/kubeconfig/kube-proxy.kubeconfig").contains(&server));
+    // ... which the API server's certificate names.
+    let (_, _, apiserver) = subject_and_sans(&text(&two, "pki/apiserver.crt"));
+    assert!(apiserver.contains(&second.link.host.to_string()));
     assert!(!text(&two, "kubeconfig/kubelet.kubeconfig").contains(&server));
 
     // The second kubelet's and kube-proxy's config files name their node's files.

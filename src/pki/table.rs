@@ -30,8 +30,8 @@ pub enum Sans {
     None,
     /// localhost, the node name, loopback and the plan's bind, advertise and local addresses.
     Local,
-    /// The `kubernetes` Service names and first IP, then `Local`, the host's end of the node link
-    /// (where the node reaches it), then the profile's extraSANs.
+    /// The `kubernetes` Service names and first IP, then `Local`, the host's end of every node's
+    /// link (where that node reaches it), then the profile's extraSANs.
     ApiServer,
     /// localhost, the node name, loopback and the node's address (its end of the node link).
     Node,
@@ -343,7 +343,8 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
         plan.first_service_ip.to_string(),
     ];
     apiserver.extend(local_sans(plan, first));
-    apiserver.push(first.link.host.to_string());
+    // Each node reaches the API server at the host's end of its own link (its kubeconfigs say so).
+    apiserver.extend(plan.nodes.iter().map(|n| n.link.host.to_string()));
     apiserver.extend(plan.profile.network.extra_sans.iter().cloned());
 
     let mut out = Vec::new();
@@ -526,10 +527,14 @@ mod tests {
             want.insert(i + 1, format!("{row}@worker-1"));
         }
         assert_eq!(names(&b), want);
-        // The first node's and the environment's are exactly the one-node plan's, whatever the view.
+        // The first node's and the environment's are exactly the one-node plan's, whatever the view
         let json = |s: &CertSpec| serde_json::to_string(s).unwrap();
         for view in [&two, &two.on_node(1)] {
-            for s in specs(view).iter().filter(|s| !s.name.contains('@')) {
+            // (but the API server's, which names every node's end of its link: below).
+            for s in specs(view)
+                .iter()
+                .filter(|s| !s.name.contains('@') && s.name != "apiserver")
+            {
                 let same = a.iter().find(|o| o.name == s.name).unwrap();
                 assert_eq!(json(s), json(same), "{}", s.name);
                 assert_eq!(
@@ -600,6 +605,18 @@ mod tests {
             (Some(0), "pki/kubelet.crt")
         );
         assert_eq!(of("apiserver").node, None);
+        // The API server is reached at every node's end of its link.
+        let apiserver = &of("apiserver").sans;
+        for n in &two.nodes {
+            assert!(
+                apiserver.contains(&n.link.host.to_string()),
+                "{apiserver:?}"
+            );
+        }
+        assert_eq!(
+            apiserver.len(),
+            a.iter().find(|s| s.name == "apiserver").unwrap().sans.len() + 1
+        );
         // etcd's member stays the first node's.
         assert_eq!(of("etcd/server").cn, "dev");
     }
