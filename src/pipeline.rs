@@ -219,9 +219,10 @@ fn manifest_of(plan: &Plan, generated: &Generated) -> Result<Manifest, Error> {
     Ok(manifest)
 }
 
-/// The leaf certificates `names` asks `certs renew` for (`all`: every leaf of the environment),
-/// in table order. Unknown names, CAs (renewing one would make every certificate it signed
-/// useless: `gen --force` replaces the PKI) and certificates of disabled components are refused.
+/// The leaf certificates `names` asks `certs renew` for (`all`: every leaf of the environment,
+/// every node's), in table order; a node after the first's by `<row>@<node>`, as its instances are
+/// named. Unknown names, CAs (renewing one would make every certificate it signed useless: `gen
+/// --force` replaces the PKI) and certificates of disabled components are refused.
 pub fn renewable(plan: &Plan, names: &[String]) -> Result<Vec<String>, Error> {
     let specs = pki::specs(plan);
     let leaves: Vec<&str> = specs
@@ -256,13 +257,17 @@ pub fn renewable(plan: &Plan, names: &[String]) -> Result<Vec<String>, Error> {
             wanted.push(&spec.name);
             continue;
         }
+        // A further node's certificate (`kubelet@worker-1`) is of its row.
+        let row = name.split_once('@').map_or(name.as_str(), |(row, _)| row);
         let disabled = pki::CERTS
             .iter()
-            .find(|c| c.name == name)
+            .find(|c| c.name == row)
             .and_then(|c| match c.when {
                 pki::When::Component(comp) => Some(comp),
                 pki::When::Always => None,
-            });
+            })
+            // An enabled one's row is there: the node is not.
+            .filter(|comp| !plan.enabled(comp));
         return Err(Error::Usage {
             message: match disabled {
                 Some(comp) => format!(

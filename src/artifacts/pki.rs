@@ -60,9 +60,9 @@ pub fn keys(
             keys.push(None);
             continue;
         }
-        let key_rel = paths::key(&spec.name);
-        let crt_rel = paths::cert(&spec.name);
-        let key = old.read(&key_rel).map(|pem| Key::from_pem(&pem));
+        let key_rel = &spec.key_path;
+        let crt_rel = &spec.cert_path;
+        let key = old.read(key_rel).map(|pem| Key::from_pem(&pem));
         if spec.usage != Usage::Ca {
             keys.push(
                 key.and_then(Result::ok)
@@ -71,9 +71,9 @@ pub fn keys(
             );
             continue;
         }
-        let cert = old.read(&crt_rel);
+        let cert = old.read(crt_rel);
         let key = match key {
-            None if old.exists(&key_rel) => {
+            None if old.exists(key_rel) => {
                 return Err(refuse_ca(plan, &spec.name, "the key is not readable text"))
             }
             None if cert.is_some() => {
@@ -107,7 +107,7 @@ pub fn keys(
     for ((_, slot), key) in missing.into_iter().zip(generated) {
         match slot {
             Some(i) => {
-                let key = key.map_err(pki_err(plan, &paths::key(&specs[i].name)))?;
+                let key = key.map_err(pki_err(plan, &specs[i].key_path))?;
                 keys[i] = Some((key, false));
             }
             None => sa = Some(key.map_err(pki_err(plan, paths::SA_KEY))?),
@@ -161,8 +161,8 @@ pub fn certificates(
     let mut cas: BTreeMap<String, Ca> = BTreeMap::new();
     let mut issued = Issued::new();
     for (spec, (key, reused)) in specs.iter().zip(keys) {
-        let crt = paths::cert(&spec.name);
-        let key_path = paths::key(&spec.name);
+        let crt = spec.cert_path.clone();
+        let key_path = &spec.key_path;
         let old_cert = if opts.force { None } else { old.read(&crt) };
         let issuer =
             match spec.ca {
@@ -240,7 +240,7 @@ pub fn certificates(
         };
         g.certs.push((crt.clone(), decision));
         g.cert_digests.insert(spec.name.clone(), digest);
-        let key_pem = key.private_pem().map_err(pki_err(plan, &key_path))?;
+        let key_pem = key.private_pem().map_err(pki_err(plan, key_path))?;
         put(
             &mut g.tree,
             &crt,
@@ -249,7 +249,7 @@ pub fn certificates(
         );
         put(
             &mut g.tree,
-            &key_path,
+            key_path,
             key_pem.clone().into_bytes(),
             MODE_SECRET,
         );

@@ -492,11 +492,22 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
     let one = generate(&plan(&[]), &empty, &opts()).unwrap();
     let two_plan = plan(&[]).with_extra_node_for_tests("worker-1");
     let two = generate(&two_plan, &empty, &opts()).unwrap();
-    // Everything of one node, byte for byte.
+    // Everything of one node, byte for byte, but the API server's certificate: the second node
+    // reaches it at the host's end of its own link, one SAN more.
     for (rel, a) in &one.tree {
         let b = two.tree.get(rel).unwrap_or_else(|| panic!("{rel} is gone"));
+        if rel == "pki/apiserver.crt" {
+            assert!(a.bytes != b.bytes && a.mode == b.mode, "{rel}");
+            continue;
+        }
         assert!(a.bytes == b.bytes && a.mode == b.mode, "{rel} changed");
     }
+    let (_, _, before) = subject_and_sans(&text(&one, "pki/apiserver.crt"));
+    let (_, _, after) = subject_and_sans(&text(&two, "pki/apiserver.crt"));
+    let second_host = two_plan.nodes[1].link.host.to_string();
+    assert_eq!(after.len(), before.len() + 1);
+    assert!(after.contains(&second_host) && !before.contains(&second_host));
+    assert!(before.iter().all(|s| after.contains(s)));
     // And exactly the second node's config files and units more.
     let added: Vec<&str> = two
         .tree
@@ -512,6 +523,14 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
             "nodes/worker-1/config/kube-proxy-config.yaml",
             "nodes/worker-1/config/kubelet-config.yaml",
             "nodes/worker-1/config/node-network.sh",
+            "nodes/worker-1/kubeconfig/kube-proxy.kubeconfig",
+            "nodes/worker-1/kubeconfig/kubelet.kubeconfig",
+            "nodes/worker-1/pki/kube-proxy.crt",
+            "nodes/worker-1/pki/kube-proxy.key",
+            "nodes/worker-1/pki/kubelet-client.crt",
+            "nodes/worker-1/pki/kubelet-client.key",
+            "nodes/worker-1/pki/kubelet.crt",
+            "nodes/worker-1/pki/kubelet.key",
             "units/kubeunit-dev-containerd@worker-1.service",
             "units/kubeunit-dev-kube-proxy@worker-1.service",
             "units/kubeunit-dev-kubelet@worker-1.service",
@@ -578,4 +597,222 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
         network_unit.contains("ExecStart=/bin/sh \\\n    /s/nodes/worker-1/config/node-network.sh"),
         "{network_unit}"
     );
+}
+
+/// CN, O and SANs (DNS names and IPs as text) of a certificate PEM.
+fn subject_and_sans(pem: &str) -> (String, Vec<String>, Vec<String>) {
+    use x509_parser::extensions::GeneralName;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let text = |a: &x509_parser::x509::AttributeTypeAndValue| a.as_str().unwrap().to_string();
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .map(text)
+        .collect::<Vec<_>>();
+    let orgs = cert.subject().iter_organization().map(text).collect();
+    let sans = cert
+        .subject_alternative_name()
+        .unwrap()
+        .map(|ext| {
+            ext.value
+                .general_names
+                .iter()
+                .map(|n| match n {
+                    GeneralName::DNSName(d) => d.to_string(),
+                    GeneralName::IPAddress(b) => match b.len() {
+                        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(*b).unwrap()).to_string(),
+                        _ => std::net::IpAddr::from(<[u8; 16]>::try_from(*b).unwrap()).to_string(),
+                    },
+                    other => panic!("unexpected SAN {other:?}"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(cn.len(), 1, "one CN");
+    (cn[0].clone(), orgs, sans)
+}
+
+#[test]
+fn each_node_has_its_own_kubelet_identity_serving_certificate_and_kubeconfigs() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let two_plan = plan(&[]).with_extra_node_for_tests("worker-1");
+    let two = generate(&two_plan, &empty, &opts()).unwrap();
+    let (first, second) = (&two_plan.nodes[0], &two_plan.nodes[1]);
+    let ip = second.link.node.to_string();
+
+    // The second node's kubelet: system:node:worker-1 in system:nodes, serving as worker-1 at its
+    // end of its link, nothing of the first node's.
+    let (cn, orgs, _) = subject_and_sans(&text(&two, "nodes/worker-1/pki/kubelet-client.crt"));
+    assert_eq!(
+        (cn.as_str(), orgs),
+        ("system:node:worker-1", vec!["system:nodes".to_string()])
+    );
+    let (cn, orgs, sans) = subject_and_sans(&text(&two, "nodes/worker-1/pki/kubelet.crt"));
+    assert_eq!(
+        (cn.as_str(), orgs),
+        ("system:node:worker-1", vec!["system:nodes".to_string()])
+    );
+    assert_eq!(
+        sans,
+        ["localhost", "worker-1", "127.0.0.1", "::1", ip.as_str()]
+    );
+    assert!(!sans.contains(&first.name) && !sans.contains(&first.link.node.to_string()));
+    // The first node's, as they were.
+    let (cn, _, sans) = subject_and_sans(&text(&two, "pki/kubelet.crt"));
+    assert_eq!(cn, "system:node:dev");
+    assert!(sans.contains(&first.link.node.to_string()) && !sans.contains(&ip));
+    // kube-proxy: one identity for every node, a key and a kubeconfig each.
+    let (cn, orgs, _) = subject_and_sans(&text(&two, "nodes/worker-1/pki/kube-proxy.crt"));
+    assert_eq!((cn.as_str(), orgs.len()), ("system:kube-proxy", 0));
+
+    // Signed by the cluster CA; keys private, certificates public; own keys (seeded by name).
+    let ca = text(&two, "pki/ca.crt");
+    for name in ["kubelet", "kubelet-client", "kube-proxy"] {
+        let crt = format!("nodes/worker-1/pki/{name}.crt");
+        let key = format!("nodes/worker-1/pki/{name}.key");
+        assert!(
+            crate::pki::issue::signed_by(&text(&two, &crt), &ca),
+            "{crt}"
+        );
+        assert_eq!(two.tree[&crt].mode, crate::state::MODE_PUBLIC, "{crt}");
+        assert_eq!(two.tree[&key].mode, 0o600, "{key}");
+        assert_ne!(
+            two.tree[&key].bytes,
+            two.tree[&paths::key(name)].bytes,
+            "{key}"
+        );
+        assert!(two.cert_digests.contains_key(&format!("{name}@worker-1")));
+    }
+    for rel in [
+        "nodes/worker-1/kubeconfig/kubelet.kubeconfig",
+        "nodes/worker-1/kubeconfig/kube-proxy.kubeconfig",
+    ] {
+        assert_eq!(two.tree[rel].mode, 0o600, "{rel}");
+    }
+    // Same profile and seed, same bytes; the first node's keys are the one-node render's.
+    assert_eq!(generate(&two_plan, &empty, &opts()).unwrap().tree, two.tree);
+    let one = generate(&plan(&[]), &empty, &opts()).unwrap();
+    for name in ["kubelet", "kubelet-client", "kube-proxy"] {
+        assert_eq!(one.tree[&paths::key(name)], two.tree[&paths::key(name)]);
+    }
+
+    // Its kubeconfigs: its own client certificate, the API server at its end of its link.
+    let kubeconfig: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&text(&two, "nodes/worker-1/kubeconfig/kubelet.kubeconfig"))
+            .unwrap();
+    let user = &kubeconfig["users"][0]["user"];
+    let embedded = |field: &str| {
+        use base64::Engine;
+        let b64 = user[field].as_str().unwrap();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        embedded("client-certificate-data"),
+        text(&two, "nodes/worker-1/pki/kubelet-client.crt")
+    );
+    assert_eq!(
+        embedded("client-key-data"),
+        text(&two, "nodes/worker-1/pki/kubelet-client.key")
+    );
+    assert_eq!(
+        kubeconfig["users"][0]["name"].as_str(),
+        Some("system:node:worker-1")
+    );
+    let server = format!("https://{}:6443", second.link.host);
+    assert_eq!(
+        kubeconfig["clusters"][0]["cluster"]["server"].as_str(),
+        Some(server.as_str())
+    );
+    assert!(text(&two, "nodes/worker-1/kubeconfig/kube-proxy.kubeconfig").contains(&server));
+    // ... which the API server's certificate names.
+    let (_, _, apiserver) = subject_and_sans(&text(&two, "pki/apiserver.crt"));
+    assert!(apiserver.contains(&second.link.host.to_string()));
+    assert!(!text(&two, "kubeconfig/kubelet.kubeconfig").contains(&server));
+
+    // The second kubelet's and kube-proxy's config files name their node's files.
+    let kubelet = text(&two, "nodes/worker-1/config/kubelet-config.yaml");
+    for line in [
+        "tlsCertFile: \"/s/nodes/worker-1/pki/kubelet.crt\"",
+        "tlsPrivateKeyFile: \"/s/nodes/worker-1/pki/kubelet.key\"",
+    ] {
+        assert!(
+            kubelet.lines().any(|l| l.trim() == line),
+            "{line}:\n{kubelet}"
+        );
+    }
+    assert!(
+        kubelet.contains("clientCAFile: \"/s/pki/ca.crt\""),
+        "{kubelet}"
+    );
+    let proxy = text(&two, "nodes/worker-1/config/kube-proxy-config.yaml");
+    assert!(
+        proxy.contains("\"/s/nodes/worker-1/kubeconfig/kube-proxy.kubeconfig\""),
+        "{proxy}"
+    );
+    let unit = text(&two, "units/kubeunit-dev-kubelet@worker-1.service");
+    assert!(
+        unit.contains("--kubeconfig=/s/nodes/worker-1/kubeconfig/kubelet.kubeconfig"),
+        "{unit}"
+    );
+}
+
+#[test]
+fn a_further_nodes_certificates_are_kept_reissued_and_renewed_on_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = HostFacts::fixed(Some("192.0.2.5"));
+    let p = Plan::new(plan(&[]).profile, dir.path(), &host)
+        .unwrap()
+        .with_extra_node_for_tests("worker-1");
+    let empty = Previous::load(dir.path()).unwrap();
+    let g = generate(&p, &empty, &opts()).unwrap();
+    let old = write_generated(&p, &empty, &g);
+    // A re-run keeps all of them, the further node's too.
+    let again = generate(&p, &old, &opts()).unwrap();
+    assert_eq!(again.count(Decision::Kept), again.certs.len());
+    assert_eq!(again.tree, g.tree);
+    // A renewal of the second node's identity renews it and rewrites its kubeconfig, nothing else.
+    let renewal = crate::pki::Renewal {
+        names: ["kubelet-client@worker-1".to_string()].into(),
+        at: time::OffsetDateTime::now_utc(),
+    };
+    let r = generate_renewing(&p, &old, &opts(), &renewal).unwrap();
+    let changed: Vec<&str> = r
+        .tree
+        .iter()
+        .filter(|(rel, a)| g.tree[*rel].bytes != a.bytes)
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "nodes/worker-1/kubeconfig/kubelet.kubeconfig",
+            "nodes/worker-1/pki/kubelet-client.crt"
+        ]
+    );
+    assert_eq!(
+        r.renewed.keys().collect::<Vec<_>>(),
+        ["kubelet-client@worker-1"]
+    );
+    // An altered certificate of the second node is reissued, the first's kept.
+    std::fs::write(
+        dir.path().join("nodes/worker-1/pki/kubelet.crt"),
+        text(&g, "pki/kubelet.crt"),
+    )
+    .unwrap();
+    let old = Previous::load(dir.path()).unwrap();
+    let fixed = generate(&p, &old, &opts()).unwrap();
+    let reissued: Vec<&str> = fixed
+        .certs
+        .iter()
+        .filter(|(_, d)| *d != Decision::Kept)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(reissued, ["nodes/worker-1/pki/kubelet.crt"]);
+    assert_eq!(fixed.tree, g.tree, "the same certificate again");
 }

@@ -189,10 +189,15 @@ async fn renew(args: RenewArgs) -> Result<i32, Error> {
         .into_iter()
         .filter(|c| names.contains(&c.name))
         .collect();
+    // The kubeconfigs of the certificate table (a further node's are under nodes/<node>/).
+    let all_kubeconfigs: Vec<String> = crate::pki::specs(&env.plan)
+        .into_iter()
+        .filter_map(|s| s.kubeconfig_path)
+        .collect();
     let kubeconfigs: Vec<String> = summary
         .written
         .iter()
-        .filter(|p| p.starts_with("kubeconfig/"))
+        .filter(|p| all_kubeconfigs.contains(p))
         .cloned()
         .collect();
     let components = match &sd {

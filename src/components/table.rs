@@ -653,8 +653,9 @@ pub const COMPONENTS: &[Component] = &[
                     "port": port::KUBELET.of(plan),
                     "healthz_address": plan.node().link.node.to_string(),
                     "healthz_port": port::KUBELET_HEALTHZ.of(plan),
-                    "tls_cert": plan.path(&paths::cert("kubelet")),
-                    "tls_key": plan.path(&paths::key("kubelet")),
+                    // The node's own serving certificate (a per-node row of the certificate table).
+                    "tls_cert": plan.node_file(&paths::cert("kubelet")),
+                    "tls_key": plan.node_file(&paths::key("kubelet")),
                     "client_ca": plan.path(&paths::cert("ca")),
                     "dns_domain": prof.network.dns_domain,
                     "dns_ip": plan.dns_ip.to_string(),
@@ -689,7 +690,7 @@ pub const COMPONENTS: &[Component] = &[
             Ok(Content::Template(
                 &KUBE_PROXY_CONFIG,
                 json!({
-                    "kubeconfig": plan.path(&paths::kubeconfig("kube-proxy")),
+                    "kubeconfig": plan.node_file(&paths::kubeconfig("kube-proxy")),
                     "node_name": plan.node().name,
                     "pod_cidr": plan.node().pod_cidr.to_string(),
                     "healthz": node(port::KUBE_PROXY_HEALTHZ),
@@ -1387,7 +1388,8 @@ fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
 fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
     vec![
         flag("config", plan.node_file(KUBELET_CONFIG_FILE)),
-        flag("kubeconfig", plan.path(&paths::kubeconfig("kubelet"))),
+        // The node's own identity, system:node:<node>.
+        flag("kubeconfig", plan.node_file(&paths::kubeconfig("kubelet"))),
         flag("root-dir", plan.node().data("kubelet")),
         flag("hostname-override", &plan.node().name),
         flag("node-ip", plan.node().link.node.to_string()),

@@ -576,9 +576,13 @@ fn each_per_node_instance_names_its_own_node() {
         "--config=/s/nodes/worker-1/config/kubelet-config.yaml",
     );
     has(&kubelet, "--root-dir=/s/data/nodes/worker-1/kubelet");
-    // Certificates and kubeconfigs stay the environment's (one PKI).
-    has(&kubelet, "--kubeconfig=/s/kubeconfig/kubelet.kubeconfig");
+    // Its own identity (a per-node row of the certificate table); the first node's is where it was.
+    has(
+        &kubelet,
+        "--kubeconfig=/s/nodes/worker-1/kubeconfig/kubelet.kubeconfig",
+    );
     let kubelet = argv_of("kubelet");
+    has(&kubelet, "--kubeconfig=/s/kubeconfig/kubelet.kubeconfig");
     has(&kubelet, "--hostname-override=dev");
     has(&kubelet, &format!("--node-ip={}", first.link.node));
     has(&kubelet, "--config=/s/config/kubelet-config.yaml");

@@ -10,7 +10,7 @@ pub use error::PkiError;
 pub use issue::{Ca, CertInfo, Decision, Renewal};
 pub use key::{generate_all, Entropy, Key};
 pub use table::{
-    check_tree, specs, specs_of, Cert, CertSpec, Cn, Sans, TreeError, Usage, When, CERTS,
+    check_tree, specs, specs_of, Cert, CertSpec, Cn, Sans, Scope, TreeError, Usage, When, CERTS,
 };
 
 /// Key material other than certificates that config files embed.

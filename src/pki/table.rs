@@ -1,8 +1,10 @@
 //! The certificate table: one row per certificate, CAs first, each naming its CA, subject, usage,
-//! SANs, kubeconfig and when it exists. `CERTS` is the single place a certificate is defined;
-//! `specs` resolves the rows against a plan, `check_tree` proves the order.
+//! SANs, kubeconfig, when it exists and whether each node has its own. `CERTS` is the single place
+//! a certificate is defined; `specs` resolves the rows against a plan (a per-node row once per
+//! node), `check_tree` proves the order.
 
-use crate::spec::Plan;
+use crate::spec::plan::NodePlan;
+use crate::spec::{paths, Plan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Usage {
@@ -28,8 +30,8 @@ pub enum Sans {
     None,
     /// localhost, the node name, loopback and the plan's bind, advertise and local addresses.
     Local,
-    /// The `kubernetes` Service names and first IP, then `Local`, the host's end of the node link
-    /// (where the node reaches it), then the profile's extraSANs.
+    /// The `kubernetes` Service names and first IP, then `Local`, the host's end of every node's
+    /// link (where that node reaches it), then the profile's extraSANs.
     ApiServer,
     /// localhost, the node name, loopback and the node's address (its end of the node link).
     Node,
@@ -41,6 +43,19 @@ pub enum When {
     Always,
     /// While this component is enabled.
     Component(&'static str),
+}
+
+/// Whose a certificate is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The environment's, once (its node-dependent values are the first node's: etcd's member).
+    Cluster,
+    /// Every node's own, made from that node's name and link, as kubeadm's certlist.go fills a
+    /// certificate in for the node it runs on (configMutators: setCommonNameToNodeName) and gives
+    /// each node a kubelet.conf of `system:node:<name>`. The first node's keeps the row's name and
+    /// paths; another's is `<name>@<node>` (`NodePlan::qualified`) with its files under
+    /// `nodes/<node>/` (`NodePlan::file`), as its components' are.
+    Node,
 }
 
 /// One row of the certificate table.
@@ -58,9 +73,10 @@ pub struct Cert {
     /// A kubeconfig `kubeconfig/<name>.kubeconfig` is written for this client certificate.
     pub kubeconfig: Option<&'static str>,
     pub when: When,
+    pub scope: Scope,
 }
 
-/// What a row does not say: a client certificate of the cluster CA, always there.
+/// What a row does not say: a client certificate of the cluster CA, always there, the environment's.
 const CLIENT: Cert = Cert {
     name: "",
     ca: Some("ca"),
@@ -70,6 +86,7 @@ const CLIENT: Cert = Cert {
     sans: Sans::None,
     kubeconfig: None,
     when: When::Always,
+    scope: Scope::Cluster,
 };
 
 const fn ca(name: &'static str, cn: &'static str) -> Cert {
@@ -199,34 +216,49 @@ pub const CERTS: &[Cert] = &[
         usage: Usage::Server,
         sans: Sans::Node,
         when: When::Component("kubelet"),
+        scope: Scope::Node,
         ..CLIENT
     },
+    // Each node its own identity: the Node authorizer and NodeRestriction let it touch only its
+    // own Node and pods.
     Cert {
         name: "kubelet-client",
         cn: Cn::NodeUser,
         orgs: &["system:nodes"],
         kubeconfig: Some("kubelet"),
         when: When::Component("kubelet"),
+        scope: Scope::Node,
         ..CLIENT
     },
+    // One identity for every node (kube-proxy's RBAC, system:node-proxier, is not per node), but
+    // each node its own key and kubeconfig: that names the API server at the node's end of its link.
     Cert {
         name: "kube-proxy",
         cn: Cn::Fixed("system:kube-proxy"),
         kubeconfig: Some("kube-proxy"),
         when: When::Component("kube-proxy"),
+        scope: Scope::Node,
         ..CLIENT
     },
 ];
 
 /// Every leaf names a CA of the table listed before it, and names are unique: issuing can then go
-/// down the table once. A unit test holds `CERTS` to this.
+/// down the table once. A CA is the environment's (its leaves name it by the row's name), and no
+/// name holds `@`, which sets a further node's certificate apart (`kubelet@worker-1`). A unit
+/// test holds `CERTS` to this.
 pub fn check_tree(table: &[Cert]) -> Result<(), TreeError> {
     for (i, cert) in table.iter().enumerate() {
         let earlier = &table[..i];
         if earlier.iter().any(|c| c.name == cert.name) {
             return Err(TreeError::Duplicate(cert.name));
         }
+        if cert.name.contains('@') {
+            return Err(TreeError::At(cert.name));
+        }
         match (cert.usage, cert.ca) {
+            (Usage::Ca, _) if cert.scope == Scope::Node => {
+                return Err(TreeError::CaPerNode(cert.name))
+            }
             (Usage::Ca, None) => {}
             (Usage::Ca, Some(_)) => return Err(TreeError::CaWithIssuer(cert.name)),
             (_, None) => return Err(TreeError::NoCa(cert.name)),
@@ -248,6 +280,10 @@ pub fn check_tree(table: &[Cert]) -> Result<(), TreeError> {
 pub enum TreeError {
     #[error("certificate {0} is listed twice")]
     Duplicate(&'static str),
+    #[error("certificate {0}: a name holds no '@' (it sets a further node's certificate apart)")]
+    At(&'static str),
+    #[error("CA {0} must be the environment's (scope: Scope::Cluster)")]
+    CaPerNode(&'static str),
     #[error("CA {0} must be self-signed (ca: None)")]
     CaWithIssuer(&'static str),
     #[error("leaf {0} names no CA")]
@@ -259,10 +295,12 @@ pub enum TreeError {
     },
 }
 
-/// One certificate of the environment, resolved against a plan. Its serialized form is hashed into
-/// the manifest to decide reissues: keep the fields and their order.
+/// One certificate of the environment, resolved against a plan: a per-node row's on one node. Its
+/// serialized form is hashed into the manifest to decide reissues: keep the serialized fields and
+/// their order (the skipped ones say where it goes, which its name already does).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CertSpec {
+    /// The row's name; `<name>@<node>` on a node after the first (`Scope::Node`).
     pub name: String,
     pub ca: Option<&'static str>,
     pub cn: String,
@@ -272,26 +310,30 @@ pub struct CertSpec {
     pub kubeconfig: Option<&'static str>,
     /// The component it exists for (`When::Component`).
     pub component: Option<&'static str>,
+    /// The node (index in `Plan::nodes`) a per-node certificate is of; `None`: the environment's.
+    #[serde(skip)]
+    pub node: Option<usize>,
+    /// Its certificate in the state dir: `pki/<row>.crt`, under `nodes/<node>/` on a further node.
+    #[serde(skip)]
+    pub cert_path: String,
+    /// Its key, beside the certificate.
+    #[serde(skip)]
+    pub key_path: String,
+    /// The kubeconfig that embeds it: `kubeconfig/<kubeconfig>.kubeconfig`, under `nodes/<node>/`
+    /// on a further node.
+    #[serde(skip)]
+    pub kubeconfig_path: Option<String>,
 }
 
-/// The certificates of this plan, CAs first.
+/// The certificates of this plan, CAs first. The same whichever node's view the plan is.
 pub fn specs(plan: &Plan) -> Vec<CertSpec> {
     specs_of(CERTS, plan)
 }
 
+/// `specs` of another table: each row in table order, a per-node row once per node (in node order).
 pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
-    let node = &plan.node().name;
-    let mut local = vec![
-        "localhost".to_string(),
-        node.clone(),
-        "127.0.0.1".into(),
-        "::1".into(),
-    ];
-    for ip in [plan.bind, plan.advertise, plan.local] {
-        if !ip.is_unspecified() {
-            local.push(ip.to_string());
-        }
-    }
+    // The environment's certificates take the first node's values, whichever view `plan` is.
+    let first = &plan.nodes[0];
     let domain = &plan.profile.network.dns_domain;
     let mut apiserver = vec![
         "kubernetes".to_string(),
@@ -300,54 +342,102 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
         format!("kubernetes.default.svc.{domain}"),
         plan.first_service_ip.to_string(),
     ];
-    apiserver.extend(local.iter().cloned());
-    apiserver.push(plan.node().link.host.to_string());
+    apiserver.extend(local_sans(plan, first));
+    // Each node reaches the API server at the host's end of its own link (its kubeconfigs say so).
+    apiserver.extend(plan.nodes.iter().map(|n| n.link.host.to_string()));
     apiserver.extend(plan.profile.network.extra_sans.iter().cloned());
 
-    table
-        .iter()
-        .filter(|c| match c.when {
-            When::Always => true,
-            When::Component(name) => plan.enabled(name),
-        })
-        .map(|c| {
-            let sans = match c.sans {
-                Sans::None => vec![],
-                Sans::Local => local.clone(),
-                Sans::ApiServer => apiserver.clone(),
-                Sans::Node => vec![
-                    "localhost".to_string(),
-                    node.clone(),
-                    "127.0.0.1".into(),
-                    "::1".into(),
-                    plan.node().link.node.to_string(),
-                ],
-            };
-            let mut uniq: Vec<String> = Vec::new();
-            for s in sans {
-                if !uniq.contains(&s) {
-                    uniq.push(s);
-                }
-            }
-            CertSpec {
-                name: c.name.into(),
-                ca: c.ca,
-                cn: match c.cn {
-                    Cn::Fixed(cn) => cn.to_string(),
-                    Cn::Node => node.clone(),
-                    Cn::NodeUser => format!("system:node:{node}"),
-                },
-                orgs: c.orgs.iter().map(|s| s.to_string()).collect(),
-                usage: c.usage,
-                sans: uniq,
-                kubeconfig: c.kubeconfig,
-                component: match c.when {
-                    When::Always => None,
-                    When::Component(name) => Some(name),
-                },
-            }
-        })
-        .collect()
+    let mut out = Vec::new();
+    for c in table.iter().filter(|c| match c.when {
+        When::Always => true,
+        When::Component(name) => plan.enabled(name),
+    }) {
+        match c.scope {
+            Scope::Cluster => out.push(resolve(c, plan, first, None, &apiserver)),
+            Scope::Node => out.extend(
+                plan.nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, node)| resolve(c, plan, node, Some(i), &apiserver)),
+            ),
+        }
+    }
+    out
+}
+
+/// localhost, the node's name, loopback and the plan's bind, advertise and local addresses.
+fn local_sans(plan: &Plan, node: &NodePlan) -> Vec<String> {
+    let mut local = vec![
+        "localhost".to_string(),
+        node.name.clone(),
+        "127.0.0.1".into(),
+        "::1".into(),
+    ];
+    for ip in [plan.bind, plan.advertise, plan.local] {
+        if !ip.is_unspecified() {
+            local.push(ip.to_string());
+        }
+    }
+    local
+}
+
+/// Row `c` on `node` (the first node for the environment's rows; `index` is `Some` for a per-node
+/// row's), with the API server's SANs made once.
+fn resolve(
+    c: &Cert,
+    plan: &Plan,
+    node: &NodePlan,
+    index: Option<usize>,
+    apiserver: &[String],
+) -> CertSpec {
+    let sans = match c.sans {
+        Sans::None => vec![],
+        Sans::Local => local_sans(plan, node),
+        Sans::ApiServer => apiserver.to_vec(),
+        Sans::Node => vec![
+            "localhost".to_string(),
+            node.name.clone(),
+            "127.0.0.1".into(),
+            "::1".into(),
+            node.link.node.to_string(),
+        ],
+    };
+    let mut uniq: Vec<String> = Vec::new();
+    for s in sans {
+        if !uniq.contains(&s) {
+            uniq.push(s);
+        }
+    }
+    // A node's certificate is named and placed as its component's files are: the first node's
+    // where the environment's always were.
+    let per_node = index.is_some();
+    let file = |rel: String| if per_node { node.file(&rel) } else { rel };
+    let name = if per_node {
+        node.qualified(c.name)
+    } else {
+        c.name.to_string()
+    };
+    CertSpec {
+        ca: c.ca,
+        cn: match c.cn {
+            Cn::Fixed(cn) => cn.to_string(),
+            Cn::Node => node.name.clone(),
+            Cn::NodeUser => format!("system:node:{}", node.name),
+        },
+        orgs: c.orgs.iter().map(|s| s.to_string()).collect(),
+        usage: c.usage,
+        sans: uniq,
+        kubeconfig: c.kubeconfig,
+        component: match c.when {
+            When::Always => None,
+            When::Component(name) => Some(name),
+        },
+        node: index,
+        cert_path: file(paths::cert(c.name)),
+        key_path: file(paths::key(c.name)),
+        kubeconfig_path: c.kubeconfig.map(|k| file(paths::kubeconfig(k))),
+        name,
+    }
 }
 
 #[cfg(test)]
@@ -406,5 +496,128 @@ mod tests {
             check_tree(&[ca("ca", "k"), ca("ca", "k")]),
             Err(TreeError::Duplicate("ca"))
         );
+        // A name with '@' (a further node's), a CA per node.
+        assert_eq!(
+            check_tree(&[
+                ca("ca", "k"),
+                Cert {
+                    name: "a@b",
+                    ..leaf
+                }
+            ]),
+            Err(TreeError::At("a@b"))
+        );
+        let per_node_ca = Cert {
+            scope: Scope::Node,
+            ..ca("ca", "k")
+        };
+        assert_eq!(check_tree(&[per_node_ca]), Err(TreeError::CaPerNode("ca")));
+    }
+
+    #[test]
+    fn a_per_node_row_is_resolved_on_every_node_from_its_values() {
+        let one = Plan::for_tests("dev", &[]);
+        let two = Plan::for_tests("dev", &[]).with_extra_node_for_tests("worker-1");
+        let (a, b) = (specs(&one), specs(&two));
+        let names = |s: &[CertSpec]| s.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        // Each per-node row once more, right after the first node's, in table order.
+        let mut want = names(&a);
+        for row in ["kubelet", "kubelet-client", "kube-proxy"] {
+            let i = want.iter().position(|n| n == row).unwrap();
+            want.insert(i + 1, format!("{row}@worker-1"));
+        }
+        assert_eq!(names(&b), want);
+        // The first node's and the environment's are exactly the one-node plan's, whatever the view
+        let json = |s: &CertSpec| serde_json::to_string(s).unwrap();
+        for view in [&two, &two.on_node(1)] {
+            // (but the API server's, which names every node's end of its link: below).
+            for s in specs(view)
+                .iter()
+                .filter(|s| !s.name.contains('@') && s.name != "apiserver")
+            {
+                let same = a.iter().find(|o| o.name == s.name).unwrap();
+                assert_eq!(json(s), json(same), "{}", s.name);
+                assert_eq!(
+                    (&s.cert_path, &s.key_path, &s.kubeconfig_path, s.node),
+                    (
+                        &same.cert_path,
+                        &same.key_path,
+                        &same.kubeconfig_path,
+                        same.node
+                    )
+                );
+            }
+        }
+        // What is hashed into the manifest: the fields it always had, in their order, not where
+        // the files go.
+        let fields: Vec<String> = match serde_json::to_value(&a[0]).unwrap() {
+            serde_json::Value::Object(m) => m.keys().cloned().collect(),
+            other => panic!("{other}"),
+        };
+        assert_eq!(
+            fields,
+            [
+                "name",
+                "ca",
+                "cn",
+                "orgs",
+                "usage",
+                "sans",
+                "kubeconfig",
+                "component"
+            ]
+        );
+        let of = |name: &str| b.iter().find(|s| s.name == name).unwrap();
+        let node = &two.nodes[1];
+        let serving = of("kubelet@worker-1");
+        assert_eq!(serving.cn, "system:node:worker-1");
+        assert_eq!(serving.orgs, ["system:nodes"]);
+        assert_eq!(
+            serving.sans,
+            [
+                "localhost".to_string(),
+                "worker-1".into(),
+                "127.0.0.1".into(),
+                "::1".into(),
+                node.link.node.to_string()
+            ]
+        );
+        assert_eq!(serving.node, Some(1));
+        assert_eq!(serving.cert_path, "nodes/worker-1/pki/kubelet.crt");
+        assert_eq!(serving.key_path, "nodes/worker-1/pki/kubelet.key");
+        assert_eq!(serving.kubeconfig_path, None);
+        let client = of("kubelet-client@worker-1");
+        assert_eq!(client.cn, "system:node:worker-1");
+        assert_eq!(client.kubeconfig, Some("kubelet"));
+        assert_eq!(
+            client.kubeconfig_path.as_deref(),
+            Some("nodes/worker-1/kubeconfig/kubelet.kubeconfig")
+        );
+        let proxy = of("kube-proxy@worker-1");
+        assert_eq!(proxy.cn, "system:kube-proxy");
+        assert_eq!(
+            proxy.kubeconfig_path.as_deref(),
+            Some("nodes/worker-1/kubeconfig/kube-proxy.kubeconfig")
+        );
+        let first = of("kubelet");
+        assert_eq!(
+            (first.node, first.cert_path.as_str()),
+            (Some(0), "pki/kubelet.crt")
+        );
+        assert_eq!(of("apiserver").node, None);
+        // The API server is reached at every node's end of its link.
+        let apiserver = &of("apiserver").sans;
+        for n in &two.nodes {
+            assert!(
+                apiserver.contains(&n.link.host.to_string()),
+                "{apiserver:?}"
+            );
+        }
+        assert_eq!(
+            apiserver.len(),
+            a.iter().find(|s| s.name == "apiserver").unwrap().sans.len() + 1
+        );
+        // etcd's member stays the first node's.
+        assert_eq!(of("etcd/server").cn, "dev");
     }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::env::{journal_tail, Env};
 use super::probe;
-use crate::components::{Component, Instance};
+use crate::components::Instance;
 use crate::error::Error;
 use crate::pki::{self, issue, CertSpec, Usage};
 use crate::spec::{paths, Plan};
@@ -30,12 +30,13 @@ pub const WARN_WITHIN: Duration = Duration::from_secs(30 * 24 * 3600);
 #[serde(rename_all = "camelCase")]
 pub struct CertExpiry {
     pub name: String,
-    /// Relative to the state dir: `pki/<name>.crt`.
+    /// Relative to the state dir: `pki/<name>.crt`; a further node's under `nodes/<node>/`.
     pub path: String,
     /// Its issuing CA (`None` for a CA).
     pub ca: Option<String>,
     pub is_ca: bool,
-    /// The kubeconfig that embeds it (`kubeconfig/<name>.kubeconfig`).
+    /// The kubeconfig that embeds it (`kubeconfig/<name>.kubeconfig`; a further node's under
+    /// `nodes/<node>/`).
     pub kubeconfig: Option<String>,
     pub not_before: String,
     pub not_after: String,
@@ -48,7 +49,8 @@ pub struct CertExpiry {
     pub serial: String,
     /// Its signature verifies against its CA's certificate in the state dir (a CA: against itself).
     pub signed_by_ca: bool,
-    /// Components whose unit or config files name it (restarted by `certs renew`).
+    /// Instances (`kubelet`, `kubelet@worker-1`) whose unit or config files name it (restarted by
+    /// `certs renew`).
     pub used_by: Vec<String>,
 }
 
@@ -72,10 +74,12 @@ pub fn residual(secs: i64) -> String {
     }
 }
 
-/// Certificate name -> the components that use it, in table order.
-pub type Users = BTreeMap<String, Vec<&'static str>>;
+/// Certificate name -> the instances (`Instance::name`: `kubelet`, `kubelet@worker-1`) that use
+/// it, in table order. By instance, not component: a node's own certificate restarts its own
+/// kubelet only.
+pub type Users = BTreeMap<String, Vec<String>>;
 
-/// Which components use which certificate, from their unit files and config files in the state dir.
+/// Which instances use which certificate, from their unit files and config files in the state dir.
 pub fn users(env: &Env) -> Users {
     let plan = &env.plan;
     let root = Root::open(&plan.state_dir).ok();
@@ -84,7 +88,7 @@ pub fn users(env: &Env) -> Users {
             .and_then(|r| r.read_string(rel).ok())
             .unwrap_or_default()
     };
-    let texts: Vec<(&'static Component, String)> = env
+    let texts: Vec<(&str, String)> = env
         .units
         .iter()
         .map(|(i, unit)| {
@@ -110,22 +114,20 @@ pub fn users(env: &Env) -> Users {
                 text.push_str(&read(&i.file_path(file.path)));
                 text.push('\n');
             }
-            (c, text)
+            (i.name.as_str(), text)
         })
         .collect();
     pki::specs(plan)
         .into_iter()
         .map(|spec| {
-            let mut names = vec![paths::cert(&spec.name), paths::key(&spec.name)];
-            names.extend(spec.kubeconfig.map(paths::kubeconfig));
+            let mut names = vec![spec.cert_path.clone(), spec.key_path.clone()];
+            names.extend(spec.kubeconfig_path.clone());
             let needles: Vec<String> = names.iter().map(|rel| plan.path(rel)).collect();
-            let mut using: Vec<&'static str> = texts
+            let using: Vec<String> = texts
                 .iter()
                 .filter(|(_, text)| needles.iter().any(|n| names_path(text, n)))
-                .map(|(c, _)| c.name)
+                .map(|(name, _)| name.to_string())
                 .collect();
-            // A per-node component's instances follow each other (table order): named once.
-            using.dedup();
             (spec.name, using)
         })
         .collect()
@@ -151,9 +153,9 @@ pub fn expiration(
     let root = Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
     let specs = pki::specs(plan);
     let read = |spec: &CertSpec| -> Result<String, Error> {
-        let rel = paths::cert(&spec.name);
-        root.read_string(&rel).map_err(|e| Error::Artifact {
-            path: plan.state_dir.join(&rel),
+        let rel = &spec.cert_path;
+        root.read_string(rel).map_err(|e| Error::Artifact {
+            path: plan.state_dir.join(rel),
             message: format!("cannot read the certificate: {e}"),
             fix: "restore it with `kubeunit gen` (keys and CAs are kept)".into(),
         })
@@ -161,7 +163,7 @@ pub fn expiration(
     let mut out = Vec::new();
     for spec in &specs {
         let pem = read(spec)?;
-        let rel = paths::cert(&spec.name);
+        let rel = spec.cert_path.clone();
         let info = issue::inspect(&pem).map_err(|e| Error::Artifact {
             path: plan.state_dir.join(&rel),
             message: e.to_string(),
@@ -180,7 +182,7 @@ pub fn expiration(
             path: rel,
             ca: spec.ca.map(String::from),
             is_ca: spec.usage == Usage::Ca,
-            kubeconfig: spec.kubeconfig.map(paths::kubeconfig),
+            kubeconfig: spec.kubeconfig_path.clone(),
             not_before: rfc3339(info.not_before),
             not_after: rfc3339(info.not_after),
             residual_seconds: residual,
@@ -188,10 +190,7 @@ pub fn expiration(
             not_yet_valid: info.not_before > now,
             serial: info.serial,
             signed_by_ca: ca_pem.is_some_and(|ca| issue::signed_by(&pem, &ca)),
-            used_by: users
-                .get(&spec.name)
-                .map(|u| u.iter().map(|s| s.to_string()).collect())
-                .unwrap_or_default(),
+            used_by: users.get(&spec.name).cloned().unwrap_or_default(),
         });
     }
     Ok(out)
@@ -259,11 +258,7 @@ pub fn affected<'e>(
         .filter_map(|(i, unit)| {
             let certs: Vec<String> = renewed
                 .iter()
-                .filter(|name| {
-                    users
-                        .get(*name)
-                        .is_some_and(|u| u.contains(&i.component.name))
-                })
+                .filter(|name| users.get(*name).is_some_and(|u| u.contains(&i.name)))
                 .cloned()
                 .collect();
             (!certs.is_empty()).then_some((i, unit, certs))
@@ -448,10 +443,10 @@ mod tests {
             assert_eq!(of(cert), want.to_vec(), "{cert}");
         }
         assert!(
-            of("ca").contains(&"kube-controller-manager"),
+            of("ca").iter().any(|u| u == "kube-controller-manager"),
             "its signing key"
         );
-        assert!(of("etcd/ca").contains(&"etcd"));
+        assert!(of("etcd/ca").iter().any(|u| u == "etcd"));
 
         // A flag the profile adds counts as much as kubeunit's own.
         let (_tmp, env) = generated(
@@ -485,6 +480,107 @@ mod tests {
         assert_eq!(
             users(&env)["front-proxy-client"],
             vec!["kube-apiserver", "kube-scheduler"]
+        );
+    }
+
+    /// gen dev with a second node (`worker-1`: profiles cannot name one yet) and load it as
+    /// `Env::load` does, with that plan.
+    fn generated_two_nodes() -> (tempfile::TempDir, Env) {
+        use crate::spec::HostFacts;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let profile = crate::pipeline::profile("dev", &[]).unwrap();
+        let plan = Plan::new(profile, &dir, &HostFacts::fixed(Some("192.0.2.5")))
+            .unwrap()
+            .with_extra_node_for_tests("worker-1");
+        let opts = crate::artifacts::Options {
+            entropy: crate::pki::Entropy::Seed(7),
+            force: false,
+        };
+        crate::pipeline::gen(&plan, &opts, None, Duration::from_secs(5), &mut |_| {}).unwrap();
+        let read = |name: &str| {
+            let path = dir.join(paths::unit(name));
+            crate::unit::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap()
+        };
+        let units = crate::components::instances(&plan)
+            .into_iter()
+            .map(|i| {
+                let unit = read(&i.unit);
+                (i, unit)
+            })
+            .collect();
+        let env = Env {
+            slice: read(&plan.slice_name()),
+            plan,
+            units,
+            timers: vec![],
+        };
+        (tmp, env)
+    }
+
+    #[test]
+    fn a_nodes_own_certificates_are_used_by_its_own_instances() {
+        let (_tmp, env) = generated_two_nodes();
+        let used = users(&env);
+        for (cert, want) in [
+            ("kubelet", &["kubelet"][..]),
+            ("kubelet-client", &["kubelet"]),
+            ("kube-proxy", &["kube-proxy"]),
+            ("kubelet@worker-1", &["kubelet@worker-1"]),
+            ("kubelet-client@worker-1", &["kubelet@worker-1"]),
+            ("kube-proxy@worker-1", &["kube-proxy@worker-1"]),
+        ] {
+            assert_eq!(used[cert], want.to_vec(), "{cert}");
+        }
+        // The cluster CA: every kubelet checks its clients with it.
+        for kubelet in ["kubelet", "kubelet@worker-1"] {
+            assert!(used["ca"].iter().any(|u| u == kubelet), "{kubelet}");
+        }
+        // Renewing a node's identity restarts that node's kubelet only.
+        let affected: Vec<(String, Vec<String>)> =
+            affected(&env, &used, &["kubelet-client@worker-1".to_string()])
+                .into_iter()
+                .map(|(i, _, certs)| (i.name.clone(), certs))
+                .collect();
+        assert_eq!(
+            affected,
+            [(
+                "kubelet@worker-1".to_string(),
+                vec!["kubelet-client@worker-1".to_string()]
+            )]
+        );
+        // check-expiration lists them with their files.
+        let now = time::OffsetDateTime::UNIX_EPOCH + time::Duration::days(1);
+        let certs = expiration(&env.plan, &used, now).unwrap();
+        let of = |name: &str| certs.iter().find(|c| c.name == name).unwrap();
+        let c = of("kubelet-client@worker-1");
+        assert_eq!(c.path, "nodes/worker-1/pki/kubelet-client.crt");
+        assert_eq!(
+            c.kubeconfig.as_deref(),
+            Some("nodes/worker-1/kubeconfig/kubelet.kubeconfig")
+        );
+        assert!(c.signed_by_ca && c.ca.as_deref() == Some("ca"), "{c:?}");
+        assert_eq!(
+            of("kubelet@worker-1").path,
+            "nodes/worker-1/pki/kubelet.crt"
+        );
+        assert_eq!(of("kubelet").path, "pki/kubelet.crt");
+        assert_eq!(certs.len(), pki::specs(&env.plan).len());
+        // `certs renew` takes the further node's by name; an unknown node is named as such.
+        let names = crate::pipeline::renewable(
+            &env.plan,
+            &["kube-proxy@worker-1".to_string(), "kubelet".to_string()],
+        )
+        .unwrap();
+        assert_eq!(names, ["kubelet", "kube-proxy@worker-1"]);
+        let all = crate::pipeline::renewable(&env.plan, &["all".to_string()]).unwrap();
+        assert!(all.contains(&"kubelet@worker-1".to_string()));
+        let e = crate::pipeline::renewable(&env.plan, &["kubelet@nowhere".to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no certificate 'kubelet@nowhere'") && !e.contains("not enabled"),
+            "{e}"
         );
     }
 

@@ -125,7 +125,7 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
                 .filter(|b| !b.is_empty()),
             certificates_expiring: expiring
                 .iter()
-                .filter(|e| e.used_by.iter().any(|u| u == c.name))
+                .filter(|e| e.used_by.contains(&i.name))
                 .map(Expiring::from)
                 .collect(),
             next_run: None,
