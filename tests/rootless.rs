@@ -45,11 +45,19 @@ fn kubeunit_as_user(c: &Container, args: &[&str]) -> Output {
 fn a_user_runs_the_control_plane_under_their_own_systemd() {
     let ports = Ports::allocate();
     let c = Container::boot("rootless");
-    // A user whose systemd runs without a login (lingering); the pinned binaries readable by them
-    // (the cache is bound below /root).
+    // A user whose systemd runs without a login (lingering); the pinned binaries readable by them:
+    // every dir above the cache (bound at its own path: ~/.cache/kubeunit-test, or KUBEUNIT_CACHE's)
+    // searchable.
+    let above_cache: Vec<String> = cache_dir()
+        .ancestors()
+        .skip(1)
+        .filter(|d| d.parent().is_some())
+        .map(|d| format!("'{}'", d.display()))
+        .collect();
     let out = c.sh(&format!(
-        "useradd -m -u 1000 {USER} && loginctl enable-linger {USER} && chmod o+x /root /root/.cache \
-         && for i in $(seq 100); do [ -S /run/user/1000/bus ] && exit 0; sleep 0.1; done; exit 1"
+        "useradd -m -u 1000 {USER} && loginctl enable-linger {USER} && chmod o+x {} \
+         && for i in $(seq 100); do [ -S /run/user/1000/bus ] && exit 0; sleep 0.1; done; exit 1",
+        above_cache.join(" ")
     ));
     assert!(out.status.success(), "user manager: {}", text(&out));
     let marker = c.sh("touch /run/rootless-marker");
