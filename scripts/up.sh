@@ -19,7 +19,7 @@ scripts/install-deps.sh
 echo "==> building kubeunit"
 cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
-echo "==> pinned binaries and node images (cached in $cache; a cold build takes about 45 minutes)"
+echo "==> pinned binaries and node images (cached in $cache; a cold build takes about 30 minutes)"
 scripts/build-test-binaries.sh
 # KUBEUNIT_KUBERNETES: one of the pinned versions (default: the newest).
 k8s_version=${KUBEUNIT_KUBERNETES:-${KUBERNETES_VERSIONS%% *}}
