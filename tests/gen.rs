@@ -490,7 +490,8 @@ fn systemd_analyze_verify_accepts_every_unit() {
     let proxy = std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-proxy"))).unwrap();
     assert!(!proxy.contains("GODEBUG") && proxy.contains("EnvironmentFile="));
     // The node's components join the node's network namespace, which a oneshot unit makes and
-    // removes (after a failed start too).
+    // removes (after a failed start too), the latter with the copy of its script in /run that
+    // `up` made (a node removed from the state dir goes down too).
     assert!(
         proxy.contains(&format!(
             "NetworkNamespacePath=/run/netns/{}",
@@ -504,7 +505,10 @@ fn systemd_analyze_verify_accepts_every_unit() {
         network.contains("Type=oneshot\nRemainAfterExit=yes")
             && network.contains("/config/node-network.sh \\\n    up\n")
             && network.contains("ExecStopPost=/bin/sh ")
-            && network.contains("/config/node-network.sh down"),
+            && network.contains(&format!(
+                "ExecStopPost=/bin/sh /run/kubeunit/{}/node-network.sh down",
+                unit_prefix(&dir).trim_start_matches("kubeunit-")
+            )),
         "{network}"
     );
     let env_file = dir.join("env/kube-proxy.env");

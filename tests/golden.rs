@@ -18,6 +18,7 @@ const CASES: &[(&str, &[&str])] = &[
     ("dev", &["--profile", "dev"]),
     ("control-plane", &["--profile", "control-plane"]),
     ("ci", &["--profile", "ci"]),
+    ("multi", &["--profile", "multi"]),
     // RSA keys come from kubeunit's own prime search (src/pki/key.rs): pinned here as a whole.
     (
         "dev-rsa",

@@ -109,7 +109,9 @@ pub fn units(
             "env_file": env_file,
             "delegate": c.delegate,
             "kill_mode": c.kill_mode,
-            "slice": slice,
+            // A further node's units run in its own slice below the environment's (its kubelet's
+            // cgroup root: `NodePlan::slice`).
+            "slice": if c.per_node { &plan.node().slice } else { &slice },
             "rootless": plan.profile.rootless,
             "syslog_identifier": instance.syslog_identifier(),
         });

@@ -97,6 +97,12 @@ impl fmt::Display for Summary<'_> {
         for n in &report.notes {
             writeln!(f, "  note: {n}")?;
         }
+        for n in &report.departed_nodes {
+            writeln!(
+                f,
+                "  removed node {n}, which the profile no longer has: its units, network, data and Node object"
+            )?;
+        }
         if !report.imported.is_empty() {
             writeln!(
                 f,
@@ -123,7 +129,7 @@ impl fmt::Display for Summary<'_> {
         }
         let name = plan.name();
         let dir_flag = format!("--state-dir {}", plan.state_dir.display());
-        if report.already_running {
+        if report.already_running && report.departed_nodes.is_empty() {
             writeln!(f, "environment '{name}' is already running; nothing changed (see `kubeunit status {dir_flag}`)")?;
         } else {
             writeln!(

@@ -200,6 +200,9 @@ pub enum Hook {
     /// Push the images of those archives from containerd (the component with `ImportImages`) to
     /// this registry. `start` reports it done like the import.
     LoadRegistry,
+    /// Once the kubelet registered its Node, apply the node's `config/node.yaml` to it (role,
+    /// labels, pod network).
+    LabelNode,
 }
 
 impl Hook {
@@ -215,6 +218,7 @@ impl Hook {
             Hook::ApplyAddons => "apply-addons",
             Hook::ImportImages => "import-images",
             Hook::LoadRegistry => "load-registry",
+            Hook::LabelNode => "label-node",
         }
     }
 
@@ -223,6 +227,7 @@ impl Hook {
             Hook::ApplyAddons => "apply addons",
             Hook::ImportImages => "import images",
             Hook::LoadRegistry => "load registry",
+            Hook::LabelNode => "label node",
         }
     }
 }

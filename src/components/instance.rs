@@ -98,3 +98,13 @@ pub fn instances_of<'t>(table: &'t [Component], plan: &Plan) -> Vec<Instance<'t>
     }
     out
 }
+
+/// The instances of `table`'s enabled per-node components on the node `plan` is the view of, in
+/// table order (a node that `gen` removed: `Plan::departed`).
+pub fn node_instances<'t>(table: &'t [Component], plan: &Plan) -> Vec<Instance<'t>> {
+    table
+        .iter()
+        .filter(|c| c.per_node && c.is_enabled(&plan.profile))
+        .map(|c| Instance::new(c, plan.clone()))
+        .collect()
+}

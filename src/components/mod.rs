@@ -26,7 +26,8 @@ pub use component::{
 };
 pub use instance::{instances_of, Instance};
 pub use table::{
-    apiserver_url, etcd_url, node_apiserver_url, port, COMPONENTS, SCHEDULED_SNAPSHOT_PREFIX,
+    apiserver_url, etcd_url, node_apiserver_url, port, COMPONENTS, NODE_OBJECT_FILE,
+    SCHEDULED_SNAPSHOT_PREFIX,
 };
 
 /// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
@@ -50,6 +51,11 @@ pub fn etcd_tool(plan: &crate::spec::Plan, tool: &str) -> std::path::PathBuf {
 /// Every instance of the table's enabled components: what runs (`instances_of`).
 pub fn instances(plan: &crate::spec::Plan) -> Vec<Instance<'static>> {
     instances_of(COMPONENTS, plan)
+}
+
+/// The instances on the node `plan` is the view of (`instance::node_instances` of the table).
+pub fn node_instances(plan: &crate::spec::Plan) -> Vec<Instance<'static>> {
+    instance::node_instances(COMPONENTS, plan)
 }
 
 /// Every port the components of `table` listen on, each once, in slot order: the fields of

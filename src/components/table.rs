@@ -11,7 +11,7 @@ use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::paths;
 use crate::spec::plan::{host_port, EtcdMember};
-use crate::spec::profile::AUDIT_LEVELS;
+use crate::spec::profile::{Role, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
 use crate::spec::Plan;
 
 /// What an entry does not say: a Kubernetes component, started with Type=exec, probed over HTTPS.
@@ -112,6 +112,8 @@ const CNI_CONFIG_DIR: &str = "config/cni";
 const KUBELET_CONFIG_FILE: &str = "config/kubelet-config.yaml";
 const KUBE_PROXY_CONFIG_FILE: &str = "config/kube-proxy-config.yaml";
 const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
+/// The node's Node object as the LabelNode hook applies it.
+pub const NODE_OBJECT_FILE: &str = "config/node.yaml";
 const REGISTRY_CONFIG_FILE: &str = "config/registry.yml";
 /// containerd's registry host config (`config_path`): a `NAME/hosts.toml` per registry name.
 const REGISTRY_HOSTS_DIR: &str = "config/registry-hosts";
@@ -152,6 +154,10 @@ const CNI_BRIDGE: Template = Template {
 const KUBELET_CONFIG: Template = Template {
     name: "configs/kubelet-config.yaml.hbs",
     text: include_str!("../../configs/kubelet-config.yaml.hbs"),
+};
+const NODE_OBJECT: Template = Template {
+    name: "configs/node.yaml.hbs",
+    text: include_str!("../../configs/node.yaml.hbs"),
 };
 const NODE_NETWORK: Template = Template {
     name: "configs/node-network.sh.hbs",
@@ -433,15 +439,19 @@ pub const COMPONENTS: &[Component] = &[
         version: |_| "",
         go_module: "",
         args: |plan| vec![plan.node_file(NODE_NETWORK_SCRIPT), "up".into()],
+        // The copy `up` made in /run: a node that `gen` removed from the state dir goes down too.
         stop_post: |plan| {
             vec![vec![
                 "/bin/sh".into(),
-                plan.node_file(NODE_NETWORK_SCRIPT),
+                node_network_copy(plan).to_string_lossy().into_owned(),
                 "down".into(),
             ]]
         },
         validate: node_link_carries_the_cluster_networks,
         host_checks: &[host::iproute2, host::link_free, host::cluster_routes_free],
+        // Its run dir (the script's copy, the marker; a further node's whole run dir), once its
+        // containerd took its own state out of it.
+        after_stop: &[Cleanup::RemoveDir(|plan| plan.node().run_dir.clone())],
         files: &[template(NODE_NETWORK_SCRIPT, |cx| {
             let plan = cx.plan;
             let node = plan.node();
@@ -450,17 +460,24 @@ pub const COMPONENTS: &[Component] = &[
                 &NODE_NETWORK,
                 json!({
                     "env": plan.name(),
+                    "node_name": node.name,
                     "netns": link.netns,
                     "interface": link.interface,
                     "host": link.host.to_string(),
                     "node": link.node.to_string(),
+                    "net": link.net.to_string(),
                     "prefix": link.net.prefix_len(),
                     // The namespace's name is the node's on this host (the first node's is the
                     // environment's unit prefix).
                     "tag": format!("{} node link", link.netns),
                     "marker": node.run_dir.join("node-network.masquerade"),
-                    // The node's pods (the cluster's pod network with one node), and the Services.
-                    "cluster_networks": format!("{} {}", node.pod_cidr, plan.service_cidr),
+                    "copy": node_network_copy(plan),
+                    "pod_cidr": node.pod_cidr.to_string(),
+                    "cluster_pod_cidr": plan.pod_cidr.to_string(),
+                    "first": plan.node_index == 0,
+                    "service_cidr": plan.service_cidr.to_string(),
+                    "table": plan.routing_table(),
+                    "metric": node.link.metric(),
                 }),
             ))
         })],
@@ -537,9 +554,8 @@ pub const COMPONENTS: &[Component] = &[
                     &CNI_BRIDGE,
                     json!({
                         // host-local keeps its leases in /var/lib/cni/networks/<network>, on
-                        // the host: one per environment, shared by its nodes (CNI network names
-                        // take no `@`, which the node's unit instance has).
-                        "network": plan.unit_prefix(),
+                        // the host: one per node (CNI network names take no `@`).
+                        "network": plan.node().cni_network(&plan.unit_prefix()),
                         // The node's namespace has this one bridge.
                         "bridge": "cni0",
                         "pod_cidr": plan.node().pod_cidr.to_string(),
@@ -632,39 +648,61 @@ pub const COMPONENTS: &[Component] = &[
             }),
             Cleanup::CgroupDirs(|plan| plan.node().pods_cgroup.clone()),
         ],
-        files: &[template(KUBELET_CONFIG_FILE, |cx| {
-            let plan = cx.plan;
-            let prof = &plan.profile;
-            // The kubelet's own check: pod log paths must be ASCII.
-            let pod_logs = plan.node().data("pod-logs");
-            if !pod_logs.is_ascii() {
-                return Err(FieldError::new(
+        files: &[
+            template(KUBELET_CONFIG_FILE, |cx| {
+                let plan = cx.plan;
+                let prof = &plan.profile;
+                // The kubelet's own check: pod log paths must be ASCII.
+                let pod_logs = plan.node().data("pod-logs");
+                if !pod_logs.is_ascii() {
+                    return Err(FieldError::new(
                     "dataDir",
                     plan.node().data_dir.display(),
                     "holds non-ASCII characters, which the kubelet refuses in its pod log directory",
                     "use an ASCII path for the state dir or dataDir",
                 ));
-            }
-            Ok(Content::Template(
-                &KUBELET_CONFIG,
-                json!({
-                    "address": plan.node().link.node.to_string(),
-                    "pod_logs_dir": pod_logs,
-                    "port": port::KUBELET.of(plan),
-                    "healthz_address": plan.node().link.node.to_string(),
-                    "healthz_port": port::KUBELET_HEALTHZ.of(plan),
-                    // The node's own serving certificate (a per-node row of the certificate table).
-                    "tls_cert": plan.node_file(&paths::cert("kubelet")),
-                    "tls_key": plan.node_file(&paths::key("kubelet")),
-                    "client_ca": plan.path(&paths::cert("ca")),
-                    "dns_domain": prof.network.dns_domain,
-                    "dns_ip": plan.dns_ip.to_string(),
-                    "runtime_endpoint": format!("unix://{}", plan.node().containerd_socket.display()),
-                    "cgroup_root": plan.node().pods_cgroup_root,
-                    "feature_gates": feature_gates(plan, cx.component),
-                }),
-            ))
-        })],
+                }
+                Ok(Content::Template(
+                    &KUBELET_CONFIG,
+                    json!({
+                        "address": plan.node().link.node.to_string(),
+                        "pod_logs_dir": pod_logs,
+                        "port": port::KUBELET.of(plan),
+                        "healthz_address": plan.node().link.node.to_string(),
+                        "healthz_port": port::KUBELET_HEALTHZ.of(plan),
+                        // The node's own serving certificate (a per-node row of the certificate table).
+                        "tls_cert": plan.node_file(&paths::cert("kubelet")),
+                        "tls_key": plan.node_file(&paths::key("kubelet")),
+                        "client_ca": plan.path(&paths::cert("ca")),
+                        "dns_domain": prof.network.dns_domain,
+                        "dns_ip": plan.dns_ip.to_string(),
+                        "runtime_endpoint": format!("unix://{}", plan.node().containerd_socket.display()),
+                        "cgroup_root": plan.node().pods_cgroup_root,
+                        "taints": plan.node().taints.iter().map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect})).collect::<Vec<_>>(),
+                        "feature_gates": feature_gates(plan, cx.component),
+                    }),
+                ))
+            }),
+            // Applied by the LabelNode hook below.
+            template(NODE_OBJECT_FILE, |cx| {
+                let plan = cx.plan;
+                let node = plan.node();
+                let mut labels = node.labels.clone();
+                if node.role == Role::ControlPlane {
+                    labels.insert(CONTROL_PLANE_ROLE.into(), String::new());
+                }
+                Ok(Content::Template(
+                    &NODE_OBJECT,
+                    json!({
+                        "env": plan.name(),
+                        "name": node.name,
+                        "labels": labels,
+                        "pod_cidr": node.pod_cidr.to_string(),
+                    }),
+                ))
+            }),
+        ],
+        after_healthy: Some(Hook::LabelNode),
         ..KUBERNETES
     },
     Component {
@@ -692,7 +730,8 @@ pub const COMPONENTS: &[Component] = &[
                 json!({
                     "kubeconfig": plan.node_file(&paths::kubeconfig("kube-proxy")),
                     "node_name": plan.node().name,
-                    "pod_cidr": plan.node().pod_cidr.to_string(),
+                    // The cluster's: traffic from any node's pods is the cluster's own.
+                    "pod_cidr": plan.pod_cidr.to_string(),
                     "healthz": node(port::KUBE_PROXY_HEALTHZ),
                     "metrics": node(port::KUBE_PROXY_METRICS),
                     "feature_gates": feature_gates(plan, cx.component),
@@ -954,7 +993,8 @@ pub(super) mod host {
         for (field, net) in ours {
             let ipnet::IpNet::V4(net) = net else { continue };
             for (route, iface) in routes {
-                if route.prefix_len() == 0 || iface == &plan.node().link.interface {
+                let own = plan.nodes.iter().any(|n| &n.link.interface == iface);
+                if route.prefix_len() == 0 || own {
                     continue;
                 }
                 if net.contains(&route.network()) || route.contains(&net.network()) {
@@ -1027,7 +1067,7 @@ fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
         &REGISTRY_HOSTS,
         json!({
             "env": plan.name(),
-            "server": format!("http://{}", host_port(plan.node().link.node.into(), port::REGISTRY.of(plan))),
+            "server": format!("http://{}", host_port(plan.nodes[0].link.node.into(), port::REGISTRY.of(plan))),
         }),
     ))
 }
@@ -1116,6 +1156,11 @@ fn node_link_carries_the_cluster_networks(p: &crate::spec::Profile) -> Vec<Field
         )
     })
     .collect()
+}
+
+/// Where node-network's `up` copies its script, whose `down` its unit's ExecStopPost= runs.
+fn node_network_copy(plan: &Plan) -> std::path::PathBuf {
+    plan.node().run_dir.join("node-network.sh")
 }
 
 fn flag(name: &str, value: impl Into<String>) -> (String, String) {
@@ -1353,7 +1398,9 @@ fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("controllers", "*,bootstrapsigner,tokencleaner"),
         flag("service-cluster-ip-range", plan.service_cidr.to_string()),
         flag("cluster-cidr", plan.pod_cidr.to_string()),
-        flag("allocate-node-cidrs", "true"),
+        // Each node's share is the profile's (`nodes[].podCIDR`): its CNI range, and its Node's
+        // spec.podCIDR, which the kubelet's start hook applies.
+        flag("allocate-node-cidrs", "false"),
     ]);
     if plan.profile.addons.default_storage_class {
         flags.push(flag("enable-hostpath-provisioner", "true"));

@@ -28,6 +28,7 @@ const KINDS: &[(&str, &str, bool)] = &[
     ("ClusterRoleBinding", "clusterrolebindings", false),
     ("StorageClass", "storageclasses", false),
     ("Namespace", "namespaces", false),
+    ("Node", "nodes", false),
 ];
 
 /// Every document of every `addons/*.yaml`, in file order.
@@ -111,38 +112,93 @@ pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
             message: e.to_string(),
             fix: "use one of the kinds kubeunit renders, or apply it with kubectl".into(),
         })?;
-        let url = format!(
-            "{}{path}?fieldManager=kubeunit&force=true",
-            crate::components::apiserver_url(plan)
-        );
-        let body = serde_json::to_vec(&doc).unwrap_or_default();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let result = agent
-                .patch(&url)
-                .header("Content-Type", "application/apply-patch+yaml")
-                .send(&body[..]);
-            let (status, text) = match result {
-                Ok(mut r) => (
-                    r.status().as_u16(),
-                    r.body_mut().read_to_string().unwrap_or_default(),
-                ),
-                Err(e) => (0, e.to_string()),
-            };
-            if status == 200 || status == 201 {
-                break;
-            }
-            let retry = matches!(status, 0 | 404 | 409 | 429 | 500..=599);
-            if !retry || Instant::now() >= deadline {
-                return Err(Error::Addon(format!(
-                    "applying {path} from {file}: HTTP {status}: {text}"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        apply_object(plan, &agent, &path, &doc, &file)?;
         applied.push(path);
     }
     Ok(applied)
+}
+
+/// Server-side apply `doc` at `path`, retrying for a short while on answers that mean "not yet".
+fn apply_object(
+    plan: &Plan,
+    agent: &ureq::Agent,
+    path: &str,
+    doc: &Value,
+    file: &str,
+) -> Result<(), Error> {
+    let url = format!(
+        "{}{path}?fieldManager=kubeunit&force=true",
+        crate::components::apiserver_url(plan)
+    );
+    let body = serde_json::to_vec(doc).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let result = agent
+            .patch(&url)
+            .header("Content-Type", "application/apply-patch+yaml")
+            .send(&body[..]);
+        let (status, text) = match result {
+            Ok(mut r) => (
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default(),
+            ),
+            Err(e) => (0, e.to_string()),
+        };
+        if status == 200 || status == 201 {
+            return Ok(());
+        }
+        let retry = matches!(status, 0 | 404 | 409 | 429 | 500..=599);
+        if !retry || Instant::now() >= deadline {
+            return Err(Error::Addon(format!(
+                "applying {path} from {file}: HTTP {status}: {text}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The kubelet's start hook: once its Node is registered, apply the node's `config/node.yaml`
+/// (role and labels, which a kubelet may not set on itself, and its pod network). Waiting for the
+/// registration keeps the apply from creating the Node before the kubelet does (it would then
+/// not register its taints).
+pub fn label_node(plan: &Plan) -> Result<Vec<String>, Error> {
+    let rel = plan.node().file(crate::components::NODE_OBJECT_FILE);
+    let file = plan.state_dir.join(&rel);
+    let root = Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
+    let text = root.read_string(&rel).map_err(Error::io(&file, "read"))?;
+    let doc: Value = serde_yaml_ng::from_str(&text).map_err(|e| Error::Artifact {
+        path: file.clone(),
+        message: e.to_string(),
+        fix: "regenerate it with `kubeunit gen`".into(),
+    })?;
+    let path = object_url(&doc).map_err(|e| Error::Artifact {
+        path: file.clone(),
+        message: e.to_string(),
+        fix: "regenerate it with `kubeunit gen`".into(),
+    })?;
+    let agent =
+        super::probe::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(10))?;
+    let url = format!("{}{path}", crate::components::apiserver_url(plan));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = agent.get(&url).call().map(|r| r.status().as_u16());
+        match status {
+            Ok(200) => break,
+            _ if Instant::now() >= deadline => {
+                return Err(Error::Addon(format!(
+                    "node {} did not register within 60 s (GET {path}: {})",
+                    plan.node().name,
+                    match status {
+                        Ok(s) => format!("HTTP {s}"),
+                        Err(e) => e.to_string(),
+                    }
+                )))
+            }
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    apply_object(plan, &agent, &path, &doc, &file.display().to_string())?;
+    Ok(vec![path])
 }
 
 #[cfg(test)]

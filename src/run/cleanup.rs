@@ -84,7 +84,7 @@ fn unmount_below(dirs: &[PathBuf]) -> Result<(), String> {
     }
 }
 
-fn remove_dir(dir: &Path) -> Result<(), String> {
+pub fn remove_dir(dir: &Path) -> Result<(), String> {
     // Never follow a mount that is still there into another file system.
     if !mounts_below(&[dir.to_path_buf()]).is_empty() {
         return Err(format!("{} still has mounts; left in place", dir.display()));

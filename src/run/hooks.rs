@@ -52,6 +52,10 @@ pub fn run(plan: &Plan, component: &Component, hook: Hook) -> Result<HookReport,
             pushed,
             ..HookReport::default()
         }),
+        Hook::LabelNode => addons::label_node(plan).map(|applied| HookReport {
+            applied,
+            ..HookReport::default()
+        }),
     }
 }
 

@@ -9,6 +9,7 @@ mod build_info;
 pub mod certs;
 pub mod cleanup;
 pub mod debug;
+pub mod departed;
 mod env;
 pub mod hooks;
 pub mod images;

@@ -70,6 +70,8 @@ pub struct StartReport {
     /// The kubeconfig the admin identity was merged into (profile `kubeconfig.write`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// Nodes a later `gen` removed, which this start took down (`run::departed`).
+    pub departed_nodes: Vec<String>,
     /// CLOCK_MONOTONIC (µs) when `start` began: lines kubeunit's timings up with systemd's
     /// `*TimestampMonotonic` properties (the bring-up benchmark does).
     pub monotonic_start_us: u64,
@@ -87,6 +89,9 @@ pub async fn start(
     let progress: ProgressCell = RefCell::new(progress);
     let t0 = Instant::now();
     let monotonic_start_us = monotonic_us();
+    // A node the profile no longer has goes first, whole; the others stay as they are.
+    let departed = super::departed::departed(env, sd).await?;
+    let departed_problems = super::departed::take_down(env, sd, &departed).await?;
     let running = running_components(env, sd).await?;
     let mut report = StartReport {
         already_running: running.len() == env.units.len(),
@@ -97,10 +102,16 @@ pub async fn start(
         pushed: vec![],
         total_seconds: 0.0,
         kubeconfig: None,
+        departed_nodes: departed.clone(),
         monotonic_start_us,
     };
+    report.notes.extend(
+        departed_problems
+            .into_iter()
+            .map(|p| format!("departed node: {p}")),
+    );
     if !report.already_running {
-        report.notes = preflight(env, &running)?;
+        report.notes.extend(preflight(env, &running)?);
         start_slice(env, sd).await?;
     }
     // Hooks of what already runs go again (they are idempotent): a start after a partial one
@@ -137,6 +148,13 @@ pub async fn start(
         }
     }
     hooks_done.add(hooks::join(hook_tasks).await?);
+    if !departed.is_empty() {
+        let plan = env.plan.clone();
+        let names = departed.clone();
+        tokio::task::spawn_blocking(move || super::departed::forget(&plan, &names))
+            .await
+            .map_err(|e| Error::Internal(format!("deleting departed Nodes panicked: {e}")))??;
+    }
     report.applied = hooks_done.applied;
     report.imported = hooks_done.imported;
     report.pushed = hooks_done.pushed;

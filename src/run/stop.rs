@@ -44,6 +44,10 @@ pub async fn stop(env: &Env, sd: &Systemd) -> Result<StopReport, Error> {
 pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopReport, Error> {
     let t0 = Instant::now();
     let mut stopped = Vec::new();
+    // A node a later `gen` removed goes too (its units are in the slice, but its cleanup is its own).
+    let departed = super::departed::departed(env, sd).await?;
+    let departed_problems = super::departed::take_down(env, sd, &departed).await?;
+    stopped.extend(departed.iter().map(|n| format!("node {n}")));
     // Debug units (`kubeunit debug`) are in the slice too; they go with it and are cleared below.
     let debug_units: Vec<String> = env.units.iter().map(|(i, _)| i.debug_unit()).collect();
     let timers: Vec<&str> = env.timers.iter().map(|(_, u)| u.name.as_str()).collect();
@@ -177,7 +181,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     }
     Ok(StopReport {
         stopped,
-        cleanup_problems: problems,
+        cleanup_problems: departed_problems.into_iter().chain(problems).collect(),
         busy_ports: busy,
         own_connections,
         seconds: t0.elapsed().as_secs_f64(),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha2::Digest;
 
-use super::profile::{PortSpec, Ports, Profile};
+use super::profile::{Nodes, PortSpec, Ports, Profile};
 
 /// `ports: auto` takes a block of ports, one per port the component table declares, from
 /// 12000-20999: below the tests' blocks (`END_PORT` and up, tests/common/ports.rs) and the kernel's
@@ -37,6 +37,15 @@ pub fn keep_recorded(profile: &mut Profile, recorded: Option<&Profile>) {
     }
     if profile.instance == "auto" && recorded.instance != "auto" {
         profile.instance = recorded.instance.clone();
+    }
+    // Each node keeps the share of the pod network it had (one that is running holds it).
+    if let Nodes::List(had) = &recorded.nodes {
+        let mut entries = profile.nodes.entries(&super::nodes::first_name(profile));
+        let before = entries.clone();
+        super::nodes::keep_recorded_pod_cidrs(&mut entries, had);
+        if entries != before {
+            profile.nodes = Nodes::List(entries);
+        }
     }
 }
 

@@ -6,6 +6,8 @@ pub mod auto;
 pub mod calendar;
 pub mod host;
 pub mod load;
+pub mod names;
+pub mod nodes;
 pub mod paths;
 pub mod plan;
 pub mod profile;

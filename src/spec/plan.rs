@@ -16,8 +16,9 @@ use ipnet::IpNet;
 use time::OffsetDateTime;
 
 use super::host::HostFacts;
+use super::nodes::{ResolvedNode, Taint};
 use super::paths;
-use super::profile::{parse_epoch, PortSpec, Ports, Profile};
+use super::profile::{parse_epoch, PortSpec, Ports, Profile, Role};
 use crate::error::{Error, FieldError};
 
 #[derive(Debug, Clone)]
@@ -84,9 +85,17 @@ pub struct NodePlan {
     pub name: String,
     /// The veth pair between this host and the node's network namespace.
     pub link: NodeLink,
-    /// The node's pod network: its kubelet's podCIDR, the CNI's range (all of the cluster's
-    /// with one node).
+    /// The node's pod network (`nodes[].podCIDR`): its Node's spec.podCIDR and its CNI range.
     pub pod_cidr: IpNet,
+    /// control-plane or worker: the Node's `node-role.kubernetes.io/*` label.
+    pub role: Role,
+    /// The Node's labels and taints (`nodes[]`), which `start` applies with the admin identity.
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// The slice its units run in: the environment's on the first node, a slice of its own below
+    /// it on another (`kubeunit-<host name>-node_<node>.slice`), which is also its kubelet's
+    /// cgroup root: it exists while the node's units run, and stopping it stops the node.
+    pub slice: String,
     /// containerd's socket (each environment its own unless the profile names one).
     pub containerd_socket: PathBuf,
     /// Its runtime state in /run (containerd's state, the link's marker): the environment's run
@@ -108,23 +117,29 @@ pub struct NodePlan {
 }
 
 impl NodePlan {
-    /// Node `index` of the environment named `host_name` on this host (`Plan::host_name`), with
-    /// the Node name `name` and the pod network `pod_cidr`. The first node (index 0) takes the
-    /// profile's `node.link` and `containerd.socket`; another picks its link by its name and has
-    /// its containerd below its run dir.
+    /// Node `index` of the environment named `host_name` on this host (`Plan::host_name`), as
+    /// `nodes:` resolves it. The first node (index 0) takes the profile's `node.link` and
+    /// `containerd.socket`; another picks its link by its name and has its containerd below its
+    /// run dir.
     fn new(
         profile: &Profile,
         host_name: &str,
         data_dir: &Path,
         index: usize,
-        name: String,
-        pod_cidr: IpNet,
+        node: ResolvedNode,
     ) -> Result<NodePlan, Error> {
         let env_run_dir = run_dir(host_name);
         // The environment's pod slice as the kubelet's systemd driver names it: `/kubeunit/a/b`
         // for `kubeunit.slice/kubeunit-a.slice/kubeunit-a-b.slice`.
         let env_pods_root = format!("/kubeunit/{}", host_name.replace('-', "/"));
         let env_prefix = format!("kubeunit-{host_name}");
+        let ResolvedNode {
+            name,
+            role,
+            labels,
+            taints,
+            pod_cidr,
+        } = node;
         if index == 0 {
             let containerd_socket = match &profile.containerd.socket {
                 s if s.as_os_str().is_empty() => env_run_dir.join(CONTAINERD_SOCKET),
@@ -133,6 +148,10 @@ impl NodePlan {
             return Ok(NodePlan {
                 link: NodeLink::new(&profile.node.link, host_name, false)?,
                 pod_cidr,
+                role,
+                labels,
+                taints,
+                slice: format!("{env_prefix}.slice"),
                 containerd_socket,
                 run_dir: env_run_dir,
                 data_dir: data_dir.to_path_buf(),
@@ -143,27 +162,45 @@ impl NodePlan {
                 name,
             });
         }
+        NodePlan::further(host_name, data_dir, name, role, labels, taints, pod_cidr)
+    }
+
+    /// A node after the first, by its name alone (no index): `start` takes down a node the
+    /// profile no longer has by the names it had.
+    fn further(
+        host_name: &str,
+        data_dir: &Path,
+        name: String,
+        role: Role,
+        labels: std::collections::BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        pod_cidr: IpNet,
+    ) -> Result<NodePlan, Error> {
+        let env_run_dir = run_dir(host_name);
+        let env_pods_root = format!("/kubeunit/{}", host_name.replace('-', "/"));
+        let env_prefix = format!("kubeunit-{host_name}");
         // `<host name>@<node>` is this node's name on the host, as the host name is the first's.
         let on_host = format!("{host_name}@{name}");
         let run_dir = env_run_dir.join(NODES).join(&name);
-        // A slice cannot be an instance of a template (systemd.slice(5)), and the kubelet always
-        // names its pod slice `<cgroup root>-kubepods`: each further node's cgroup root is a slice
-        // of its own below the environment's, by index (a node name's dashes would nest it).
-        // TODO(nodes): the kubelet refuses a cgroup root that does not exist, and on cgroup v2 a
-        // slice exists only while a unit runs in it: the node's slice must be started (or hold
-        // the node's units) before its kubelet. `<host name>-kubepods_<index>` is also the slice
-        // of an environment named `<name>-kubepods` with instance `<index>`.
-        let root_part = format!("kubepods_{index}");
-        let root_slice = format!("{env_prefix}-{root_part}");
+        // Its units run in a slice of its own, which is its kubelet's cgroup root: the kubelet
+        // refuses a root that does not exist, and a slice exists while a unit runs in it (the
+        // kubelet's own). systemd nests slices by dashes, so the node name's go to underscores
+        // (which node names never have); its pods are in `<that slice>-kubepods.slice`.
+        let part = format!("node_{}", name.replace('-', "_"));
+        let slice_prefix = format!("{env_prefix}-{part}");
         Ok(NodePlan {
             link: NodeLink::new("auto", &on_host, true)?,
             pod_cidr,
+            role,
+            labels,
+            taints,
+            slice: format!("{slice_prefix}.slice"),
             containerd_socket: run_dir.join(CONTAINERD_SOCKET),
             run_dir,
             data_dir: data_dir.join(NODES).join(&name),
-            pods_cgroup_root: format!("{env_pods_root}/{root_part}"),
-            pods_cgroup: slice_cgroup(&root_slice),
-            pods_slice: format!("{root_slice}.slice"),
+            pods_cgroup_root: format!("{env_pods_root}/{part}"),
+            pods_cgroup: slice_cgroup(&slice_prefix),
+            pods_slice: format!("{slice_prefix}-kubepods.slice"),
             instance: Some(name.clone()),
             name,
         })
@@ -184,6 +221,16 @@ impl NodePlan {
         match &self.instance {
             None => rel.to_string(),
             Some(node) => paths::node_file(node, rel),
+        }
+    }
+
+    /// Its CNI network's name (host-local keeps its leases in /var/lib/cni/networks/<it>): the
+    /// environment's unit prefix on the first node, `<prefix>.<node>` on another (CNI network
+    /// names take no `@`).
+    pub fn cni_network(&self, unit_prefix: &str) -> String {
+        match &self.instance {
+            None => unit_prefix.to_string(),
+            Some(node) => format!("{unit_prefix}.{node}"),
         }
     }
 
@@ -244,6 +291,14 @@ impl NodeLink {
             interface,
             netns: format!("kubeunit-{on_host}"),
         })
+    }
+
+    /// The metric of this node's catch-all route in the environment's routing table
+    /// (`Plan::routing_table`): one of its own, by the hash of its namespace's name.
+    pub fn metric(&self) -> u32 {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(self.netns.as_bytes());
+        1 + u32::from(u16::from_be_bytes([d[0], d[1]]))
     }
 
     /// Where `ip netns` mounts the namespace (units join it with NetworkNamespacePath=).
@@ -348,20 +403,26 @@ impl Plan {
             r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
             r => r.clone(),
         };
-        let node_name = if profile.node.name.is_empty() {
-            profile.name.clone()
-        } else {
-            profile.node.name.clone()
-        };
+        let resolved = super::nodes::resolve(&profile).map_err(|errors| {
+            Error::Profile(crate::error::FieldErrors {
+                source_name: "profile".into(),
+                errors,
+            })
+        })?;
         let host_name = host_name(&profile.name, &instance);
         let etcd = EtcdMember {
-            name: node_name.clone(),
+            name: resolved[0].name.clone(),
             // Its peer listener serves no one else on a single host: on loopback whatever the
             // bind. Its clients (kube-apiserver, etcdctl) are on this host too.
             peer_address: loopback_of(&local),
             client_address: local,
         };
-        let node = NodePlan::new(&profile, &host_name, &data_dir, 0, node_name, pod_cidr)?;
+        let nodes = resolved
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| NodePlan::new(&profile, &host_name, &data_dir, i, n))
+            .collect::<Result<Vec<_>, Error>>()?;
+        links_apart(&nodes)?;
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
             d => d.clone(),
@@ -370,7 +431,7 @@ impl Plan {
             instance,
             ports,
             snapshot_dir,
-            nodes: vec![node],
+            nodes,
             node_index: 0,
             etcd_members: vec![etcd],
             state_dir: state_dir.to_path_buf(),
@@ -405,6 +466,18 @@ impl Plan {
         p.containerd.socket = first.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
         p.etcd.snapshot.dir = self.snapshot_dir.clone();
+        let nodes: Vec<ResolvedNode> = self
+            .nodes
+            .iter()
+            .map(|n| ResolvedNode {
+                name: n.name.clone(),
+                role: n.role,
+                labels: n.labels.clone(),
+                taints: n.taints.clone(),
+                pod_cidr: n.pod_cidr,
+            })
+            .collect();
+        p.nodes = super::profile::Nodes::List(super::nodes::recorded(&nodes));
         p
     }
 
@@ -428,10 +501,50 @@ impl Plan {
         }
     }
 
+    /// The view of a node this plan no longer has, named `name` (a later `gen` removed it): its
+    /// names and directories as the plan had them, to take it down by (`run::departed`). Its
+    /// role, labels and pod network are not known any more, nor needed: a worker with none, in
+    /// the cluster's pod network. `None` for a name no further node can have had.
+    pub fn departed(&self, name: &str) -> Option<Plan> {
+        if !super::names::is_subdomain(name)
+            || name.len() > 63
+            || self.nodes.iter().any(|n| n.name == name)
+        {
+            return None;
+        }
+        let node = NodePlan::further(
+            &self.host_name(),
+            &self.data_dir,
+            name.to_string(),
+            Role::Worker,
+            Default::default(),
+            vec![],
+            self.pod_cidr,
+        )
+        .ok()?;
+        let mut plan = self.clone();
+        plan.nodes.push(node);
+        plan.node_index = plan.nodes.len() - 1;
+        Some(plan)
+    }
+
+    /// Where the runtime data of the nodes after the first is (`<dataDir>/nodes/<node>`).
+    pub fn further_nodes_data_dir(&self) -> PathBuf {
+        self.data_dir.join(NODES)
+    }
+
     /// A config file of the plan's node (`NodePlan::file`): its absolute path, as `path` gives it.
     /// A per-node component names its own files with it, a cluster component's files with `path`.
     pub fn node_file(&self, rel: &str) -> String {
         self.path(&self.node().file(rel))
+    }
+
+    /// The routing table of what comes in on the environment's node links (node-network.sh): one
+    /// of 0x4b550000-0x4b55ffff ("KU"), by the hash of the host name.
+    pub fn routing_table(&self) -> u32 {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(self.host_name().as_bytes());
+        0x4b55_0000 | u32::from(u16::from_be_bytes([d[0], d[1]]))
     }
 
     /// Runtime state of this environment that lives in /run (containerd's state, sockets).
@@ -529,21 +642,20 @@ impl Plan {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// This plan with one more node named `name`, made as `new` makes the first (unit tests: profiles
-    /// cannot name more nodes yet). Its pod network is the cluster's, as the first node's is.
+    /// This plan with one more node, a worker named `name` (unit tests), planned again; the nodes
+    /// it had keep their resolved values (a control plane alone stays untainted).
     #[cfg(test)]
-    pub fn with_extra_node_for_tests(mut self, name: &str) -> Plan {
-        let node = NodePlan::new(
-            &self.profile,
-            &self.host_name(),
-            &self.data_dir,
-            self.nodes.len(),
-            name.to_string(),
-            self.pod_cidr,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        self.nodes.push(node);
-        self
+    pub fn with_extra_node_for_tests(self, name: &str) -> Plan {
+        use super::profile::{NodeEntry, Nodes};
+        let mut p = self.profile.clone();
+        let mut entries = p.nodes.entries(&super::nodes::first_name(&p));
+        entries.push(NodeEntry {
+            name: name.into(),
+            ..NodeEntry::default()
+        });
+        p.nodes = Nodes::List(entries);
+        Plan::new(p, &self.state_dir, &HostFacts::fixed(Some("192.0.2.5")))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The etcd member the environment's etcd unit is: the first (one unit per environment, until
@@ -587,6 +699,25 @@ fn slice_cgroup(name: &str) -> String {
         path.push_str(".slice");
     }
     path
+}
+
+/// Two nodes of one environment never share a link: a further node's is picked by the hash of its
+/// name, which can meet another's (1 in 32768 a pair).
+fn links_apart(nodes: &[NodePlan]) -> Result<(), Error> {
+    for (i, a) in nodes.iter().enumerate() {
+        if let Some(b) = nodes[..i].iter().find(|b| b.link.net == a.link.net) {
+            return Err(Error::field(
+                "profile",
+                FieldError::new(
+                    "nodes",
+                    format!("{:?} and {:?}", b.name, a.name),
+                    format!("these nodes' links are both {}", a.link.net),
+                    format!("rename node {:?} (its link is picked by its name)", a.name),
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// See `Plan::host_name`.
@@ -1006,13 +1137,25 @@ mod tests {
             second.file("config/kubelet-config.yaml"),
             "nodes/worker-1/config/kubelet-config.yaml"
         );
-        // Its pods: a slice of its own below the environment's, by index.
-        assert_eq!(second.pods_cgroup_root, "/kubeunit/dev/kubepods_1");
-        assert_eq!(second.pods_slice, "kubeunit-dev-kubepods_1.slice");
+        // Its units and pods: a slice of its own below the environment's, by its name (dashes
+        // to underscores: systemd would nest them), which is its kubelet's cgroup root.
+        assert_eq!(first.slice, "kubeunit-dev.slice");
+        assert_eq!(second.slice, "kubeunit-dev-node_worker_1.slice");
+        assert_eq!(second.pods_cgroup_root, "/kubeunit/dev/node_worker_1");
+        assert_eq!(
+            second.pods_slice,
+            "kubeunit-dev-node_worker_1-kubepods.slice"
+        );
         assert_eq!(
             second.pods_cgroup,
-            "/kubeunit.slice/kubeunit-dev.slice/kubeunit-dev-kubepods_1.slice"
+            "/kubeunit.slice/kubeunit-dev.slice/kubeunit-dev-node_worker_1.slice"
         );
+        // Its own pod network, a CNI network of its own.
+        assert_eq!(first.pod_cidr.to_string(), "10.88.0.0/24");
+        assert_eq!(second.pod_cidr.to_string(), "10.88.1.0/24");
+        assert_eq!(first.cni_network("kubeunit-dev"), "kubeunit-dev");
+        assert_eq!(second.cni_network("kubeunit-dev"), "kubeunit-dev.worker-1");
+        assert_ne!(first.link.metric(), second.link.metric());
 
         // Its view: its node, its units, its files; the cluster's names and profile as they are.
         let view = two.on_node(1);
@@ -1032,7 +1175,12 @@ mod tests {
         assert_eq!(view.ports, two.ports);
         assert_eq!(view.unit_name("etcd"), "kubeunit-dev-etcd.service");
         assert_eq!(view.slice_name(), two.slice_name());
-        assert_eq!(view.resolved_profile(), one.resolved_profile());
+        assert_eq!(view.resolved_profile(), two.resolved_profile());
+        assert_eq!(
+            view.resolved_profile().node,
+            one.resolved_profile().node,
+            "the first node's settings as they were"
+        );
         assert_eq!(two.on_node(0).node(), first);
 
         // A link the profile gives is the first node's; another node picks its own.
@@ -1051,7 +1199,10 @@ mod tests {
             x1.nodes[1].run_dir,
             Path::new("/run/kubeunit/dev_x1/nodes/worker-1")
         );
-        assert_eq!(x1.nodes[1].pods_slice, "kubeunit-dev_x1-kubepods_1.slice");
+        assert_eq!(
+            x1.nodes[1].pods_slice,
+            "kubeunit-dev_x1-node_worker_1-kubepods.slice"
+        );
     }
 
     #[test]

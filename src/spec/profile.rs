@@ -16,6 +16,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../profiles/control-plane.yaml"),
     ),
     ("ci", include_str!("../../profiles/ci.yaml")),
+    ("multi", include_str!("../../profiles/multi.yaml")),
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -40,6 +41,9 @@ pub struct Profile {
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
     pub node: Node,
+    /// The nodes: how many (`nodes: 3`), or each one (kind's `nodes:`). The first is `node`'s.
+    #[serde(default)]
+    pub nodes: Nodes,
     pub network: Network,
     pub ports: PortSpec,
     pub pki: Pki,
@@ -96,6 +100,169 @@ pub struct Node {
 
 fn auto() -> String {
     "auto".into()
+}
+
+/// `nodes:`: a count, or a list like kind's. With a count the first node is the control plane's
+/// (`node.name`, else the environment's name) and the others are workers named `worker-1`,
+/// `worker-2`, ...; `entries` spells a count out as that list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Nodes {
+    Count(u32),
+    List(Vec<NodeEntry>),
+}
+
+impl Default for Nodes {
+    fn default() -> Nodes {
+        Nodes::Count(1)
+    }
+}
+
+/// One node of `nodes:`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeEntry {
+    /// The Node's name. Empty: `node.name` (else the environment's name) for the first,
+    /// `worker-N` (the N-th worker) for another.
+    #[serde(default)]
+    pub name: String,
+    /// `control-plane` (labelled node-role.kubernetes.io/control-plane, as kubeadm does) or
+    /// `worker`. Unset: the first node is the control plane's, the others are workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// Labels of the Node object (kubeunit applies them with the admin identity, as kubeadm does
+    /// the role's: the kubelet may not set `node-role.kubernetes.io/*`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Taints, as `kubectl taint` writes them: `key[=value]:Effect`. Unset: a control-plane node
+    /// is tainted `node-role.kubernetes.io/control-plane:NoSchedule` when there are workers (as
+    /// kubeadm and kind do), no other node is; `[]`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<String>>,
+    /// Its share of `network.podCIDR` (the Node's spec.podCIDR and its CNI range). Empty: the
+    /// first free /24 (the whole range when smaller), in node order; `gen` records it, so that a
+    /// node keeps its range when others come or go.
+    #[serde(default, rename = "podCIDR")]
+    pub pod_cidr: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    ControlPlane,
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::ControlPlane => "control-plane",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+/// The label and taint of a control-plane node (kubeadm's `node-role.kubernetes.io/control-plane`).
+pub const CONTROL_PLANE_ROLE: &str = "node-role.kubernetes.io/control-plane";
+
+impl Nodes {
+    /// How many nodes.
+    pub fn count(&self) -> usize {
+        match self {
+            Nodes::Count(n) => *n as usize,
+            Nodes::List(l) => l.len(),
+        }
+    }
+
+    /// Every node, each with its name, role and taints resolved (`first_name`: the first node's
+    /// name when it names none). Its pod network stays as written (`Plan` assigns the empty ones).
+    pub fn entries(&self, first_name: &str) -> Vec<NodeEntry> {
+        let written: Vec<NodeEntry> = match self {
+            Nodes::Count(n) => (0..*n).map(|_| NodeEntry::default()).collect(),
+            Nodes::List(l) => l.clone(),
+        };
+        let roles: Vec<Role> = written
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                e.role.unwrap_or(if i == 0 {
+                    Role::ControlPlane
+                } else {
+                    Role::Worker
+                })
+            })
+            .collect();
+        let has_workers = roles.contains(&Role::Worker);
+        let mut workers = 0;
+        written
+            .into_iter()
+            .zip(roles)
+            .enumerate()
+            .map(|(i, (e, role))| {
+                if role == Role::Worker {
+                    workers += 1;
+                }
+                let name = match (&e.name, i, role) {
+                    (n, _, _) if !n.is_empty() => n.clone(),
+                    (_, 0, _) => first_name.to_string(),
+                    (_, _, Role::Worker) => format!("worker-{workers}"),
+                    (_, _, Role::ControlPlane) => format!("control-plane-{}", i + 1),
+                };
+                let taints = e.taints.clone().unwrap_or_else(|| {
+                    if role == Role::ControlPlane && has_workers {
+                        vec![format!("{CONTROL_PLANE_ROLE}:NoSchedule")]
+                    } else {
+                        vec![]
+                    }
+                });
+                NodeEntry {
+                    name,
+                    role: Some(role),
+                    labels: e.labels,
+                    taints: Some(taints),
+                    pod_cidr: e.pod_cidr,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Serialize for Nodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Nodes::Count(n) => s.serialize_u32(*n),
+            Nodes::List(l) => l.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Nodes {
+    // By hand, not `untagged`: a wrong field of an entry keeps its path (`nodes[1].role`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Nodes, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Nodes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a number of nodes, or a list of nodes ({name, role, labels, taints, podCIDR})",
+                )
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Nodes, E> {
+                u32::try_from(v)
+                    .map(Nodes::Count)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Nodes, E> {
+                u32::try_from(v)
+                    .map(Nodes::Count)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Nodes, A::Error> {
+                Vec::<NodeEntry>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(Nodes::List)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

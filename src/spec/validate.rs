@@ -8,6 +8,7 @@ use std::path::Path;
 
 use ipnet::IpNet;
 
+pub use super::names::{is_dns_name, is_subdomain};
 use super::profile::{Profile, AUDIT_LEVELS};
 use crate::error::FieldError;
 
@@ -33,6 +34,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
         ));
     }
     snapshot(p, &mut errs);
+    errs.extend(super::nodes::errors(p));
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(
@@ -152,11 +154,6 @@ fn gates(field: &str, gates: &BTreeMap<String, bool>, errs: &mut Vec<FieldError>
             "feature gates are letters and digits, e.g. InPlacePodVerticalScaling",
         ));
     }
-}
-
-/// An RFC 1123 subdomain: lowercase DNS labels (what Kubernetes wants of a node name).
-pub fn is_subdomain(s: &str) -> bool {
-    is_dns_name(s) && !s.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 /// A path that reaches flags, unit files and configs: absolute, without control characters.
@@ -702,18 +699,6 @@ fn component_settings(p: &Profile, errs: &mut Vec<FieldError>) {
             }
         }
     }
-}
-
-pub fn is_dns_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
 }
 
 #[cfg(test)]
