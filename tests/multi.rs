@@ -1,0 +1,556 @@
+//! Several nodes on one host: the `multi` profile (a tainted control-plane node and two workers) on
+//! real systemd (PID 1 in a node container), the pinned binaries and the offline images. Pods on
+//! different nodes reach each other by IP (without NAT) and through a Service, DNS answers on every
+//! node, a DaemonSet covers the untainted nodes, a drain moves pods, a node's crash touches no other
+//! node, a removed node leaves nothing, a second `multi` runs beside the first, and `stop` leaves
+//! nothing of any node.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::container::{dev_args, gen_in, Container, Env};
+use common::ports::Ports;
+use common::*;
+
+/// A `multi` environment in a test container, with the names kubeunit gives its nodes' things.
+struct Multi<'c> {
+    env: Env<'c>,
+    /// `kubeunit-NAME[_INSTANCE]`.
+    prefix: String,
+    pods: &'static str,
+}
+
+impl<'c> std::ops::Deref for Multi<'c> {
+    type Target = Env<'c>;
+    fn deref(&self) -> &Env<'c> {
+        &self.env
+    }
+}
+
+const WORKERS: [&str; 2] = ["worker-1", "worker-2"];
+
+impl Multi<'_> {
+    fn host_name(&self) -> &str {
+        self.prefix.trim_start_matches("kubeunit-")
+    }
+
+    /// The service of `component` on `node` (the first node's has no instance).
+    fn unit(&self, component: &str, node: Option<&str>) -> String {
+        match node {
+            None => format!("{}-{component}.service", self.prefix),
+            Some(n) => format!("{}-{component}@{n}.service", self.prefix),
+        }
+    }
+
+    /// The host's end of a further node's link: `ku-` and 12 hex digits of the SHA-256 of
+    /// `<host name>@<node>` (kubeunit's rule).
+    fn interface(&self, node: &str) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(format!("{}@{node}", self.host_name()).as_bytes());
+        format!("ku-{}", &hex::encode(digest)[..12])
+    }
+
+    /// The host's end of the first node's link: `ku-<host name>`, or a hash of it when that is
+    /// longer than an interface name may be.
+    fn first_interface(&self) -> String {
+        use sha2::Digest;
+        let short = format!("ku-{}", self.host_name());
+        if short.len() <= 15 {
+            return short;
+        }
+        let digest = sha2::Sha256::digest(self.host_name().as_bytes());
+        format!("ku-{}", &hex::encode(digest)[..12])
+    }
+
+    /// The environment's routing table (node-network.sh): 0x4b55 and 16 bits of the SHA-256 of
+    /// the host name.
+    fn table(&self) -> u32 {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(self.host_name().as_bytes());
+        0x4b55_0000 | u32::from(u16::from_be_bytes([d[0], d[1]]))
+    }
+
+    /// What a node of this environment (`None`: any) could leave on the host: one line each.
+    fn leftovers(&self, node: Option<&str>) -> Vec<String> {
+        let (unit_glob, netns, run, data, cgroup, routes) = match node {
+            None => (
+                format!("{}*", self.prefix),
+                self.prefix.clone(),
+                format!("/run/kubeunit/{}", self.host_name()),
+                self.state.join("data").display().to_string(),
+                self.prefix.clone(),
+                self.pods.trim_end_matches(".0.0/16").to_string() + ".",
+            ),
+            Some(n) => (
+                format!("{}-*@{n}.service", self.prefix),
+                format!("{}@{n}", self.prefix),
+                format!("/run/kubeunit/{}/nodes/{n}", self.host_name()),
+                self.state.join("data/nodes").join(n).display().to_string(),
+                format!("{}-node_{}", self.prefix, n.replace('-', "_")),
+                format!("{}{}", self.interface(n), " "),
+            ),
+        };
+        let interfaces = match node {
+            None => WORKERS
+                .iter()
+                .map(|w| self.interface(w))
+                .chain([self.first_interface()])
+                .collect::<Vec<_>>()
+                .join("|"),
+            Some(n) => self.interface(n),
+        };
+        let script = format!(
+            "echo units: $(systemctl list-units --all --no-legend '{unit_glob}' | wc -l); \
+             echo procs: $(grep -l '{cgroup}' /proc/[0-9]*/cgroup 2>/dev/null | wc -l); \
+             echo mounts: $(grep -E ' ({data}|{run})' /proc/self/mountinfo | wc -l); \
+             echo links: $(ip -br link | grep -E '^({interfaces})' | wc -l); \
+             echo netns: $(ip netns list | grep -F '{netns}' | wc -l); \
+             echo routes: $(ip route show table all | grep -F '{routes}' | wc -l); \
+             echo rules: $(ip rule | grep -E '({interfaces}) lookup {table}' | wc -l); \
+             echo cgroups: $(find /sys/fs/cgroup -path '*{cgroup}*' -type d 2>/dev/null | wc -l); \
+             echo run dir: $(ls -d {run} 2>/dev/null | wc -l); \
+             echo data dir: $(ls -d {data_dir} 2>/dev/null | wc -l)",
+            table = self.table(),
+            data_dir = match node {
+                None => "/nonexistent".to_string(),
+                Some(_) => data.clone(),
+            },
+        );
+        let out = self.c.sh(&script);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    fn assert_nothing_left(&self, node: Option<&str>, when: &str) {
+        let after = self.leftovers(node);
+        assert!(
+            after.iter().all(|l| l.ends_with(": 0")),
+            "{when}: {node:?} left behind: {after:?}"
+        );
+    }
+
+    /// node name -> pod names on it, of pods with label `app`.
+    fn pods_by_node(&self, app: &str) -> BTreeMap<String, Vec<String>> {
+        let out = self.kubectl_ok(&[
+            "get",
+            "pods",
+            "-l",
+            &format!("app={app}"),
+            "--field-selector=status.phase=Running",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name}{\"\\n\"}{end}",
+        ]);
+        let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for line in out.lines() {
+            if let Some((node, pod)) = line.split_once(' ') {
+                by_node
+                    .entry(node.to_string())
+                    .or_default()
+                    .push(pod.to_string());
+            }
+        }
+        by_node
+    }
+
+    fn main_pid(&self, unit: &str) -> String {
+        let out = self.c.run(&["systemctl", "show", "-P", "MainPID", unit]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn apply(&self, name: &str, manifest: &str) {
+        let path = self.state.parent().unwrap().join(format!("{name}.yaml"));
+        std::fs::write(&path, manifest).unwrap();
+        self.kubectl_ok(&["apply", "-f", &path.to_string_lossy()]);
+    }
+}
+
+fn multi_args(version: &str, pods: &str, services: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = dev_args(version);
+    args[1] = "multi".into();
+    for set in [
+        format!("network.podCIDR={pods}"),
+        format!("network.serviceCIDR={services}"),
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|s| s.to_string()))
+    {
+        args.push("--set".into());
+        args.push(set);
+    }
+    args
+}
+
+#[test]
+fn multi_nodes_end_to_end() {
+    let _turn = node_lock();
+    let c = Container::boot_node("multi");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let kubectl = cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"))
+        .join("kubectl");
+    // Reject routes around the networks (scripts/test.sh's safety net) carry nothing.
+    let out = c.sh("ip route replace unreachable 10.88.0.0/13 metric 4294967295");
+    assert!(out.status.success(), "{}", text(&out));
+    let ports = Ports::allocate();
+    let args = multi_args(&version, "10.90.0.0/16", "10.0.2.0/24", &[]);
+    let state = gen_in(&c, "multi", &ports, &args);
+    let m = Multi {
+        prefix: unit_prefix(&state),
+        env: Env {
+            c: &c,
+            state,
+            kubectl: kubectl.clone(),
+        },
+        pods: "10.90.0.0/16",
+    };
+    let out = m.ku(&["start", "--timeout", "240"]);
+    assert!(out.status.success(), "start:\n{}", text(&out));
+    for w in WORKERS {
+        assert!(
+            text(&out).contains(&format!("kubelet@{w}")),
+            "progress names each node's kubelet:\n{}",
+            text(&out)
+        );
+    }
+
+    // Three Ready nodes: their names, roles, pod networks and the control plane's taint.
+    wait_for("3 Ready nodes", Duration::from_secs(180), || {
+        m.kubectl(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}",
+        ])
+        .stdout
+            == b"True True True"
+    });
+    let expected = "control-plane 10.90.0.0/24  node-role.kubernetes.io/control-plane\n\
+         worker-1 10.90.1.0/24  \n\
+         worker-2 10.90.2.0/24  \n";
+    let mut nodes = String::new();
+    // The node lifecycle controller takes its not-ready taints off a moment after Ready.
+    wait_for(
+        "the nodes' own taints only",
+        Duration::from_secs(60),
+        || {
+            nodes = m.kubectl_ok(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR} {.metadata.labels.node-role\\.kubernetes\\.io/control-plane} {.spec.taints[*].key}{\"\\n\"}{end}",
+        ]);
+            !nodes.contains("not-ready")
+        },
+    );
+    assert_eq!(
+        nodes, expected,
+        "names, pod networks, the role label (empty value) and taints"
+    );
+
+    // A DaemonSet runs on every untainted node; pods that serve their client's address.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    // busybox httpd runs /cgi-bin/* as CGI with REMOTE_ADDR set: the address the server saw.
+    let serve = "mkdir -p /w/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho from $REMOTE_ADDR on $(hostname)\\n' >/w/cgi-bin/ip && chmod +x /w/cgi-bin/ip && exec httpd -f -p 8080 -h /w";
+    m.apply(
+        "workload",
+        &format!(
+            r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: everywhere}}
+spec:
+  selector: {{matchLabels: {{app: everywhere}}}}
+  template:
+    metadata: {{labels: {{app: everywhere}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [{{name: c, image: {image}, command: [sh, -c, {serve:?}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: everywhere}}
+spec:
+  selector: {{app: everywhere}}
+  ports: [{{port: 80, targetPort: 8080}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: 4
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [{{name: c, image: {image}, command: [sleep, "3600"]}}]
+"#
+        ),
+    );
+    m.kubectl_ok(&["rollout", "status", "ds/everywhere", "--timeout=180s"]);
+    m.kubectl_ok(&["rollout", "status", "deploy/web", "--timeout=180s"]);
+    let ds = m.pods_by_node("everywhere");
+    assert_eq!(
+        ds.keys().map(String::as_str).collect::<Vec<_>>(),
+        WORKERS,
+        "one on each untainted node, none on the control plane: {ds:?}"
+    );
+    let pod_on = |node: &str| ds[node][0].clone();
+    let ip_of = |pod: &str| m.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.status.podIP}"]);
+    let (client, server) = (pod_on("worker-2"), pod_on("worker-1"));
+    let (client_ip, server_ip) = (ip_of(&client), ip_of(&server));
+    assert!(client_ip.starts_with("10.90.2.") && server_ip.starts_with("10.90.1."));
+
+    // worker-2's pod reaches worker-1's by IP, and the server sees the client's own address (no
+    // NAT between pods); through the ClusterIP Service by name too.
+    let get =
+        |target: &str| format!("printf 'GET /cgi-bin/ip HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {target}");
+    let by_ip = m.kubectl_ok(&[
+        "exec",
+        &client,
+        "--",
+        "sh",
+        "-c",
+        &get(&format!("{server_ip} 8080")),
+    ]);
+    // (httpd listens on IPv6 too: the address may be written ::ffff:A.B.C.D.)
+    let seen_from = by_ip
+        .lines()
+        .find_map(|l| l.strip_prefix("from "))
+        .unwrap_or_default();
+    assert!(
+        seen_from
+            .trim_start_matches("[::ffff:")
+            .starts_with(client_ip.as_str())
+            && seen_from.ends_with(&format!(" on {server}")),
+        "pod -> pod across nodes, the client's own address seen:\n{by_ip}"
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    wait_for(
+        "both endpoints through the Service",
+        Duration::from_secs(60),
+        || {
+            let out = m.kubectl(&[
+                "exec",
+                &client,
+                "--",
+                "sh",
+                "-c",
+                &get("everywhere.default.svc.cluster.local 80"),
+            ]);
+            let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+            for pod in ds.values().flatten() {
+                if answer.contains(&format!("on {pod}")) {
+                    seen.insert(pod.clone());
+                }
+            }
+            seen.len() == 2
+        },
+    );
+    // DNS answers on every node.
+    for pods in ds.values() {
+        let lookup = m.kubectl_ok(&[
+            "exec",
+            &pods[0],
+            "--",
+            "nslookup",
+            "everywhere.default.svc.cluster.local",
+        ]);
+        assert!(lookup.contains("Address: 10.0.2."), "{lookup}");
+    }
+    // This host routes each node's pods to its link; the rest of the pod network nowhere, and a
+    // node's traffic for off-host addresses is refused (route lookups only: nothing is sent).
+    for (node, ip) in [("worker-1", &server_ip), ("worker-2", &client_ip)] {
+        let route = text(&c.run(&["ip", "route", "get", ip]));
+        assert!(
+            route.contains(&format!("dev {} ", m.interface(node))),
+            "{ip}: {route}"
+        );
+    }
+    let unused = text(&c.run(&["ip", "route", "get", "10.90.200.1"]));
+    assert!(unused.contains("No route to host"), "{unused}");
+    let from_node = text(&c.run(&[
+        "ip",
+        "route",
+        "get",
+        "192.0.2.77",
+        "from",
+        &client_ip,
+        "iif",
+        &m.interface("worker-2"),
+    ]));
+    assert!(
+        from_node.contains("No route to host") || from_node.contains("unreachable"),
+        "a node's packet for an off-host address: {from_node}"
+    );
+
+    // kill -9 of worker-1's kubelet and containerd: systemd restarts both; worker-2's pods and
+    // units are untouched.
+    let untouched: Vec<(String, String)> = ["kubelet", "containerd", "kube-proxy"]
+        .iter()
+        .map(|c| {
+            let unit = m.unit(c, Some("worker-2"));
+            let pid = m.main_pid(&unit);
+            (unit, pid)
+        })
+        .collect();
+    let worker2_pods = m.kubectl_ok(&[
+        "get",
+        "pods",
+        "--field-selector=spec.nodeName=worker-2",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.uid}={.status.containerStatuses[0].restartCount} {end}",
+    ]);
+    for component in ["kubelet", "containerd"] {
+        let unit = m.unit(component, Some("worker-1"));
+        let out = c.run(&[
+            "systemctl",
+            "kill",
+            "--kill-whom=main",
+            "--signal=KILL",
+            &unit,
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    wait_for("worker-1 restarted", Duration::from_secs(90), || {
+        ["kubelet", "containerd"].iter().all(|component| {
+            let unit = m.unit(component, Some("worker-1"));
+            let show = |p: &str| {
+                let out = c.run(&["systemctl", "show", "-P", p, &unit]);
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            };
+            show("NRestarts") == "1" && show("ActiveState") == "active"
+        })
+    });
+    wait_for("worker-1 Ready again", Duration::from_secs(90), || {
+        m.kubectl(&[
+            "get",
+            "node",
+            "worker-1",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+        ])
+        .stdout
+            == b"True"
+    });
+    for (unit, pid) in &untouched {
+        assert_eq!(&m.main_pid(unit), pid, "{unit} untouched");
+    }
+    assert_eq!(
+        m.kubectl_ok(&[
+            "get",
+            "pods",
+            "--field-selector=spec.nodeName=worker-2",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.uid}={.status.containerStatuses[0].restartCount} {end}",
+        ]),
+        worker2_pods,
+        "worker-2's pods untouched"
+    );
+
+    // A drain of worker-1 moves the Deployment's pods to worker-2.
+    m.kubectl_ok(&["drain", "worker-1", "--ignore-daemonsets", "--timeout=120s"]);
+    m.kubectl_ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    wait_for("web on worker-2 only", Duration::from_secs(60), || {
+        let web = m.pods_by_node("web");
+        web.keys().map(String::as_str).collect::<Vec<_>>() == ["worker-2"]
+            && web["worker-2"].len() == 4
+    });
+    m.kubectl_ok(&["uncordon", "worker-1"]);
+
+    // A second multi beside the first: its own units, links, table and networks.
+    let other_ports = Ports::allocate();
+    let other_args = multi_args(&version, "10.91.0.0/16", "10.0.3.0/24", &["name=multi-b"]);
+    let other_state = gen_in(&c, "multi-b", &other_ports, &other_args);
+    let other = Multi {
+        prefix: unit_prefix(&other_state),
+        env: Env {
+            c: &c,
+            state: other_state,
+            kubectl: kubectl.clone(),
+        },
+        pods: "10.91.0.0/16",
+    };
+    assert_ne!(other.table(), m.table());
+    let out = other.ku(&["start", "--timeout", "240"]);
+    assert!(out.status.success(), "start multi-b:\n{}", text(&out));
+    wait_for("multi-b: 3 Ready nodes", Duration::from_secs(180), || {
+        other
+            .kubectl(&[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}",
+            ])
+            .stdout
+            == b"True True True"
+    });
+    let out = other.ku(&["stop"]);
+    assert!(out.status.success(), "stop multi-b: {}", text(&out));
+    other.assert_nothing_left(None, "stop of multi-b");
+    assert!(
+        m.kubectl_ok(&["exec", &client, "--", "echo", "still-here"])
+            .contains("still-here"),
+        "the first multi runs on"
+    );
+
+    // worker-2 removed from the profile, then gen + start: only its units stop, and nothing of it
+    // stays (its Node object neither); worker-1 and the control plane run on as they were.
+    let kept: Vec<(String, String)> = [
+        m.unit("kubelet", Some("worker-1")),
+        m.unit("kubelet", None),
+        m.unit("kube-apiserver", None),
+    ]
+    .into_iter()
+    .map(|u| {
+        let pid = m.main_pid(&u);
+        (u, pid)
+    })
+    .collect();
+    let fewer = multi_args(
+        &version,
+        "10.90.0.0/16",
+        "10.0.2.0/24",
+        &["nodes=[{name: control-plane, role: control-plane}, {role: worker}]"],
+    );
+    gen_in(&c, "multi", &ports, &fewer);
+    let out = m.ku(&["start"]);
+    assert!(
+        out.status.success(),
+        "start without worker-2: {}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("removed node worker-2"),
+        "{}",
+        text(&out)
+    );
+    m.assert_nothing_left(Some("worker-2"), "removing worker-2");
+    assert_eq!(
+        m.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]),
+        "control-plane worker-1"
+    );
+    for (unit, pid) in &kept {
+        assert_eq!(&m.main_pid(unit), pid, "{unit} untouched");
+    }
+
+    // stop leaves nothing of any node but the data (a later start uses it); destroy that too.
+    let out = m.ku(&["stop"]);
+    assert!(out.status.success(), "stop: {}", text(&out));
+    m.assert_nothing_left(None, "stop");
+    m.assert_nothing_left(Some("worker-2"), "stop");
+    let worker1 = m.leftovers(Some("worker-1"));
+    assert!(
+        worker1
+            .iter()
+            .all(|l| l.ends_with(": 0") || l == "data dir: 1"),
+        "stop: worker-1 left behind: {worker1:?}"
+    );
+    let out = m.ku(&["destroy"]);
+    assert!(out.status.success(), "destroy: {}", text(&out));
+    m.assert_nothing_left(Some("worker-1"), "destroy");
+}
