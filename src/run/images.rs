@@ -73,6 +73,11 @@ fn references(plan: &Plan, ctr: &Path) -> Result<Vec<String>, Error> {
 /// The ImportImages hook: every archive of the profile. (ctr's own progress output is for
 /// terminals; the image list is what counts.)
 pub fn import(plan: &Plan, containerd: &Component) -> Result<Vec<String>, Error> {
+    // A further node pulls through the registry, which the first node's containerd fills (an
+    // import on every node would take as long, and as much disk, once per node).
+    if plan.node_index > 0 && plan.enabled("registry") {
+        return Ok(vec![]);
+    }
     import_archives(plan, containerd, &archives(plan))
 }
 
@@ -289,7 +294,19 @@ pub async fn load(env: &Env, sd: &Systemd, archives: Vec<Archive>) -> Result<Loa
     }
     let paths: Vec<PathBuf> = archives.iter().map(|a| a.path.clone()).collect();
     let (containerd, _) = containerd;
-    let imported = import_archives(&containerd.plan, containerd.component, &paths)?;
+    let mut imported = import_archives(&containerd.plan, containerd.component, &paths)?;
+    // Without a registry, each node's containerd has only what is imported into it.
+    if registry.is_none() {
+        for (other, _) in env.units.iter().filter(|(i, _)| {
+            i.component.after_healthy == Some(Hook::ImportImages) && i.name != containerd.name
+        }) {
+            for r in import_archives(&other.plan, other.component, &paths)? {
+                if !imported.contains(&r) {
+                    imported.push(r);
+                }
+            }
+        }
+    }
     let names: Vec<String> = archives.iter().flat_map(|a| a.names.clone()).collect();
     let pushed = match registry {
         Some((c, _)) => push(&c.plan, containerd.component, c.component, &names)?,
