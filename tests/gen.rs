@@ -434,6 +434,69 @@ fn kubectl_reads_every_kubeconfig() {
     }
 }
 
+/// `kubeunit kubeconfig --as` prints an identity's own kubeconfig, a further node's by
+/// `<identity>@<node>`; an unknown one is a usage error listing those there are.
+#[test]
+fn kubeconfig_as_prints_each_nodes_own_identity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_ok(
+        &dir,
+        &[
+            "--profile",
+            "multi",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+        ],
+    );
+    let show = |identity: &str| {
+        run(kubeunit()
+            .args(["kubeconfig", "--as", identity, "--state-dir"])
+            .arg(&dir))
+    };
+    for (identity, user, file) in [
+        (
+            "kubelet",
+            "system:node:control-plane",
+            "kubeconfig/kubelet.kubeconfig",
+        ),
+        (
+            "kubelet@worker-1",
+            "system:node:worker-1",
+            "nodes/worker-1/kubeconfig/kubelet.kubeconfig",
+        ),
+        (
+            "kube-proxy@worker-2",
+            "system:kube-proxy",
+            "nodes/worker-2/kubeconfig/kube-proxy.kubeconfig",
+        ),
+        (
+            "scheduler",
+            "system:kube-scheduler",
+            "kubeconfig/scheduler.kubeconfig",
+        ),
+    ] {
+        let out = show(identity);
+        assert!(out.status.success(), "{identity}: {}", text(&out));
+        assert_eq!(
+            out.stdout,
+            std::fs::read(dir.join(file)).unwrap(),
+            "{identity}: the state dir's file"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("identity {user}.")),
+            "{identity}"
+        );
+    }
+    let out = show("kubelet@worker-9");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("kubelet@worker-1, kubelet@worker-2"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn systemd_analyze_verify_accepts_every_unit() {
     let tmp = tempfile::tempdir().unwrap();

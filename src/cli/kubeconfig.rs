@@ -16,6 +16,7 @@ pub const AFTER_HELP: &str = "Examples:
   kubectl --context dev get nodes
   kubeunit kubeconfig --env ci --write ~/.kube/config --keep-context --mode 0640
   kubeunit kubeconfig --write ~/.kube/config --remove     # take the entries out again
+  kubeunit kubeconfig --as kubelet@worker-1 > w1.kubeconfig  # a node's own identity (system:node:worker-1)
 
 Entries are named context NAME, cluster kubeunit-NAME, user kubeunit-NAME-admin; a merge replaces
 those and keeps everything else. A context NAME of another cluster is refused (exit 2). The profile's
@@ -28,6 +29,11 @@ pub struct Args {
     /// Merge into this kubeconfig (created if missing) instead of printing.
     #[arg(long, value_name = "PATH")]
     pub write: Option<PathBuf>,
+    /// Print the kubeconfig of another identity of the environment as its component uses it
+    /// instead: scheduler, controller-manager, kubelet, kube-proxy, a further node's
+    /// kubelet@NODE or kube-proxy@NODE.
+    #[arg(long = "as", value_name = "IDENTITY", conflicts_with = "write")]
+    pub identity: Option<String>,
     /// Mode of the written file, octal [default: the file's own, 0600 for a new file].
     #[arg(long, requires = "write", value_parser = mode)]
     pub mode: Option<u32>,
@@ -59,6 +65,10 @@ struct Report {
 pub fn exec(args: Args) -> Result<i32, Error> {
     let env = args.target.env()?;
     let name = env.plan.name().to_string();
+    if let Some(identity) = &args.identity {
+        print!("{}", kubeconfig::identity_kubeconfig(&env.plan, identity)?);
+        return Ok(0);
+    }
     let Some(path) = args.write else {
         print!("{}", kubeconfig::admin_entries(&env.plan)?.to_yaml());
         return Ok(0);

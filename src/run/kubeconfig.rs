@@ -40,6 +40,46 @@ pub struct Merged {
     pub current_context: String,
 }
 
+/// The kubeconfig of one of the environment's client identities as the state dir has it (its
+/// component uses it): `admin`, `scheduler`, ..., or a node's own, `kubelet@worker-1`,
+/// `kube-proxy@worker-1` (the first node's without `@`). Its certificate row's name works too.
+pub fn identity_kubeconfig(plan: &Plan, identity: &str) -> Result<String, Error> {
+    let specs = crate::pki::specs(plan);
+    let with_kubeconfig: Vec<(String, &crate::pki::CertSpec)> = specs
+        .iter()
+        .filter_map(|s| {
+            let k = s.kubeconfig?;
+            let name = match s.node {
+                Some(i) => plan.nodes[i].qualified(k),
+                None => k.to_string(),
+            };
+            Some((name, s))
+        })
+        .collect();
+    let Some((_, spec)) = with_kubeconfig
+        .iter()
+        .find(|(name, s)| name == identity || s.name == identity)
+    else {
+        let names: Vec<&str> = with_kubeconfig.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Error::Usage {
+            message: format!(
+                "no identity '{identity}' with a kubeconfig in environment '{}'",
+                plan.name()
+            ),
+            fix: format!("use one of: {}", names.join(", ")),
+        });
+    };
+    let rel = spec.kubeconfig_path.clone().unwrap_or_default();
+    let path = plan.state_dir.join(&rel);
+    Root::open(&plan.state_dir)
+        .and_then(|r| r.read_string(&rel))
+        .map_err(|e| Error::Artifact {
+            path,
+            message: format!("cannot read the kubeconfig of {identity}: {e}"),
+            fix: "run `kubeunit gen` to regenerate the state dir".into(),
+        })
+}
+
 /// The admin kubeconfig of a generated state dir, renamed: context `NAME`, cluster `kubeunit-NAME`,
 /// user `kubeunit-NAME-admin`.
 pub fn admin_entries(plan: &Plan) -> Result<Entries, Error> {
