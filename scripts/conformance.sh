@@ -3,11 +3,14 @@
 # against a kubeunit environment, offline, as the upstream conformance image does: the parallel specs with
 # `ginkgo -p` first, then the [Serial] ones one at a time.
 #
-#   scripts/conformance.sh [--state-dir DIR] [--minor 1.36] [--focus RE | --specs FILE] [--skip RE] [--procs N]
-#                          [--results DIR] [--only parallel|serial] [--dry-run] [-- GEN_ARG...]
+#   scripts/conformance.sh [--state-dir DIR | --profile NAME] [--minor 1.36] [--focus RE | --specs FILE]
+#                          [--skip RE] [--procs N] [--results DIR] [--only parallel|serial] [--dry-run]
+#                          [-- GEN_ARG...]
 #
-#   --state-dir DIR  a running environment with a node (default: bring up dev with scripts/up.sh, with every
-#                    image the specs use loaded, and leave it running)
+#   --state-dir DIR  a running environment with a node (default: bring up --profile's with scripts/up.sh, with
+#                    every image the specs use loaded, and leave it running)
+#   --profile NAME   the profile it brings up: dev (default, one node) or multi (a control plane and two
+#                    workers: the specs that need two schedulable nodes run too)
 #   --minor M        a pinned Kubernetes minor (scripts/versions.env): 1.36, v1.36 or v1.36.3 (default: newest)
 #   --focus RE       only specs whose full text matches RE (Ginkgo regex), within the conformance suite
 #   --specs FILE     only the specs FILE names, one per line as `e2e.test --list-tests` prints them ("#" lines
@@ -17,10 +20,11 @@
 #   --results DIR    JUnit, the e2e log and summary.txt go here (default: conformance-results/DATE-VERSION)
 #   --only WHICH     run only the parallel or only the serial part
 #   --dry-run        list the specs that would run, run none
-#   -- GEN_ARG...    more `kubeunit gen` arguments for the dev it brings up (e.g. --set network.podCIDR=...)
+#   -- GEN_ARG...    more `kubeunit gen` arguments for the environment it brings up (e.g. --set network.podCIDR=...)
 #
 # Examples:
-#   scripts/conformance.sh                                   # the whole suite on a fresh dev (hours on 2 cores)
+#   scripts/conformance.sh                                   # the whole suite on a fresh dev (45 min on 2 cores)
+#   scripts/conformance.sh --profile multi                   # ... on three nodes, none left out
 #   scripts/conformance.sh --focus 'AdmissionWebhook|Aggregator|Proxy'
 #   scripts/conformance.sh --state-dir /var/lib/kubeunit/dev --minor 1.35 --only serial
 #
@@ -40,14 +44,14 @@ keep_test_networks_local
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 bad() { echo "conformance.sh: $*" >&2; echo "  see: scripts/conformance.sh --help" >&2; exit 2; }
 
-state="" minor="" focus="" specs="" skip="" procs=4 results="" only="" dry_run=""
+state="" profile=dev minor="" focus="" specs="" skip="" procs=4 results="" only="" dry_run=""
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
-    --state-dir|--minor|--focus|--specs|--skip|--procs|--results|--only)
+    --state-dir|--profile|--minor|--focus|--specs|--skip|--procs|--results|--only)
       [ $# -ge 2 ] || bad "$1 needs a value"
       case $1 in
-        --state-dir) state=$2 ;; --minor) minor=$2 ;; --focus) focus=$2 ;; --specs) specs=$2 ;; --skip) skip=$2 ;;
+        --state-dir) state=$2 ;; --profile) profile=$2 ;; --minor) minor=$2 ;; --focus) focus=$2 ;; --specs) specs=$2 ;; --skip) skip=$2 ;;
         --procs) procs=$2 ;; --results) results=$2 ;; --only) only=$2 ;;
       esac
       shift 2 ;;
@@ -56,7 +60,7 @@ while [ $# -gt 0 ]; do
     *) bad "unknown argument '$1'" ;;
   esac
 done
-[ -z "$state" ] || [ $# -eq 0 ] || bad "gen arguments after -- are for the dev it brings up, not for --state-dir"
+[ -z "$state" ] || [ $# -eq 0 ] || bad "gen arguments after -- are for the environment it brings up, not for --state-dir"
 if [ -n "$specs" ]; then
   [ -z "$focus" ] || bad "--focus and --specs: give one of them"
   [ -r "$specs" ] || bad "--specs '$specs' is not a readable file"
@@ -92,9 +96,9 @@ images_dir=$(scripts/build-e2e-images.sh --print | grep -- "/e2e-images-$version
 if [ -z "$state" ]; then
   node_images=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
   archives=$( (find "$node_images" "$images_dir" -name '*.tar') | sort | paste -sd, -)
-  KUBEUNIT_KUBERNETES=$version scripts/up.sh dev --set "images=[$archives]" "$@"
+  KUBEUNIT_KUBERNETES=$version scripts/up.sh "$profile" --set "images=[$archives]" "$@"
   # up.sh's state dir: the default one of the environment's name (`-- --set name=...` picks another).
-  name=$(target/release/kubeunit profile show dev "$@" | sed -n 's/^name: //p' | head -n1)
+  name=$(target/release/kubeunit profile show "$profile" "$@" | sed -n 's/^name: //p' | head -n1)
   state=/var/lib/kubeunit/$name
 fi
 kubeconfig=$state/kubeconfig/admin.kubeconfig
