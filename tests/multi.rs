@@ -218,6 +218,24 @@ fn multi_nodes_end_to_end() {
         );
     }
 
+    // status lists every node's instances, and a per-node component's binary once (the setting is
+    // the component's).
+    let status = m.ku_ok(&["status"]);
+    for w in WORKERS {
+        for component in ["node-network", "containerd", "kubelet", "kube-proxy"] {
+            assert!(
+                status.contains(&format!("\n{component}@{w} ")),
+                "{component}@{w}:\n{status}"
+            );
+        }
+    }
+    assert_eq!(
+        status.matches("(components.containerd.binary)").count(),
+        1,
+        "{status}"
+    );
+    assert!(!status.contains("components.containerd@"), "{status}");
+
     // Three Ready nodes: their names, roles, pod networks and the control plane's taint.
     wait_for("3 Ready nodes", Duration::from_secs(180), || {
         m.kubectl(&[

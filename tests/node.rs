@@ -59,6 +59,7 @@ impl Node<'_> {
             "echo procs: $(grep -l 'kubeunit-{name}' /proc/[0-9]*/cgroup 2>/dev/null | wc -l); \
              echo mounts: $(grep -E ' ({data}|/run/kubeunit/{name}|/run/netns/kubeunit-{name})' /proc/self/mountinfo | wc -l); \
              echo links: $(ip -br link | grep -E '^({interface}|cni0)' | wc -l); \
+             echo routes: $( (ip route show table all | grep -E 'dev {interface}( |$)'; ip rule | grep -E 'iif {interface}( |$)') | wc -l); \
              echo netns: $( (ip netns list | grep kubeunit-{name}; find /run/kubeunit/{name} -type f -path '*netns*') 2>/dev/null | wc -l); \
              echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E '{prefix}|KUBE-|CNI-' | wc -l); \
              echo cgroups: $(find /sys/fs/cgroup -path '*{prefix}*' -type d 2>/dev/null | wc -l); \

@@ -79,6 +79,7 @@ impl fmt::Display for Table<'_> {
                 health
             )?;
         }
+        let mut overrides_shown = std::collections::BTreeSet::new();
         for r in self.0 {
             if let Some(at) = &r.debugger {
                 writeln!(
@@ -95,12 +96,15 @@ impl fmt::Display for Table<'_> {
                     r.component, r.unit
                 )?;
             }
+            // A per-node component's binary is the component's setting, once for every node.
+            let component = r.component.split('@').next().unwrap_or(&r.component);
             if let Some(binary) = &r.binary_override {
-                writeln!(
-                    f,
-                    "{} runs {binary} (components.{}.binary)",
-                    r.component, r.component
-                )?;
+                if overrides_shown.insert(component) {
+                    writeln!(
+                        f,
+                        "{component} runs {binary} (components.{component}.binary)"
+                    )?;
+                }
             }
         }
         Ok(())
