@@ -19,6 +19,7 @@ pub const AFTER_HELP: &str = "Examples:
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
+    /// The component as `kubeunit status` names it: `kubelet`, or `kubelet@NODE` on a further node.
     pub component: String,
     /// One shell-quoted line (`env K=V ... BINARY ARGS`) instead of one argument per line.
     #[arg(long, conflicts_with = "output")]

@@ -26,7 +26,7 @@ output, `kubeunit stop` stops it with the rest. Debug builds: scripts/build-test
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
-    /// The component (as `kubeunit status` names it).
+    /// The component as `kubeunit status` names it: `kubelet`, or `kubelet@NODE` on a further node.
     pub component: String,
     /// Address dlv listens on [default: 127.0.0.1 and a free port].
     #[arg(long, value_name = "ADDR")]

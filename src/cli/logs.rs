@@ -14,7 +14,7 @@ pub const AFTER_HELP: &str = "Examples:
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
-    /// Components (etcd, kube-apiserver, ...).
+    /// Components as `kubeunit status` names them (etcd, kubelet, kubelet@NODE on a further node, ...).
     pub components: Vec<String>,
     /// Follow.
     #[arg(short, long)]

@@ -26,6 +26,7 @@ component to its normal unit.";
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
+    /// The component as `kubeunit status` names it: `kubelet`, or `kubelet@NODE` on a further node.
     pub component: String,
     /// Run this binary for the component from now on (absolute path).
     #[arg(long, value_name = "PATH", conflicts_with = "reset_binary")]

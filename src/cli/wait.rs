@@ -18,7 +18,8 @@ Exit codes: 0 healthy, 1 not healthy within --timeout, 2 bad input.";
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
-    /// Components to wait for [default: all with a health probe].
+    /// Components to wait for, as `kubeunit status` names them (kubelet@NODE on a further node)
+    /// [default: all with a health probe].
     pub components: Vec<String>,
     /// Seconds to wait.
     #[arg(long, default_value_t = 120)]
