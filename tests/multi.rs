@@ -236,6 +236,35 @@ fn multi_nodes_end_to_end() {
     );
     assert!(!status.contains("components.containerd@"), "{status}");
 
+    // Commands name a further node's instance as status does.
+    let cmdline = m.ku_ok(&["cmdline", "kubelet@worker-1"]);
+    assert!(
+        cmdline.contains("--hostname-override=worker-1")
+            && cmdline.contains("nodes/worker-1/config/kubelet-config.yaml"),
+        "{cmdline}"
+    );
+    let logs = m.ku_ok(&["logs", "containerd@worker-2", "-n", "5"]);
+    assert!(
+        !logs.trim().is_empty() && logs.contains("containerd@worker-2"),
+        "{logs}"
+    );
+    let proxy = m.unit("kube-proxy", Some("worker-2"));
+    let (before, first) = (m.main_pid(&proxy), m.main_pid(&m.unit("kube-proxy", None)));
+    m.ku_ok(&["restart", "kube-proxy@worker-2"]);
+    assert_ne!(m.main_pid(&proxy), before, "kube-proxy@worker-2 restarted");
+    assert_eq!(
+        m.main_pid(&m.unit("kube-proxy", None)),
+        first,
+        "the first node's kube-proxy untouched"
+    );
+    let out = m.ku(&["restart", "kube-proxy@worker-9"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("kube-proxy@worker-1"),
+        "the instances there are are listed: {}",
+        text(&out)
+    );
+
     // Three Ready nodes: their names, roles, pod networks and the control plane's taint.
     wait_for("3 Ready nodes", Duration::from_secs(180), || {
         m.kubectl(&[
