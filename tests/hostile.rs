@@ -849,6 +849,10 @@ fn operations_refuse_bad_input_before_touching_anything() {
             vec!["no component 'nope'"],
         ),
         (
+            vec!["cmdline", "--state-dir", sd, "kubelet@nowhere"],
+            vec!["no component 'kubelet@nowhere'", "use one of: etcd"],
+        ),
+        (
             vec!["hook", "--state-dir", sd, "kube-scheduler"],
             vec!["has no start hook"],
         ),

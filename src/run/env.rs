@@ -78,14 +78,14 @@ impl Env {
     }
 
     /// An instance of this environment by its name (a component's, `<component>@<node>` on a node
-    /// after the first), or an error listing the ones there are.
+    /// after the first), or a usage error (exit 2) listing the ones there are.
     pub fn unit(&self, component: &str) -> Result<&(Instance<'static>, UnitFile), Error> {
         self.units
             .iter()
             .find(|(i, _)| i.name == component)
             .ok_or_else(|| {
                 let names: Vec<_> = self.units.iter().map(|(i, _)| i.name.as_str()).collect();
-                Error::Preflight {
+                Error::Usage {
                     message: format!(
                         "no component '{component}' in environment '{}'",
                         self.plan.name()
