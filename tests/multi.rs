@@ -107,6 +107,7 @@ impl Multi<'_> {
              echo mounts: $(grep -E ' ({data}|{run})' /proc/self/mountinfo | wc -l); \
              echo links: $(ip -br link | grep -E '^({interfaces})' | wc -l); \
              echo netns: $(ip netns list | grep -F '{netns}' | wc -l); \
+             echo iptables: $( (iptables-save -t nat; iptables-save -t filter) | grep -F '{netns}' | wc -l); \
              echo routes: $(ip route show table all | grep -F '{routes}' | wc -l); \
              echo rules: $(ip rule | grep -E '({interfaces}) lookup {table}' | wc -l); \
              echo cgroups: $(find /sys/fs/cgroup -path '*{cgroup}*' -type d 2>/dev/null | wc -l); \
@@ -585,7 +586,20 @@ spec:
         assert_eq!(&m.main_pid(unit), pid, "{unit} untouched");
     }
 
-    // stop leaves nothing of any node but the data (a later start uses it); destroy that too.
+    // stop leaves nothing of any node but the data (a later start uses it); destroy that too. While
+    // it runs, the listing shows each kind of thing (so that its zeros below mean something).
+    let present = m.leftovers(None);
+    for kind in [
+        "units", "procs", "mounts", "links", "netns", "iptables", "routes", "rules", "cgroups",
+        "run dir",
+    ] {
+        assert!(
+            present
+                .iter()
+                .any(|l| l.starts_with(&format!("{kind}: ")) && !l.ends_with(": 0")),
+            "{kind} missing from the running environment's listing: {present:?}"
+        );
+    }
     let out = m.ku(&["stop"]);
     assert!(out.status.success(), "stop: {}", text(&out));
     m.assert_nothing_left(None, "stop");
