@@ -404,8 +404,9 @@ fn restart_and_destroy() {
     let st = status_json(&c, &state);
     assert_eq!(st[0]["healthy"], true);
     assert_ne!(st[0]["pid"].as_u64().unwrap(), pid);
+    // A name that is no component's is the user's to fix (exit 2).
     let out = ku(&c, "restart", &state, &["kube-dns"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("use one of: etcd"), "{}", text(&out));
 
     assert!(state.join("data/etcd").exists());
