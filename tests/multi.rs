@@ -157,6 +157,20 @@ impl Multi<'_> {
         by_node
     }
 
+    /// Wait until all three nodes are Ready.
+    fn wait_ready(&self, what: &str) {
+        wait_for(what, Duration::from_secs(180), || {
+            self.kubectl(&[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}",
+            ])
+            .stdout
+                == b"True True True"
+        });
+    }
+
     fn main_pid(&self, unit: &str) -> String {
         let out = self.c.run(&["systemctl", "show", "-P", "MainPID", unit]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -267,16 +281,7 @@ fn multi_nodes_end_to_end() {
     );
 
     // Three Ready nodes: their names, roles, pod networks and the control plane's taint.
-    wait_for("3 Ready nodes", Duration::from_secs(180), || {
-        m.kubectl(&[
-            "get",
-            "nodes",
-            "-o",
-            "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}",
-        ])
-        .stdout
-            == b"True True True"
-    });
+    m.wait_ready("3 Ready nodes");
     let expected = "control-plane 10.90.0.0/24  node-role.kubernetes.io/control-plane\n\
          worker-1 10.90.1.0/24  \n\
          worker-2 10.90.2.0/24  \n";
@@ -526,17 +531,7 @@ spec:
     assert_ne!(other.table(), m.table());
     let out = other.ku(&["start", "--timeout", "240"]);
     assert!(out.status.success(), "start multi-b:\n{}", text(&out));
-    wait_for("multi-b: 3 Ready nodes", Duration::from_secs(180), || {
-        other
-            .kubectl(&[
-                "get",
-                "nodes",
-                "-o",
-                "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}",
-            ])
-            .stdout
-            == b"True True True"
-    });
+    other.wait_ready("multi-b: 3 Ready nodes");
     let out = other.ku(&["stop"]);
     assert!(out.status.success(), "stop multi-b: {}", text(&out));
     other.assert_nothing_left(None, "stop of multi-b");

@@ -119,8 +119,7 @@ pub struct NodePlan {
 impl NodePlan {
     /// Node `index` of the environment named `host_name` on this host (`Plan::host_name`), as
     /// `nodes:` resolves it. The first node (index 0) takes the profile's `node.link` and
-    /// `containerd.socket`; another picks its link by its name and has its containerd below its
-    /// run dir.
+    /// `containerd.socket`, and the environment's own names; another is `further`.
     fn new(
         profile: &Profile,
         host_name: &str,
@@ -128,77 +127,58 @@ impl NodePlan {
         index: usize,
         node: ResolvedNode,
     ) -> Result<NodePlan, Error> {
-        let env_run_dir = run_dir(host_name);
-        // The environment's pod slice as the kubelet's systemd driver names it: `/kubeunit/a/b`
-        // for `kubeunit.slice/kubeunit-a.slice/kubeunit-a-b.slice`.
-        let env_pods_root = format!("/kubeunit/{}", host_name.replace('-', "/"));
-        let env_prefix = format!("kubeunit-{host_name}");
-        let ResolvedNode {
-            name,
-            role,
-            labels,
-            taints,
-            pod_cidr,
-        } = node;
-        if index == 0 {
-            let containerd_socket = match &profile.containerd.socket {
-                s if s.as_os_str().is_empty() => env_run_dir.join(CONTAINERD_SOCKET),
-                s => s.clone(),
-            };
-            return Ok(NodePlan {
-                link: NodeLink::new(&profile.node.link, host_name, false)?,
-                pod_cidr,
-                role,
-                labels,
-                taints,
-                slice: format!("{env_prefix}.slice"),
-                containerd_socket,
-                run_dir: env_run_dir,
-                data_dir: data_dir.to_path_buf(),
-                pods_cgroup_root: env_pods_root,
-                pods_cgroup: slice_cgroup(&env_prefix),
-                pods_slice: format!("{env_prefix}-kubepods.slice"),
-                instance: None,
-                name,
-            });
+        if index > 0 {
+            return NodePlan::further(host_name, data_dir, node);
         }
-        NodePlan::further(host_name, data_dir, name, role, labels, taints, pod_cidr)
+        let env_run_dir = run_dir(host_name);
+        let env_prefix = format!("kubeunit-{host_name}");
+        let containerd_socket = match &profile.containerd.socket {
+            s if s.as_os_str().is_empty() => env_run_dir.join(CONTAINERD_SOCKET),
+            s => s.clone(),
+        };
+        Ok(NodePlan {
+            link: NodeLink::new(&profile.node.link, host_name, false)?,
+            pod_cidr: node.pod_cidr,
+            role: node.role,
+            labels: node.labels,
+            taints: node.taints,
+            slice: format!("{env_prefix}.slice"),
+            containerd_socket,
+            run_dir: env_run_dir,
+            data_dir: data_dir.to_path_buf(),
+            pods_cgroup_root: pods_root(host_name),
+            pods_cgroup: slice_cgroup(&env_prefix),
+            pods_slice: format!("{env_prefix}-kubepods.slice"),
+            instance: None,
+            name: node.name,
+        })
     }
 
-    /// A node after the first, by its name alone (no index): `start` takes down a node the
-    /// profile no longer has by the names it had.
-    fn further(
-        host_name: &str,
-        data_dir: &Path,
-        name: String,
-        role: Role,
-        labels: std::collections::BTreeMap<String, String>,
-        taints: Vec<Taint>,
-        pod_cidr: IpNet,
-    ) -> Result<NodePlan, Error> {
-        let env_run_dir = run_dir(host_name);
-        let env_pods_root = format!("/kubeunit/{}", host_name.replace('-', "/"));
-        let env_prefix = format!("kubeunit-{host_name}");
+    /// A node after the first, by its name alone (no index: `start` takes down a node the profile
+    /// no longer has by the name it had). It picks its link by its name and has its containerd
+    /// below its run dir.
+    fn further(host_name: &str, data_dir: &Path, node: ResolvedNode) -> Result<NodePlan, Error> {
+        let name = node.name;
         // `<host name>@<node>` is this node's name on the host, as the host name is the first's.
         let on_host = format!("{host_name}@{name}");
-        let run_dir = env_run_dir.join(NODES).join(&name);
+        let run_dir = run_dir(host_name).join(NODES).join(&name);
         // Its units run in a slice of its own, which is its kubelet's cgroup root: the kubelet
         // refuses a root that does not exist, and a slice exists while a unit runs in it (the
         // kubelet's own). systemd nests slices by dashes, so the node name's go to underscores
         // (which node names never have); its pods are in `<that slice>-kubepods.slice`.
         let part = format!("node_{}", name.replace('-', "_"));
-        let slice_prefix = format!("{env_prefix}-{part}");
+        let slice_prefix = format!("kubeunit-{host_name}-{part}");
         Ok(NodePlan {
             link: NodeLink::new("auto", &on_host, true)?,
-            pod_cidr,
-            role,
-            labels,
-            taints,
+            pod_cidr: node.pod_cidr,
+            role: node.role,
+            labels: node.labels,
+            taints: node.taints,
             slice: format!("{slice_prefix}.slice"),
             containerd_socket: run_dir.join(CONTAINERD_SOCKET),
             run_dir,
             data_dir: data_dir.join(NODES).join(&name),
-            pods_cgroup_root: format!("{env_pods_root}/{part}"),
+            pods_cgroup_root: format!("{}/{part}", pods_root(host_name)),
             pods_cgroup: slice_cgroup(&slice_prefix),
             pods_slice: format!("{slice_prefix}-kubepods.slice"),
             instance: Some(name.clone()),
@@ -515,11 +495,13 @@ impl Plan {
         let node = NodePlan::further(
             &self.host_name(),
             &self.data_dir,
-            name.to_string(),
-            Role::Worker,
-            Default::default(),
-            vec![],
-            self.pod_cidr,
+            ResolvedNode {
+                name: name.to_string(),
+                role: Role::Worker,
+                labels: Default::default(),
+                taints: vec![],
+                pod_cidr: self.pod_cidr,
+            },
         )
         .ok()?;
         let mut plan = self.clone();
@@ -687,6 +669,12 @@ impl Plan {
 /// `/run/kubeunit/<host name>`: an environment's runtime state (gone with a reboot, as /run is).
 fn run_dir(host_name: &str) -> PathBuf {
     Path::new("/run/kubeunit").join(host_name)
+}
+
+/// The environment's pod slice as the kubelet's systemd driver names it: `/kubeunit/a/b` for
+/// `kubeunit.slice/kubeunit-a.slice/kubeunit-a-b.slice`.
+fn pods_root(host_name: &str) -> String {
+    format!("/kubeunit/{}", host_name.replace('-', "/"))
 }
 
 /// The cgroup path of slice `name` (without `.slice`): systemd nests slices by the dashes of their

@@ -152,15 +152,6 @@ pub enum Role {
     Worker,
 }
 
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::ControlPlane => "control-plane",
-            Role::Worker => "worker",
-        }
-    }
-}
-
 /// The label and taint of a control-plane node (kubeadm's `node-role.kubernetes.io/control-plane`).
 pub const CONTROL_PLANE_ROLE: &str = "node-role.kubernetes.io/control-plane";
 
