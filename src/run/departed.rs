@@ -41,18 +41,27 @@ pub async fn departed(env: &Env, sd: &Systemd) -> Result<Vec<String>, Error> {
             names.insert(node.to_string());
         }
     }
-    if let Ok(dirs) = std::fs::read_dir(plan.further_nodes_data_dir()) {
-        for d in dirs.flatten() {
-            // Directories only, never a link; their names are node names or not ours.
-            if d.file_type().is_ok_and(|t| t.is_dir()) {
-                names.insert(d.file_name().to_string_lossy().into_owned());
-            }
-        }
-    }
+    names.extend(data_dirs(plan));
     Ok(names
         .into_iter()
         .filter(|n| plan.departed(n).is_some())
         .collect())
+}
+
+/// The names of the directories in `<dataDir>/nodes/` that are no node's of the plan: directories
+/// only, never a link, each named as a node can be.
+fn data_dirs(plan: &Plan) -> Vec<String> {
+    let Ok(dirs) = std::fs::read_dir(plan.further_nodes_data_dir()) else {
+        return vec![];
+    };
+    let mut names: Vec<String> = dirs
+        .flatten()
+        .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|d| d.file_name().to_string_lossy().into_owned())
+        .filter(|n| plan.departed(n).is_some())
+        .collect();
+    names.sort();
+    names
 }
 
 /// Take the departed nodes `names` down: their units, pods, mounts, cgroups and data dirs. Returns
@@ -137,4 +146,31 @@ pub fn forget(plan: &Plan, names: &[String]) -> Result<Vec<String>, Error> {
         }
     }
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a directory named as a node can be, of a node the plan does not have, is a departed
+    /// node's: a link (to anywhere), a file, a name no node can have and a node of the plan are not.
+    #[test]
+    fn departed_data_dirs_are_directories_of_nodes_the_plan_no_longer_has() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let plan = Plan::for_tests("dev", &["nodes=2", &format!("dataDir={}", data.display())]);
+        let nodes = plan.further_nodes_data_dir();
+        std::fs::create_dir_all(nodes.join("worker-1")).unwrap();
+        std::fs::create_dir_all(nodes.join("worker-7")).unwrap();
+        std::fs::create_dir_all(nodes.join("Not_A_Node")).unwrap();
+        std::fs::create_dir_all(nodes.join("..x")).unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, nodes.join("worker-8")).unwrap();
+        std::fs::write(nodes.join("worker-9"), "a file").unwrap();
+        assert_eq!(data_dirs(&plan), ["worker-7"]);
+        // No nodes dir at all: none.
+        let empty = Plan::for_tests("dev", &[&format!("dataDir={}", outside.display())]);
+        assert!(data_dirs(&empty).is_empty());
+    }
 }
