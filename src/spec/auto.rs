@@ -40,7 +40,7 @@ pub fn keep_recorded(profile: &mut Profile, recorded: Option<&Profile>) {
     }
     // Each node keeps the share of the pod network it had (one that is running holds it).
     if let Nodes::List(had) = &recorded.nodes {
-        let mut entries = profile.nodes.entries(&super::nodes::first_name(profile));
+        let mut entries = super::nodes::entries(profile);
         let before = entries.clone();
         super::nodes::keep_recorded_pod_cidrs(&mut entries, had);
         if entries != before {

@@ -5,6 +5,7 @@
 pub mod auto;
 pub mod calendar;
 pub mod host;
+pub mod hosts;
 pub mod load;
 pub mod names;
 pub mod nodes;

@@ -66,6 +66,15 @@ pub fn first_name(p: &Profile) -> String {
     }
 }
 
+/// Every node, each with its name, role and taints resolved (`Nodes::entries`): the hosts' when
+/// the profile has hosts (`hosts::node_entries`), else `nodes:`'s.
+pub fn entries(p: &Profile) -> Vec<NodeEntry> {
+    match super::hosts::node_entries(p) {
+        Some(hosts) => super::profile::Nodes::List(hosts).entries(""),
+        None => p.nodes.entries(&first_name(p)),
+    }
+}
+
 /// Every node of a valid profile (`errors` is empty), in order.
 pub fn resolve(p: &Profile) -> Result<Vec<ResolvedNode>, Vec<FieldError>> {
     let errs = errors(p);
@@ -80,7 +89,7 @@ pub fn resolve(p: &Profile) -> Result<Vec<ResolvedNode>, Vec<FieldError>> {
             "write e.g. 10.88.0.0/16",
         )]
     })?;
-    let entries = p.nodes.entries(&first_name(p));
+    let entries = entries(p);
     let given: Vec<Option<IpNet>> = entries.iter().map(|e| e.pod_cidr.parse().ok()).collect();
     let mut taken: Vec<IpNet> = given.iter().flatten().copied().collect();
     let mut slots = shares(&cluster);
@@ -257,7 +266,7 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
             }
         }
     }
-    let entries = p.nodes.entries(&first_name(p));
+    let entries = entries(p);
     let mut seen = BTreeSet::new();
     for (i, e) in entries.iter().enumerate() {
         if !seen.insert(e.name.as_str()) {
@@ -275,7 +284,8 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
         .filter(|(_, e)| e.role == Some(Role::ControlPlane))
         .map(|(i, _)| i)
         .collect();
-    if let [_, second, ..] = control_planes.as_slice() {
+    // Across hosts, each control-plane host has one (`hosts::node_entries`).
+    if let ([_, second, ..], true) = (control_planes.as_slice(), p.hosts.is_empty()) {
         errs.push(FieldError::new(
             format!("nodes[{second}].role"),
             "control-plane",

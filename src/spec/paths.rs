@@ -20,6 +20,8 @@ pub const IMAGES: &str = "images";
 pub const SA_KEY: &str = "pki/sa.key";
 pub const SA_PUB: &str = "pki/sa.pub";
 pub const ENCRYPTION_KEY: &str = "pki/encryption.key";
+/// kube-apiserver's encryption config, which holds that key.
+pub const ENCRYPTION_CONFIG: &str = "config/encryption-config.yaml";
 
 /// The config files of the nodes after the first, a directory each (`node_file`).
 pub const NODES: &str = "nodes";

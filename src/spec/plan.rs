@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use super::host::HostFacts;
 use super::nodes::{ResolvedNode, Taint};
 use super::paths;
-use super::profile::{parse_epoch, PortSpec, Ports, Profile, Role};
+use super::profile::{parse_epoch, HostRole, PortSpec, Ports, Profile, Role};
 use crate::error::{Error, FieldError};
 
 #[derive(Debug, Clone)]
@@ -62,6 +62,23 @@ pub struct Plan {
     /// `--initial-cluster` and ticks, kube-apiserver's `--etcd-servers`, leader election) is made
     /// from this list, never for one member.
     pub etcd_members: Vec<EtcdMember>,
+    /// The hosts of an environment across hosts (`hosts:`), in order; empty on one host. This
+    /// plan is the view of `hosts[host_index]` (`Profile::host`): `nodes` is that host's one node.
+    pub hosts: Vec<HostPlan>,
+    pub host_index: usize,
+}
+
+/// A host of an environment across hosts, as every host's plan sees it: where the others reach
+/// it, its node's pod network and link (the node's address is its InternalIP, which the API
+/// servers reach the kubelet at), routed through its address.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostPlan {
+    pub name: String,
+    pub address: std::net::Ipv4Addr,
+    pub roles: Vec<HostRole>,
+    /// Its node, as `nodes:` resolves it (its pod network among the rest).
+    pub node: ResolvedNode,
+    pub link: NodeLink,
 }
 
 /// A member of the environment's etcd cluster: where its peers and its clients reach it. The ports
@@ -273,6 +290,19 @@ impl NodeLink {
         })
     }
 
+    /// The link of host `host`'s node in an environment across hosts: the environment's names (each
+    /// host has one node), and a network picked by the host's name, so that the hosts' nodes have
+    /// addresses of their own.
+    fn of_host(host_name: &str, host: &str) -> Result<NodeLink, Error> {
+        let picked = NodeLink::new("auto", &format!("{host_name}@{host}"), true)?;
+        Ok(NodeLink {
+            net: picked.net,
+            host: picked.host,
+            node: picked.node,
+            ..NodeLink::new("auto", host_name, false)?
+        })
+    }
+
     /// The metric of this node's catch-all route in the environment's routing table
     /// (`Plan::routing_table`): one of its own, by the hash of its namespace's name.
     pub fn metric(&self) -> u32 {
@@ -390,19 +420,57 @@ impl Plan {
             })
         })?;
         let host_name = host_name(&profile.name, &instance);
-        let etcd = EtcdMember {
-            name: resolved[0].name.clone(),
-            // Its peer listener serves no one else on a single host: on loopback whatever the
-            // bind. Its clients (kube-apiserver, etcdctl) are on this host too.
-            peer_address: loopback_of(&local),
-            client_address: local,
+        let hosts = host_plans(&profile, &host_name, &resolved)?;
+        let (nodes, etcd_members, host_index, bind, local, advertise) = if hosts.is_empty() {
+            let etcd = EtcdMember {
+                name: resolved[0].name.clone(),
+                // Its peer listener serves no one else on a single host: on loopback whatever the
+                // bind. Its clients (kube-apiserver, etcdctl) are on this host too.
+                peer_address: loopback_of(&local),
+                client_address: local,
+            };
+            let nodes = resolved
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| NodePlan::new(&profile, &host_name, &data_dir, i, n))
+                .collect::<Result<Vec<_>, Error>>()?;
+            links_apart(&nodes)?;
+            (nodes, vec![etcd], 0, bind, local, advertise)
+        } else {
+            // One host's view: its node, the etcd members of every etcd host, its listeners on
+            // its address (every address when the profile binds them all).
+            let index = hosts.iter().position(|h| h.name == profile.host).ok_or_else(|| {
+                Error::field(
+                    "profile",
+                    FieldError::new(
+                        "host",
+                        format!("{:?}", profile.host),
+                        "a profile with hosts is planned for one of them",
+                        "generate with `kubeunit gen --out DIR`, which renders a state dir per host (DIR/HOST)",
+                    ),
+                )
+            })?;
+            let here = &hosts[index];
+            let mut node =
+                NodePlan::new(&profile, &host_name, &data_dir, 0, resolved[index].clone())?;
+            node.link = here.link.clone();
+            let etcd = hosts
+                .iter()
+                .filter(|h| h.roles.contains(&HostRole::Etcd))
+                .map(|h| EtcdMember {
+                    name: h.name.clone(),
+                    peer_address: IpAddr::V4(h.address),
+                    client_address: IpAddr::V4(h.address),
+                })
+                .collect();
+            let address = IpAddr::V4(here.address);
+            let (bind, local) = if bind.is_unspecified() {
+                (bind, loopback_of(&bind))
+            } else {
+                (address, address)
+            };
+            (vec![node], etcd, index, bind, local, address)
         };
-        let nodes = resolved
-            .into_iter()
-            .enumerate()
-            .map(|(i, n)| NodePlan::new(&profile, &host_name, &data_dir, i, n))
-            .collect::<Result<Vec<_>, Error>>()?;
-        links_apart(&nodes)?;
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
             d => d.clone(),
@@ -413,7 +481,9 @@ impl Plan {
             snapshot_dir,
             nodes,
             node_index: 0,
-            etcd_members: vec![etcd],
+            etcd_members,
+            hosts,
+            host_index,
             state_dir: state_dir.to_path_buf(),
             data_dir,
             service_cidr,
@@ -440,25 +510,41 @@ impl Plan {
         p.network.dns_ip = self.dns_ip.to_string();
         // The profile's `node` is the first node, whichever node's view this plan is.
         let first = &self.nodes[0];
-        p.node.name = first.name.clone();
-        p.node.link = first.link.net.to_string();
+        if self.hosts.is_empty() {
+            p.node.name = first.name.clone();
+            p.node.link = first.link.net.to_string();
+        }
         p.data_dir = Some(self.data_dir.clone());
         p.containerd.socket = first.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
         p.etcd.snapshot.dir = self.snapshot_dir.clone();
-        let nodes: Vec<ResolvedNode> = self
-            .nodes
-            .iter()
-            .map(|n| ResolvedNode {
-                name: n.name.clone(),
-                role: n.role,
-                labels: n.labels.clone(),
-                taints: n.taints.clone(),
-                pod_cidr: n.pod_cidr,
-            })
-            .collect();
+        // Across hosts: every host's node, not this host's alone.
+        let nodes: Vec<ResolvedNode> = if self.hosts.is_empty() {
+            self.nodes
+                .iter()
+                .map(|n| ResolvedNode {
+                    name: n.name.clone(),
+                    role: n.role,
+                    labels: n.labels.clone(),
+                    taints: n.taints.clone(),
+                    pod_cidr: n.pod_cidr,
+                })
+                .collect()
+        } else {
+            self.hosts.iter().map(|h| h.node.clone()).collect()
+        };
         p.nodes = super::profile::Nodes::List(super::nodes::recorded(&nodes));
         p
+    }
+
+    /// The host this plan is the view of, in an environment across hosts.
+    pub fn this_host(&self) -> Option<&HostPlan> {
+        self.hosts.get(self.host_index)
+    }
+
+    /// Whether this plan's host has `role`: every role on one host.
+    pub fn here_has(&self, role: HostRole) -> bool {
+        self.this_host().is_none_or(|h| h.roles.contains(&role))
     }
 
     /// The node this plan is the view of: the first, unless it is a per-node component's view of
@@ -640,10 +726,13 @@ impl Plan {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// The etcd member the environment's etcd unit is: the first (one unit per environment, until
-    /// each member runs an instance of its own).
+    /// The etcd member the environment's etcd unit is: this host's across hosts, else the first
+    /// (one unit per environment on one host).
     pub fn etcd_member(&self) -> &EtcdMember {
-        &self.etcd_members[0]
+        // Across hosts, this host's own member.
+        self.this_host()
+            .and_then(|h| self.etcd_members.iter().find(|m| m.name == h.name))
+            .unwrap_or(&self.etcd_members[0])
     }
 
     /// This plan with the etcd members `members`, (name, address) each, peers and clients at that
@@ -706,6 +795,63 @@ fn links_apart(nodes: &[NodePlan]) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The hosts of `profile` (none on one host), each with its node's pod network (`resolved`, a
+/// node per host in host order) and link; no two links meet, nor a link a host's address.
+fn host_plans(
+    profile: &Profile,
+    host_name: &str,
+    resolved: &[ResolvedNode],
+) -> Result<Vec<HostPlan>, Error> {
+    let bad = |f: &str| Error::Internal(format!("unvalidated profile field {f}"));
+    let mut hosts = Vec::new();
+    for (h, node) in profile.hosts.iter().zip(resolved) {
+        hosts.push(HostPlan {
+            name: h.name.clone(),
+            address: h.address.parse().map_err(|_| bad("hosts[].address"))?,
+            roles: h.roles.clone(),
+            node: node.clone(),
+            link: NodeLink::of_host(host_name, &h.name)?,
+        });
+    }
+    for (i, a) in hosts.iter().enumerate() {
+        let clash = hosts[..i]
+            .iter()
+            .find(|b| b.link.net == a.link.net)
+            .map(|b| {
+                format!(
+                    "the links of hosts {:?} and {:?} are both {}",
+                    b.name, a.name, a.link.net
+                )
+            })
+            .or_else(|| {
+                hosts
+                    .iter()
+                    .find(|b| a.link.net.contains(&b.address))
+                    .map(|b| {
+                        format!(
+                            "host {:?}'s address {} is in host {:?}'s node link {}",
+                            b.name, b.address, a.name, a.link.net
+                        )
+                    })
+            });
+        if let Some(why) = clash {
+            return Err(Error::field(
+                "profile",
+                FieldError::new(
+                    format!("hosts[{i}].name"),
+                    format!("{:?}", a.name),
+                    why,
+                    format!(
+                        "rename host {:?} (its node's link is picked by its name)",
+                        a.name
+                    ),
+                ),
+            ));
+        }
+    }
+    Ok(hosts)
 }
 
 /// See `Plan::host_name`.
@@ -1191,6 +1337,43 @@ mod tests {
             x1.nodes[1].pods_slice,
             "kubeunit-dev_x1-node_worker_1-kubepods.slice"
         );
+    }
+
+    #[test]
+    fn a_host_of_an_environment_across_hosts_sees_its_own_node_member_and_address() {
+        let cp2 = Plan::for_tests("ha", &["host=cp-2"]);
+        let w1 = Plan::for_tests("ha", &["host=worker-1"]);
+        assert_eq!(cp2.hosts.len(), 5);
+        assert_eq!(cp2.this_host().map(|h| h.name.as_str()), Some("cp-2"));
+        // One node, the host's, with the environment's names and a link of the host's own.
+        assert_eq!(cp2.nodes.len(), 1);
+        assert_eq!(cp2.node().name, "cp-2");
+        assert_eq!(cp2.node().link.netns, "kubeunit-ha");
+        assert_eq!(cp2.node().link, cp2.hosts[1].link);
+        let links: std::collections::BTreeSet<_> = cp2.hosts.iter().map(|h| h.link.net).collect();
+        assert_eq!(links.len(), 5, "every host's node its own link");
+        assert_eq!(w1.node().link, cp2.hosts[3].link, "the same on every host");
+        // Listeners on the host's address; its own etcd member; every member at its host.
+        assert_eq!(cp2.advertise.to_string(), "198.19.254.12");
+        assert_eq!(cp2.bind, cp2.advertise);
+        assert_eq!(cp2.etcd_member().name, "cp-2");
+        assert_eq!(
+            cp2.etcd_members
+                .iter()
+                .map(|m| m.peer_address.to_string())
+                .collect::<Vec<_>>(),
+            ["198.19.254.11", "198.19.254.12", "198.19.254.13"]
+        );
+        assert!(cp2.here_has(HostRole::ControlPlane) && !w1.here_has(HostRole::ControlPlane));
+        // Each node its /24, in host order; profile.yaml records every host's node, not one.
+        assert_eq!(w1.node().pod_cidr.to_string(), "10.88.3.0/24");
+        let recorded = w1.resolved_profile();
+        assert_eq!(recorded.nodes.count(), 5);
+        assert_eq!(recorded.node.name, "");
+        // Without a host, a profile with hosts cannot be planned.
+        let (_, p) = super::super::load::layered("ha", &["instance=".to_string()]).unwrap();
+        let e = Plan::new(p, Path::new("/s"), &facts()).unwrap_err();
+        assert!(e.to_string().contains("gen --out"), "{e}");
     }
 
     #[test]

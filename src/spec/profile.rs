@@ -17,6 +17,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("ci", include_str!("../../profiles/ci.yaml")),
     ("multi", include_str!("../../profiles/multi.yaml")),
+    ("ha", include_str!("../../profiles/ha.yaml")),
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -44,6 +45,13 @@ pub struct Profile {
     /// The nodes: how many (`nodes: 3`), or each one (kind's `nodes:`). The first is `node`'s.
     #[serde(default)]
     pub nodes: Nodes,
+    /// The hosts (VMs) of an environment across hosts: each with its name, address and roles. Empty:
+    /// everything runs on this one host. `gen --out DIR` renders one state dir per host, `DIR/NAME`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostEntry>,
+    /// Which of `hosts` a state dir is: `gen` writes it into each host's `profile.yaml`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
     pub network: Network,
     pub ports: PortSpec,
     pub pki: Pki,
@@ -150,6 +158,40 @@ pub struct NodeEntry {
 pub enum Role {
     ControlPlane,
     Worker,
+}
+
+/// One host of `hosts:`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostEntry {
+    /// Its name: its node's name, its etcd member's, and its state dir's under `gen --out`.
+    #[serde(default)]
+    pub name: String,
+    /// The IPv4 address the other hosts reach it at (its etcd peers, API server, pods and node).
+    #[serde(default)]
+    pub address: String,
+    /// What runs on it: `etcd` and `control-plane` (together: etcd is stacked, as kubeadm's
+    /// default HA topology), `worker`. Every host runs a node.
+    #[serde(default)]
+    pub roles: Vec<HostRole>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostRole {
+    Etcd,
+    ControlPlane,
+    Worker,
+}
+
+impl HostRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostRole::Etcd => "etcd",
+            HostRole::ControlPlane => "control-plane",
+            HostRole::Worker => "worker",
+        }
+    }
 }
 
 /// The label and taint of a control-plane node (kubeadm's `node-role.kubernetes.io/control-plane`).

@@ -1,0 +1,287 @@
+//! `hosts:` resolved: an environment across hosts (VMs), each with a name, an address and roles,
+//! rendered into one state dir per host. Every host runs one node, named after it (a control-plane
+//! host's is tainted as kubeadm taints its nodes); `etcd` and `control-plane` go together (etcd
+//! stacked on the control-plane hosts, kubeadm's default HA topology). The plan is each host's view
+//! (`Profile::host`); `nodes::entries` makes the nodes of the hosts.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use super::profile::{HostEntry, HostRole, NodeEntry, Nodes, PortSpec, Profile, Role};
+use crate::error::FieldError;
+
+/// At most this many hosts (the node limit: each runs a node).
+pub const MAX_HOSTS: usize = super::nodes::MAX_NODES;
+
+/// The roles of the host a state dir is (`Profile::host`); `None` when the profile has no hosts
+/// or names no host (the whole cluster: every component of the environment).
+pub fn roles_here(p: &Profile) -> Option<&[HostRole]> {
+    if p.host.is_empty() {
+        return None;
+    }
+    p.hosts
+        .iter()
+        .find(|h| h.name == p.host)
+        .map(|h| h.roles.as_slice())
+}
+
+/// Whether the host a state dir is has `role`: always, on one host.
+pub fn here_has(p: &Profile, role: HostRole) -> bool {
+    roles_here(p).is_none_or(|roles| roles.contains(&role))
+}
+
+/// The nodes the hosts run, in host order: a node per host, named after it, a control-plane node
+/// on a control-plane host. `None` without hosts.
+pub fn node_entries(p: &Profile) -> Option<Vec<NodeEntry>> {
+    if p.hosts.is_empty() {
+        return None;
+    }
+    let written: Vec<NodeEntry> = match &p.nodes {
+        Nodes::List(l) => l.clone(),
+        Nodes::Count(_) => vec![],
+    };
+    Some(
+        p.hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let mut e = written.get(i).cloned().unwrap_or_default();
+                e.name = h.name.clone();
+                e.role = Some(if h.roles.contains(&HostRole::ControlPlane) {
+                    Role::ControlPlane
+                } else {
+                    Role::Worker
+                });
+                e
+            })
+            .collect(),
+    )
+}
+
+/// Every wrong value of `hosts:` and `host:`, and of what an environment across hosts cannot have.
+pub fn errors(p: &Profile) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if p.hosts.is_empty() {
+        if !p.host.is_empty() {
+            errs.push(FieldError::new(
+                "host",
+                format!("{:?}", p.host),
+                "names a host, but the profile has no hosts",
+                "drop host:, or list the hosts under hosts:",
+            ));
+        }
+        return errs;
+    }
+    if p.hosts.len() > MAX_HOSTS {
+        errs.push(FieldError::new(
+            "hosts",
+            p.hosts.len(),
+            format!("an environment has at most {MAX_HOSTS} hosts"),
+            "list fewer hosts",
+        ));
+        return errs;
+    }
+    let mut names = BTreeSet::new();
+    let mut addresses = BTreeSet::new();
+    let cluster_nets: Vec<(&str, Option<ipnet::IpNet>)> = vec![
+        ("network.podCIDR", p.network.pod_cidr.parse().ok()),
+        ("network.serviceCIDR", p.network.service_cidr.parse().ok()),
+    ];
+    for (i, h) in p.hosts.iter().enumerate() {
+        let field = |f: &str| format!("hosts[{i}].{f}");
+        // Its node's name, its units' instance elsewhere, and an interface's hash: a DNS label.
+        if !super::names::is_subdomain(&h.name) || h.name.len() > 63 || h.name.contains('.') {
+            errs.push(FieldError::new(
+                field("name"),
+                format!("{:?}", h.name),
+                "not a host name (a DNS label of at most 63 characters)",
+                "use lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. cp-1",
+            ));
+        } else if !names.insert(h.name.as_str()) {
+            errs.push(FieldError::new(
+                field("name"),
+                format!("{:?}", h.name),
+                "another host has this name",
+                "give every host its own name",
+            ));
+        }
+        match h.address.parse::<Ipv4Addr>() {
+            Ok(a) if a.is_loopback() || a.is_unspecified() || a.is_multicast() || a.is_broadcast() => {
+                errs.push(FieldError::new(
+                    field("address"),
+                    &h.address,
+                    "not an address other hosts can reach",
+                    "give the host's own IPv4 address on the network the hosts share",
+                ))
+            }
+            Ok(a) => {
+                if !addresses.insert(a) {
+                    errs.push(FieldError::new(
+                        field("address"),
+                        &h.address,
+                        "another host has this address",
+                        "give every host its own address",
+                    ));
+                }
+                for (net_field, net) in &cluster_nets {
+                    if net.is_some_and(|n| n.contains(&std::net::IpAddr::V4(a))) {
+                        errs.push(FieldError::new(
+                            field("address"),
+                            &h.address,
+                            format!("inside {net_field}, which the cluster routes itself"),
+                            format!("give the host an address outside {net_field}, or move {net_field}"),
+                        ));
+                    }
+                }
+            }
+            Err(_) => errs.push(FieldError::new(
+                field("address"),
+                format!("{:?}", h.address),
+                "not an IPv4 address (the hosts' routes to each other's pods are made to it; DNS names are not taken yet)",
+                "write the host's address, e.g. 192.168.60.21",
+            )),
+        }
+        if h.roles.is_empty() {
+            errs.push(FieldError::new(
+                field("roles"),
+                "[]",
+                "a host without a role",
+                "give it roles: [etcd, control-plane] or [worker]",
+            ));
+        }
+        let distinct: BTreeSet<&str> = h.roles.iter().map(|r| r.as_str()).collect();
+        if distinct.len() != h.roles.len() {
+            errs.push(FieldError::new(
+                field("roles"),
+                format!(
+                    "{:?}",
+                    h.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()
+                ),
+                "a role is listed twice",
+                "list each role once",
+            ));
+        }
+        let etcd = h.roles.contains(&HostRole::Etcd);
+        let cp = h.roles.contains(&HostRole::ControlPlane);
+        if etcd != cp {
+            errs.push(FieldError::new(
+                field("roles"),
+                format!("{:?}", h.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()),
+                "etcd and control-plane go together: etcd runs stacked on the control-plane hosts (kubeadm's default HA topology); a host of one alone is not taken yet",
+                "give it both etcd and control-plane, or neither",
+            ));
+        }
+    }
+    if !p
+        .hosts
+        .iter()
+        .any(|h| h.roles.contains(&HostRole::ControlPlane))
+    {
+        errs.push(FieldError::new(
+            "hosts",
+            p.hosts.len(),
+            "no host has the control-plane role",
+            "give one host (or three, for a control plane that survives the loss of one) roles: [etcd, control-plane]",
+        ));
+    }
+    if !p.host.is_empty() && !p.hosts.iter().any(|h| h.name == p.host) {
+        errs.push(FieldError::new(
+            "host",
+            format!("{:?}", p.host),
+            "not the name of one of hosts",
+            format!(
+                "use one of: {}",
+                p.hosts
+                    .iter()
+                    .map(|h| h.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    // The nodes are the hosts': a count says nothing, a list (gen records one) names them in order.
+    match &p.nodes {
+        Nodes::Count(1) => {}
+        Nodes::Count(n) => errs.push(FieldError::new(
+            "nodes",
+            n,
+            "with hosts, every host runs one node, named after it",
+            "drop nodes: (or list one entry per host, in host order, for labels, taints and podCIDR)",
+        )),
+        Nodes::List(l) => {
+            let named: Vec<&str> = l.iter().map(|e| e.name.as_str()).collect();
+            let hosts: Vec<&str> = p.hosts.iter().map(|h| h.name.as_str()).collect();
+            let fits = named.len() == hosts.len()
+                && named.iter().zip(&hosts).all(|(n, h)| n.is_empty() || n == h);
+            if !fits {
+                errs.push(FieldError::new(
+                    "nodes",
+                    format!("{named:?}"),
+                    format!("with hosts, the nodes are the hosts' ({hosts:?}), one each, in order"),
+                    "drop nodes:, or list one entry per host in host order",
+                ));
+            }
+        }
+    }
+    if p.ports == PortSpec::Auto {
+        errs.push(FieldError::new(
+            "ports",
+            "auto",
+            "`auto` picks ports free on the host that runs `gen`; the hosts must agree on them",
+            "name the ports (profiles/base.yaml has the defaults)",
+        ));
+    }
+    if p.rootless {
+        errs.push(FieldError::new(
+            "rootless",
+            true,
+            "every host runs a node, which needs root",
+            "drop rootless",
+        ));
+    }
+    if !p.node.name.is_empty() {
+        errs.push(FieldError::new(
+            "node.name",
+            format!("{:?}", p.node.name),
+            "with hosts, each host's node is named after the host",
+            "drop node.name",
+        ));
+    }
+    if p.datastore.external() {
+        errs.push(FieldError::new(
+            "datastore.endpoints",
+            p.datastore.endpoints.join(","),
+            "an environment across hosts runs its own etcd cluster on its control-plane hosts",
+            "drop datastore",
+        ));
+    }
+    errs
+}
+
+/// The hosts' names, for messages.
+pub fn names(hosts: &[HostEntry]) -> Vec<&str> {
+    hosts.iter().map(|h| h.name.as_str()).collect()
+}
+
+/// Which hosts of an environment across hosts a component runs on, or a certificate is written
+/// to. On one host (or in the whole cluster's view) every one is here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnHosts {
+    Every,
+    With(HostRole),
+    Without(HostRole),
+}
+
+impl OnHosts {
+    /// Whether the host the profile is the view of is one of these.
+    pub fn here(self, p: &Profile) -> bool {
+        let Some(roles) = roles_here(p) else {
+            return true;
+        };
+        match self {
+            OnHosts::Every => true,
+            OnHosts::With(r) => roles.contains(&r),
+            OnHosts::Without(r) => !roles.contains(&r),
+        }
+    }
+}
