@@ -14,6 +14,7 @@ fn gen_dev(c: &mut Criterion, algorithm: &str, entropy: Entropy) {
     let name = match entropy {
         Entropy::Os => format!("dev/{algorithm}"),
         Entropy::Seed(n) => format!("dev/{algorithm}/seed-{n}"),
+        Entropy::Shared(_) => format!("dev/{algorithm}/shared"),
     };
     group.bench_function(name, |b| {
         b.iter_batched(

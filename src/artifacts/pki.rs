@@ -10,6 +10,7 @@ use super::generated::{put, Generated, Options};
 use crate::error::Error;
 use crate::pki::issue::{self, Prior};
 use crate::pki::{self, Ca, CertSpec, Decision, Key, PkiError, Renewal, Secrets, Usage};
+use crate::spec::profile::HostRole;
 use crate::spec::{paths, Plan};
 use crate::state::{Previous, Renewed, MODE_PUBLIC, MODE_SECRET};
 
@@ -37,8 +38,17 @@ fn refuse_ca(plan: &Plan, name: &str, why: &str) -> Error {
 /// Every key `gen` signs with: each certificate's, with whether it is the previous run's, and the
 /// service account's.
 pub struct Keys {
-    pub certs: Vec<(Key, bool)>,
+    pub certs: CertKeys,
     pub sa: Key,
+}
+
+/// Each certificate's key, with whether it is the previous run's.
+pub struct CertKeys {
+    pub keys: Vec<(Key, bool)>,
+    /// The CAs whose certificate is here without their key: across hosts, a host that is no
+    /// control-plane host's (the key stays on those). Their key above is a stand-in that signs
+    /// nothing: a certificate of theirs that would need issuing is refused.
+    pub keyless: Vec<String>,
 }
 
 /// The keys of every certificate and the service account: a CA's is the previous run's when it
@@ -55,6 +65,7 @@ pub fn keys(
 ) -> Result<Keys, Error> {
     let alg = plan.profile.pki.algorithm;
     let mut keys: Vec<Option<(Key, bool)>> = Vec::with_capacity(specs.len());
+    let mut keyless = Vec::new();
     for spec in specs {
         if opts.force {
             keys.push(None);
@@ -73,6 +84,13 @@ pub fn keys(
         }
         let cert = old.read(crt_rel);
         let key = match key {
+            None if cert.is_some()
+                && !old.exists(key_rel)
+                && !plan.here_has(HostRole::ControlPlane) =>
+            {
+                keyless.push(spec.name.clone());
+                None
+            }
             None if old.exists(key_rel) => {
                 return Err(refuse_ca(plan, &spec.name, "the key is not readable text"))
             }
@@ -99,7 +117,7 @@ pub fn keys(
     // What is missing, in table order and the service account's last: (purpose, where it goes).
     let missing: Vec<(String, Option<usize>)> = (0..specs.len())
         .filter(|i| keys[*i].is_none())
-        .map(|i| (format!("key:{}", specs[i].name), Some(i)))
+        .map(|i| (key_purpose(plan, &specs[i]), Some(i)))
         .chain(sa.is_none().then(|| ("key:sa".to_string(), None)))
         .collect();
     let purposes: Vec<String> = missing.iter().map(|(p, _)| p.clone()).collect();
@@ -108,7 +126,8 @@ pub fn keys(
         match slot {
             Some(i) => {
                 let key = key.map_err(pki_err(plan, &specs[i].key_path))?;
-                keys[i] = Some((key, false));
+                // A keyless CA's stand-in counts as its own key: its certificate is kept.
+                keys[i] = Some((key, keyless.contains(&specs[i].name)));
             }
             None => sa = Some(key.map_err(pki_err(plan, paths::SA_KEY))?),
         }
@@ -119,7 +138,23 @@ pub fn keys(
         .map(|(k, spec)| k.ok_or_else(|| Error::Internal(format!("no key for {}", spec.name))))
         .collect::<Result<_, _>>()?;
     let sa = sa.ok_or_else(|| Error::Internal("no service-account key".into()))?;
-    Ok(Keys { certs, sa })
+    Ok(Keys {
+        certs: CertKeys {
+            keys: certs,
+            keyless,
+        },
+        sa,
+    })
+}
+
+/// What a certificate's key is drawn for (`Entropy::rng`): its name; across hosts a leaf's is its
+/// host's own too (every host's state dir is rendered with the same entropy, so that the CAs and
+/// the service-account key agree: a leaf key of the same name must not be the same on two hosts).
+fn key_purpose(plan: &Plan, spec: &CertSpec) -> String {
+    match plan.this_host() {
+        Some(host) if spec.usage != Usage::Ca => format!("key:{}/{}", host.name, spec.name),
+        _ => format!("key:{}", spec.name),
+    }
 }
 
 /// The previous run's service-account key unless --force: kept whatever the profile's algorithm
@@ -149,9 +184,10 @@ pub fn certificates(
     opts: &Options,
     renewal: Option<&Renewal>,
     specs: &[CertSpec],
-    keys: Vec<(Key, bool)>,
+    keys: CertKeys,
     g: &mut Generated,
 ) -> Result<Issued, Error> {
+    let CertKeys { keys, keyless } = keys;
     let explicit_epoch = plan
         .profile
         .pki
@@ -233,6 +269,22 @@ pub fn certificates(
             }
             _ => {}
         }
+        let signer = if spec.usage == Usage::Ca {
+            Some(spec.name.as_str())
+        } else {
+            spec.ca
+        };
+        if decision != Decision::Kept && signer.is_some_and(|ca| keyless.iter().any(|k| k == ca)) {
+            return Err(Error::state(
+                &plan.state_dir,
+                format!(
+                    "{crt} would be {}, but the key of its CA {} is on the control-plane hosts only",
+                    decision.as_str(),
+                    signer.unwrap_or_default()
+                ),
+                "render every host's state dir again from the profile with `kubeunit gen --out DIR`, and import this host's",
+            ));
+        }
         let (cert_pem, key) = match (decision, old_cert) {
             (Decision::Kept, Some(c)) => (c, key),
             _ => issue::issue_renewing(spec, plan, key, &digest, issuer, renewing)
@@ -247,12 +299,15 @@ pub fn certificates(
             cert_pem.clone().into_bytes(),
             MODE_PUBLIC,
         );
-        put(
-            &mut g.tree,
-            key_path,
-            key_pem.clone().into_bytes(),
-            MODE_SECRET,
-        );
+        // A CA's key stays on the control-plane hosts (kube-controller-manager signs with it).
+        if spec.usage != Usage::Ca || plan.here_has(HostRole::ControlPlane) {
+            put(
+                &mut g.tree,
+                key_path,
+                key_pem.clone().into_bytes(),
+                MODE_SECRET,
+            );
+        }
         if spec.usage == Usage::Ca {
             let ca = Ca::from_existing(&cert_pem, key).map_err(pki_err(plan, &crt))?;
             cas.insert(spec.name.clone(), ca);
@@ -282,6 +337,10 @@ pub fn secrets(
     sa: Key,
     g: &mut Generated,
 ) -> Result<Secrets, Error> {
+    // Across hosts only the control-plane hosts sign and check tokens, and store Secrets.
+    if !plan.here_has(HostRole::ControlPlane) {
+        return Ok(Secrets::default());
+    }
     let sa_pub = sa.public_pem().map_err(pki_err(plan, paths::SA_PUB))?;
     let sa_key = sa.private_pem().map_err(pki_err(plan, paths::SA_KEY))?;
     put(&mut g.tree, paths::SA_KEY, sa_key.into_bytes(), MODE_SECRET);

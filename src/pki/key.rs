@@ -26,9 +26,20 @@ use crate::spec::profile::Algorithm;
 pub enum Entropy {
     Seed(u64),
     Os,
+    /// A secret drawn from the OS once and never written: the state dirs of the hosts of one
+    /// environment, rendered one after the other, draw the same keys for the same purposes (their
+    /// CAs and service-account key agree), with the OS's strength.
+    Shared([u8; 32]),
 }
 
 impl Entropy {
+    /// A `Shared` secret from the OS.
+    pub fn shared() -> Entropy {
+        let mut secret = [0u8; 32];
+        ChaCha20Rng::from_entropy().fill_bytes(&mut secret);
+        Entropy::Shared(secret)
+    }
+
     /// An RNG for one purpose (`key:etcd/ca`, `encryption-key`, ...): independent streams per name.
     pub fn rng(&self, purpose: &str) -> ChaCha20Rng {
         match self {
@@ -40,6 +51,13 @@ impl Entropy {
                 ChaCha20Rng::from_seed(h.finalize().into())
             }
             Entropy::Os => ChaCha20Rng::from_entropy(),
+            Entropy::Shared(secret) => {
+                let mut h = Sha256::new();
+                h.update(b"kubeunit/shared/v1\0");
+                h.update(secret);
+                h.update(purpose.as_bytes());
+                ChaCha20Rng::from_seed(h.finalize().into())
+            }
         }
     }
 

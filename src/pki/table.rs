@@ -3,7 +3,9 @@
 //! a certificate is defined; `specs` resolves the rows against a plan (a per-node row once per
 //! node), `check_tree` proves the order.
 
+use crate::spec::hosts::OnHosts;
 use crate::spec::plan::NodePlan;
+use crate::spec::profile::HostRole;
 use crate::spec::{paths, Plan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -74,6 +76,10 @@ pub struct Cert {
     pub kubeconfig: Option<&'static str>,
     pub when: When,
     pub scope: Scope,
+    /// The hosts of an environment across hosts whose state dirs hold it (its key, and a CA's
+    /// certificate; a CA's key is on the control-plane hosts only): least privilege, each host
+    /// only what its components use.
+    pub hosts: OnHosts,
 }
 
 /// What a row does not say: a client certificate of the cluster CA, always there, the environment's.
@@ -87,7 +93,11 @@ const CLIENT: Cert = Cert {
     kubeconfig: None,
     when: When::Always,
     scope: Scope::Cluster,
+    hosts: OnHosts::Every,
 };
+
+/// What only the control-plane hosts' components use.
+const CONTROL_PLANE: OnHosts = OnHosts::With(HostRole::ControlPlane);
 
 const fn ca(name: &'static str, cn: &'static str) -> Cert {
     Cert {
@@ -102,13 +112,18 @@ const fn ca(name: &'static str, cn: &'static str) -> Cert {
 /// Every certificate, CAs before the certificates they sign.
 pub const CERTS: &[Cert] = &[
     ca("ca", "kubernetes"),
-    ca("front-proxy-ca", "front-proxy-ca"),
+    Cert {
+        hosts: CONTROL_PLANE,
+        ..ca("front-proxy-ca", "front-proxy-ca")
+    },
     Cert {
         when: When::Component("etcd"),
+        hosts: CONTROL_PLANE,
         ..ca("etcd/ca", "etcd-ca")
     },
     Cert {
         name: "apiserver",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("kube-apiserver"),
         usage: Usage::Server,
         sans: Sans::ApiServer,
@@ -116,11 +131,13 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "apiserver-kubelet-client",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("kube-apiserver-kubelet-client"),
         ..CLIENT
     },
     Cert {
         name: "apiserver-etcd-client",
+        hosts: CONTROL_PLANE,
         ca: Some("etcd/ca"),
         cn: Cn::Fixed("kube-apiserver-etcd-client"),
         when: When::Component("etcd"),
@@ -128,12 +145,14 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "front-proxy-client",
+        hosts: CONTROL_PLANE,
         ca: Some("front-proxy-ca"),
         cn: Cn::Fixed("front-proxy-client"),
         ..CLIENT
     },
     Cert {
         name: "etcd/server",
+        hosts: OnHosts::With(HostRole::Etcd),
         ca: Some("etcd/ca"),
         cn: Cn::Node,
         usage: Usage::ServerClient,
@@ -143,6 +162,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "etcd/peer",
+        hosts: OnHosts::With(HostRole::Etcd),
         ca: Some("etcd/ca"),
         cn: Cn::Node,
         usage: Usage::ServerClient,
@@ -152,6 +172,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "etcd/healthcheck-client",
+        hosts: OnHosts::With(HostRole::Etcd),
         ca: Some("etcd/ca"),
         cn: Cn::Fixed("kube-etcd-healthcheck-client"),
         when: When::Component("etcd"),
@@ -159,6 +180,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "admin",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("kubernetes-admin"),
         orgs: &["system:masters"],
         kubeconfig: Some("admin"),
@@ -166,6 +188,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "controller-manager",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("system:kube-controller-manager"),
         kubeconfig: Some("controller-manager"),
         when: When::Component("kube-controller-manager"),
@@ -173,6 +196,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "controller-manager-server",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("kube-controller-manager"),
         usage: Usage::Server,
         sans: Sans::Local,
@@ -181,6 +205,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "scheduler",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("system:kube-scheduler"),
         kubeconfig: Some("scheduler"),
         when: When::Component("kube-scheduler"),
@@ -188,6 +213,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "scheduler-server",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("kube-scheduler"),
         usage: Usage::Server,
         sans: Sans::Local,
@@ -196,6 +222,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "cloud-controller-manager",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("system:cloud-controller-manager"),
         kubeconfig: Some("cloud-controller-manager"),
         when: When::Component("cloud-controller-manager"),
@@ -203,6 +230,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "cloud-controller-manager-server",
+        hosts: CONTROL_PLANE,
         cn: Cn::Fixed("cloud-controller-manager"),
         usage: Usage::Server,
         sans: Sans::Local,
@@ -345,13 +373,21 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
     apiserver.extend(local_sans(plan, first));
     // Each node reaches the API server at the host's end of its own link (its kubeconfigs say so).
     apiserver.extend(plan.nodes.iter().map(|n| n.link.host.to_string()));
+    // Across hosts, a worker host's node reaches the API servers through its load balancer, at
+    // the host's end of its link (TLS passes through it).
+    apiserver.extend(plan.hosts.iter().map(|h| h.link.host.to_string()));
     apiserver.extend(plan.profile.network.extra_sans.iter().cloned());
 
     let mut out = Vec::new();
-    for c in table.iter().filter(|c| match c.when {
+    let on = |c: &&Cert| match c.when {
         When::Always => true,
         When::Component(name) => plan.enabled(name),
-    }) {
+    };
+    for c in table
+        .iter()
+        .filter(on)
+        .filter(|c| c.hosts.here(&plan.profile))
+    {
         match c.scope {
             Scope::Cluster => out.push(resolve(c, plan, first, None, &apiserver)),
             Scope::Node => out.extend(
