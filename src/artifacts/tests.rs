@@ -67,6 +67,7 @@ const FANCY: Component = Component {
     host_checks: &[],
     enabled_by: None,
     timer: None,
+    on_hosts: crate::spec::hosts::OnHosts::Every,
     environment: &[],
     own_connections_on_stop: None,
 };

@@ -3,6 +3,7 @@
 use crate::error::FieldError;
 use crate::pki::Secrets;
 use crate::render::Template;
+use crate::spec::hosts::OnHosts;
 use crate::spec::profile::Versions;
 use crate::spec::{Plan, Profile};
 
@@ -105,6 +106,8 @@ pub struct Component {
     /// name starts. `start` starts the timer (its service loaded, not run), `status` shows its next
     /// run, `stop` stops both.
     pub timer: Option<Timer>,
+    /// The hosts of an environment across hosts it runs on (`hosts:` roles).
+    pub on_hosts: OnHosts,
 }
 
 /// Whether a profile enables a component, and the setting that does (`etcd.snapshot.schedule`).
@@ -277,7 +280,14 @@ pub enum Content {
 
 impl Component {
     /// Whether the profile runs it: `components.NAME.enabled`, or what `enabled_by` says.
+    /// Whether it runs on the host a profile is the view of: enabled in the environment, and
+    /// this host is one it runs on (`on_hosts`; every host on one host).
     pub fn is_enabled(&self, profile: &Profile) -> bool {
+        self.in_environment(profile) && self.on_hosts.here(profile)
+    }
+
+    /// Whether the environment has it, on whichever of its hosts.
+    pub fn in_environment(&self, profile: &Profile) -> bool {
         match &self.enabled_by {
             Some(by) => (by.when)(profile),
             None => profile.component(self.name).enabled,
@@ -316,11 +326,16 @@ impl Component {
 
     /// Components it waits for (needs, and the enabled ones it is ordered after).
     pub fn deps(&self, plan: &Plan) -> Vec<&'static str> {
+        // Those this host runs: across hosts, what runs on another host (the API servers on a
+        // worker host's) is waited for by the component itself, which retries.
         self.needs
             .iter()
             .chain(self.after_if_enabled)
             .copied()
-            .filter(|d| plan.enabled(d))
+            .filter(|d| match crate::components::find(d) {
+                Some(c) => c.is_enabled(&plan.profile),
+                None => plan.enabled(d),
+            })
             .collect()
     }
 }

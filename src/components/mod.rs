@@ -114,7 +114,8 @@ pub fn validate(table: &[Component], p: &Profile) -> Vec<FieldError> {
             .is_some_and(|c| c.replaced(p))
     };
     for c in table {
-        let on = c.is_enabled(p);
+        // The environment's components, whichever host this profile is the view of.
+        let on = c.in_environment(p);
         if let Some(s) = c.stand_in.filter(|_| on && c.replaced(p)) {
             errs.push(FieldError::new(
                 format!("components.{}.enabled", c.name),

@@ -9,9 +9,10 @@ use super::component::{
 };
 use crate::error::FieldError;
 use crate::render::Template;
+use crate::spec::hosts::OnHosts;
 use crate::spec::paths;
 use crate::spec::plan::{host_port, EtcdMember};
-use crate::spec::profile::{Role, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
+use crate::spec::profile::{HostRole, Role, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
 use crate::spec::Plan;
 
 /// What an entry does not say: a Kubernetes component, started with Type=exec, probed over HTTPS.
@@ -53,7 +54,11 @@ const KUBERNETES: Component = Component {
     host_checks: &[],
     enabled_by: None,
     timer: None,
+    on_hosts: OnHosts::Every,
 };
+
+/// What runs on the control-plane hosts of an environment across hosts (and etcd on its etcd hosts).
+const CONTROL_PLANE: OnHosts = OnHosts::With(HostRole::ControlPlane);
 
 /// The Go collector a quarter as often as by default: kube-apiserver starts on about 17% less CPU
 /// (2.1 -> 1.7 CPU-seconds here) for about 100 MB more memory, which matters most with several
@@ -105,7 +110,7 @@ pub const SCHEDULED_SNAPSHOT_PREFIX: &str = "scheduled";
 
 // Config files that flags name too.
 const AUDIT_POLICY_FILE: &str = "config/audit-policy.yaml";
-const ENCRYPTION_CONFIG_FILE: &str = "config/encryption-config.yaml";
+const ENCRYPTION_CONFIG_FILE: &str = paths::ENCRYPTION_CONFIG;
 const SCHEDULER_CONFIG_FILE: &str = "config/scheduler-config.yaml";
 const CONTAINERD_CONFIG_FILE: &str = "config/containerd.toml";
 const CNI_CONFIG_DIR: &str = "config/cni";
@@ -115,6 +120,7 @@ const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
 /// The node's Node object as the LabelNode hook applies it.
 pub const NODE_OBJECT_FILE: &str = "config/node.yaml";
 const REGISTRY_CONFIG_FILE: &str = "config/registry.yml";
+const HAPROXY_CONFIG_FILE: &str = "config/haproxy.cfg";
 /// containerd's registry host config (`config_path`): a `NAME/hosts.toml` per registry name.
 const REGISTRY_HOSTS_DIR: &str = "config/registry-hosts";
 
@@ -171,6 +177,10 @@ const REGISTRY_HOSTS: Template = Template {
     name: "configs/registry-hosts.toml.hbs",
     text: include_str!("../../configs/registry-hosts.toml.hbs"),
 };
+const HAPROXY_CONFIG: Template = Template {
+    name: "configs/haproxy.cfg.hbs",
+    text: include_str!("../../configs/haproxy.cfg.hbs"),
+};
 const KUBE_PROXY_CONFIG: Template = Template {
     name: "configs/kube-proxy-config.yaml.hbs",
     text: include_str!("../../configs/kube-proxy-config.yaml.hbs"),
@@ -220,10 +230,14 @@ pub fn apiserver_url(plan: &Plan) -> String {
 /// The API server as the node's components (in the node's network namespace) reach it: at the
 /// host's end of the node link.
 pub fn node_apiserver_url(plan: &Plan) -> String {
-    format!(
-        "https://{}",
-        host_port(plan.node().link.host.into(), port::APISERVER.of(plan))
-    )
+    // Across hosts: a control-plane host's node reaches its own API server at the host's address
+    // (its link routes it there); another host's reaches them all through the load balancer at
+    // the host's end of its link (haproxy).
+    let address = match plan.this_host() {
+        Some(h) if plan.here_has(HostRole::ControlPlane) => h.address.into(),
+        _ => plan.node().link.host.into(),
+    };
+    format!("https://{}", host_port(address, port::APISERVER.of(plan)))
 }
 
 /// The client URL of the environment's etcd unit's member (one endpoint, as `etcdctl snapshot
@@ -290,6 +304,7 @@ fn leader_elect(plan: &Plan) -> bool {
 pub const COMPONENTS: &[Component] = &[
     Component {
         name: "etcd",
+        on_hosts: OnHosts::With(HostRole::Etcd),
         binary: "etcd",
         required: true,
         stand_in: Some(StandIn {
@@ -318,6 +333,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kube-apiserver",
+        on_hosts: CONTROL_PLANE,
         binary: "kube-apiserver",
         notify: true,
         needs: &["etcd"],
@@ -384,6 +400,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kube-controller-manager",
+        on_hosts: CONTROL_PLANE,
         binary: "kube-controller-manager",
         probe: https(port::CONTROLLER_MANAGER, "/healthz"),
         ports: &[port::CONTROLLER_MANAGER],
@@ -392,6 +409,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "kube-scheduler",
+        on_hosts: CONTROL_PLANE,
         binary: "kube-scheduler",
         probe: https(port::SCHEDULER, "/healthz"),
         ports: &[port::SCHEDULER],
@@ -407,6 +425,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "cloud-controller-manager",
+        on_hosts: CONTROL_PLANE,
         binary: "cloud-controller-manager",
         probe: https(port::CLOUD_CONTROLLER_MANAGER, "/healthz"),
         ports: &[port::CLOUD_CONTROLLER_MANAGER],
@@ -478,6 +497,14 @@ pub const COMPONENTS: &[Component] = &[
                     "service_cidr": plan.service_cidr.to_string(),
                     "table": plan.routing_table(),
                     "metric": node.link.metric(),
+                    "remotes": plan.hosts.iter().enumerate()
+                        .filter(|(i, _)| *i != plan.host_index)
+                        .map(|(_, h)| json!({
+                            "address": h.address.to_string(),
+                            "pod_cidr": h.node.pod_cidr.to_string(),
+                            "link_net": h.link.net.to_string(),
+                        }))
+                        .collect::<Vec<_>>(),
                 }),
             ))
         })],
@@ -629,7 +656,7 @@ pub const COMPONENTS: &[Component] = &[
         notify: true,
         needs: &["kube-apiserver", "node-network"],
         netns: true,
-        after_if_enabled: &["containerd"],
+        after_if_enabled: &["containerd", "haproxy"],
         gates_in_config: true,
         delegate: true,
         probe: plain_http(port::KUBELET_HEALTHZ),
@@ -708,6 +735,7 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "kube-proxy",
         per_node: true,
+        after_if_enabled: &["haproxy"],
         needs_root: true,
         binary: "kube-proxy",
         gates_in_config: true,
@@ -740,10 +768,53 @@ pub const COMPONENTS: &[Component] = &[
         })],
         ..KUBERNETES
     },
+    // Across hosts, the API servers behind one address on every host that runs none, for its
+    // node's kubelet and kube-proxy (as kind's load balancer; HAProxy from the distribution, not a
+    // proxy of our own): a host that dies is taken out by the health checks.
+    Component {
+        name: "haproxy",
+        needs_root: true,
+        binary: "/usr/sbin/haproxy",
+        // It binds the host's end of the node link.
+        needs: &["node-network"],
+        starts_once_up: &[],
+        kubernetes: false,
+        // -Ws: master-worker mode with sd_notify, as the distribution's unit runs it.
+        notify: true,
+        version: |_| "",
+        go_module: "",
+        enabled_by: Some(EnabledBy {
+            field: "hosts",
+            when: |p| !p.hosts.is_empty(),
+        }),
+        on_hosts: OnHosts::Without(HostRole::ControlPlane),
+        host_checks: &[host::haproxy],
+        args: |plan| vec!["-Ws".into(), "-f".into(), plan.path(HAPROXY_CONFIG_FILE)],
+        files: &[template(HAPROXY_CONFIG_FILE, |cx| {
+            let plan = cx.plan;
+            let port = port::APISERVER.of(plan);
+            let servers: Vec<serde_json::Value> = plan
+                .hosts
+                .iter()
+                .filter(|h| h.roles.contains(&HostRole::ControlPlane))
+                .map(|h| json!({ "name": h.name, "address": host_port(h.address.into(), port) }))
+                .collect();
+            Ok(Content::Template(
+                &HAPROXY_CONFIG,
+                json!({
+                    "env": plan.name(),
+                    "bind": host_port(plan.node().link.host.into(), port),
+                    "servers": servers,
+                }),
+            ))
+        })],
+        ..KUBERNETES
+    },
     // Scheduled etcd snapshots: a timer runs `kubeunit snapshot save` (kubeunit from binDir, or
     // components.etcd-snapshot.binary), which keeps the newest `retention` of them.
     Component {
         name: "etcd-snapshot",
+        on_hosts: OnHosts::With(HostRole::Etcd),
         binary: "kubeunit",
         needs: &["etcd"],
         starts_once_up: &[],
@@ -847,6 +918,17 @@ pub(super) mod host {
         Err((
             format!("image archives not readable: {}", unreadable.join(", ")),
             "build them (scripts/build-test-binaries.sh) or fix the paths in images".into(),
+        ))
+    }
+
+    /// HAProxy where its entry runs it from (Debian's package: apt-get install haproxy).
+    pub fn haproxy(_: &Plan) -> Check {
+        if executable(Path::new("/usr/sbin/haproxy")) {
+            return Ok(());
+        }
+        Err((
+            "no /usr/sbin/haproxy (a worker host reaches the API servers through it)".into(),
+            "install HAProxy: apt-get install haproxy (its own haproxy.service is not needed: systemctl disable --now haproxy)".into(),
         ))
     }
 
@@ -993,7 +1075,12 @@ pub(super) mod host {
         for (field, net) in ours {
             let ipnet::IpNet::V4(net) = net else { continue };
             for (route, iface) in routes {
-                let own = plan.nodes.iter().any(|n| &n.link.interface == iface);
+                // Across hosts, node-network routes the other hosts' pod networks to them.
+                let own = plan.nodes.iter().any(|n| &n.link.interface == iface)
+                    || plan
+                        .hosts
+                        .iter()
+                        .any(|h| h.node.pod_cidr == ipnet::IpNet::V4(*route));
                 if route.prefix_len() == 0 || own {
                     continue;
                 }

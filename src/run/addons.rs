@@ -162,6 +162,11 @@ fn apply_object(
 /// registration keeps the apply from creating the Node before the kubelet does (it would then
 /// not register its taints).
 pub fn label_node(plan: &Plan) -> Result<Vec<String>, Error> {
+    // Across hosts, only a control-plane host holds the admin identity (least privilege): a worker
+    // host's node has the labels and taints its kubelet registers.
+    if !plan.here_has(crate::spec::profile::HostRole::ControlPlane) {
+        return Ok(vec![]);
+    }
     let rel = plan.node().file(crate::components::NODE_OBJECT_FILE);
     let file = plan.state_dir.join(&rel);
     let root = Root::open(&plan.state_dir).map_err(Error::io(&plan.state_dir, "open"))?;
