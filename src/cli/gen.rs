@@ -144,6 +144,9 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     } else {
         HostFacts::gather()
     };
+    if !profile.hosts.is_empty() && profile.host.is_empty() && !args.check {
+        return gen_hosts(&args, profile, &dir, &facts);
+    }
     let plan = Plan::new(profile, &dir, &facts)?;
     let out = args.out.as_deref().map(host::absolute).transpose()?;
     if out.as_deref() == Some(plan.state_dir.as_path()) {
@@ -207,6 +210,88 @@ pub fn exec(args: Args) -> Result<i32, Error> {
                 .collect::<Vec<_>>(),
         })),
         Output::Text => print!("{report}"),
+    }
+    Ok(0)
+}
+
+/// `gen --out DIR` of a profile with hosts: a state dir per host, `DIR/HOST`, each planned for
+/// the state dir it will be imported to (`--state-dir`, the same on every host), all drawn from one
+/// entropy so that their CAs and shared keys agree. Every host is planned and rendered before any
+/// is written, and no host's directory may exist yet.
+fn gen_hosts(
+    args: &Args,
+    profile: crate::spec::Profile,
+    dir: &std::path::Path,
+    facts: &HostFacts,
+) -> Result<i32, Error> {
+    let Some(out) = args.out.as_deref() else {
+        return Err(Error::Usage {
+            message: format!(
+                "the profile has hosts ({}): gen renders a state dir for each",
+                crate::spec::hosts::names(&profile.hosts).join(", ")
+            ),
+            fix: "pass --out DIR: each host's state dir goes to DIR/HOST, which `kubeunit import DIR/HOST` puts in place on that host".into(),
+        });
+    };
+    let out = host::absolute(out)?;
+    let opts = Options {
+        entropy: args.seed.map(Entropy::Seed).unwrap_or_else(Entropy::shared),
+        force: args.force,
+    };
+    let mut plans = Vec::new();
+    for h in &profile.hosts {
+        let mut p = profile.clone();
+        p.host = h.name.clone();
+        let plan = Plan::new(p, dir, facts)?;
+        let target = out.join(&h.name);
+        if state::dir::inspect(&target)? != state::Found::Missing {
+            return Err(Error::state(
+                &target,
+                "exists already; gen writes each host's state dir anew",
+                "pass a new or empty directory to --out",
+            ));
+        }
+        plans.push((plan, target));
+    }
+    let mut written = Vec::new();
+    for (plan, target) in &plans {
+        let (generated, summary) =
+            pipeline::gen(plan, &opts, Some(target), lock_wait()?, &mut say)?;
+        written.push((plan, target, generated, summary));
+    }
+    match args.output {
+        Output::Json => print_json(&serde_json::json!({
+            "stateDir": dir,
+            "out": out,
+            "name": profile.name,
+            "hosts": written.iter().map(|(plan, target, _, summary)| serde_json::json!({
+                "host": plan.profile.host,
+                "out": target,
+                "written": summary.written.len(),
+            })).collect::<Vec<_>>(),
+        })),
+        Output::Text => {
+            for (plan, target, generated, summary) in &written {
+                let roles: Vec<&str> = plan
+                    .this_host()
+                    .map(|h| h.roles.iter().map(|r| r.as_str()).collect())
+                    .unwrap_or_default();
+                println!(
+                    "host {} ({}): {} files in {} ({} certificates)",
+                    plan.profile.host,
+                    roles.join(", "),
+                    summary.written.len(),
+                    target.display(),
+                    generated.certs.len()
+                );
+            }
+            println!(
+                "next, on each host: kubeunit import {}/HOST --state-dir {} && kubeunit start --state-dir {}",
+                out.display(),
+                dir.display(),
+                dir.display()
+            );
+        }
     }
     Ok(0)
 }

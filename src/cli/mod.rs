@@ -10,6 +10,7 @@ mod debug;
 mod destroy;
 mod gen;
 mod hook;
+mod hosts;
 mod images;
 mod import;
 mod install;
@@ -107,6 +108,12 @@ pub enum Command {
         #[command(subcommand)]
         command: snapshot::Command,
     },
+    /// The state dirs of an environment across hosts: check them together (check).
+    #[command(after_help = hosts::AFTER_HELP)]
+    Hosts {
+        #[command(subcommand)]
+        command: hosts::Command,
+    },
     /// Inspect built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -139,6 +146,7 @@ pub fn run() -> i32 {
         Command::Certs { command } => block_on(certs::exec(command)),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Snapshot { command } => block_on(snapshot::exec(command)),
+        Command::Hosts { command } => hosts::exec(command),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),
     };

@@ -11,6 +11,7 @@
 pub mod check;
 pub mod dir;
 mod faults;
+pub mod hosts;
 pub mod import;
 pub mod lock;
 pub mod manifest;
