@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cache=$(kubeunit_cache)
 # The name carries a revision: a change of the package list below makes a new rootfs, never a stale one.
-rootfs="$cache/rootfs-bookworm-r3"
+rootfs="$cache/rootfs-bookworm-r4"
 if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
 # One build at a time (tests boot containers in parallel); the others wait for it and reuse it.
 mkdir -p "$cache"
@@ -19,14 +19,15 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.so
 [ -n "$mirror" ] || mirror=$(sed -n 's/^deb \([^ ]*\/debian\) .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -n1)
 [ -n "$mirror" ] || { echo "build-rootfs: no Debian mirror found in apt's sources" >&2; exit 1; }
 rm -rf "$rootfs.tmp"
+# haproxy: the API servers behind one address on a worker host of an environment across hosts.
 # iptables and conntrack: kube-proxy and the CNI bridge's masquerading run them on a node.
 # libpam-systemd and dbus-user-session: a lingering user's own systemd and its session bus (rootless).
 debootstrap --variant=minbase \
-  --include=systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,iptables,conntrack,libpam-systemd,dbus-user-session \
+  --include=systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,iptables,conntrack,libpam-systemd,dbus-user-session,haproxy \
   bookworm "$rootfs.tmp" "$mirror" >&2
 # A quiet, quick boot: no getty, no network management (the container shares the host network).
 chroot "$rootfs.tmp" systemctl mask console-getty.service getty.target systemd-networkd.service \
-  systemd-resolved.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1 || true
+  systemd-resolved.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer haproxy.service >/dev/null 2>&1 || true
 echo kubeunit-test > "$rootfs.tmp/etc/hostname"
 rm -rf "$rootfs"
 mv "$rootfs.tmp" "$rootfs"

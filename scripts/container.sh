@@ -5,7 +5,7 @@
 # (tests/common/container.rs) use it. The rootfs is mounted with a volatile overlay, so containers never
 # change it and several can run at once.
 #
-#   container.sh boot NAME [--node] [--persist=DIR] [--log=FILE] [--bind=DIR | --bind-ro=DIR ...]
+#   container.sh boot NAME [--node] [--persist=DIR] [--network=...] [--log=FILE] [--bind=DIR[:PATH] | --bind-ro=DIR ...]
 #       Boot NAME unless it runs already and wait until its systemd is up (running or degraded); print
 #       the host PID of its systemd. --bind directories are created first. nspawn's output goes to FILE
 #       (default RUN/NAME/console.log, which stop deletes). On failure: the log's tail on stderr, the
@@ -13,9 +13,16 @@
 #       --persist=DIR: what the container writes to its root survives a stop: an overlay whose upper
 #       layer is DIR/upper (instead of a volatile one), so that booting again with the same DIR is a
 #       reboot of the same machine.
+#       --network=BRIDGE,ADDRESS/PREFIX,GATEWAY: a network of its own instead of the host's (a host of a test
+#       across hosts): a network namespace whose eth0 has ADDRESS, on BRIDGE (see `bridge`) through a veth pair,
+#       with its default route via GATEWAY; gone when the container stops or is killed.
+#   container.sh kill NAME               cut its power: kill -9 its systemd, no shutdown; its network goes
+#   container.sh bridge NAME ADDRESS/PREFIX   make the bridge NAME with ADDRESS unless it exists
+#   container.sh unbridge NAME           delete the bridge NAME
 #   container.sh leader NAME             host PID of NAME's systemd; exit 1 when NAME does not run
 #   container.sh exec NAME [--] CMD...   run CMD inside NAME (mount, UTS, IPC and PID namespaces, root and
-#                                        working directory of its systemd; the network is the host's)
+#                                        working directory of its systemd; the network is the host's, or
+#                                        its own with --network)
 #   container.sh stop NAME               power off; kill -9 its systemd when it has not stopped in time
 #   container.sh cache-dir               the cache directory (kubeunit_cache of scripts/lib.sh)
 #
@@ -42,6 +49,48 @@ mount -o remount,bind,rw /proc/sys
 [ -e /dev/kmsg ] || ln -s /dev/console /dev/kmsg'
 
 die() { echo "container.sh: $*" >&2; exit 1; }
+
+# A container's own network (--network): its namespace and the host's end of its veth pair, by its name.
+netns_of() { echo "kubeunit-ct-$1"; }
+veth_of() { printf 'kc%s' "$(printf '%s' "$1" | sha256sum | cut -c1-12)"; }
+
+# Make NAME's namespace and link: BRIDGE,ADDRESS/PREFIX,GATEWAY.
+network_up() {
+  local name=$1 spec=$2 bridge address gateway ns veth
+  IFS=, read -r bridge address gateway <<<"$spec"
+  if [ -z "$bridge" ] || [ -z "$address" ] || [ -z "$gateway" ]; then die "boot $name: --network=BRIDGE,ADDRESS/PREFIX,GATEWAY"; fi
+  [ -d "/sys/class/net/$bridge/bridge" ] || die "boot $name: no bridge $bridge (container.sh bridge $bridge ADDRESS/PREFIX)"
+  ns=$(netns_of "$name")
+  veth=$(veth_of "$name")
+  network_down "$name"
+  ip netns add "$ns"
+  ip link add "$veth" type veth peer name eth0 netns "$ns"
+  ip link set "$veth" master "$bridge" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "$address" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" route add default via "$gateway"
+  echo "$ns" >"$run_dir/$name/netns"
+}
+
+network_down() {
+  local veth
+  veth=$(veth_of "$1")
+  [ ! -e "/sys/class/net/$veth" ] || ip link del "$veth" 2>/dev/null || true
+  ip netns del "$(netns_of "$1")" 2>/dev/null || true
+  rm -f "$run_dir/$1/netns"
+}
+
+cmd_bridge() {
+  local name=${1:?bridge NAME ADDRESS/PREFIX} address=${2:?bridge NAME ADDRESS/PREFIX}
+  if [ ! -d "/sys/class/net/$name" ]; then
+    ip link add "$name" type bridge
+    ip addr add "$address" dev "$name"
+  fi
+  ip link set "$name" up
+}
+
+cmd_unbridge() { ip link del "${1:?unbridge NAME}" 2>/dev/null || true; }
 # Each container its own cgroup where systemd tracks units (the name=systemd and unified hierarchies, or
 # the one v2 hierarchy). Without a host systemd, nspawn --keep-unit puts every container in its caller's
 # cgroup: two containers' systemds would share one tree, and units of the same name one cgroup (one
@@ -148,13 +197,14 @@ prune() {
 cmd_boot() {
   local name=${1:?boot NAME}
   shift
-  local log="" binds=() node="" persist="" a
+  local log="" binds=() node="" persist="" network="" a d
   for a in "$@"; do
     case $a in
       --node) node=1 ;;
       --persist=*) persist=${a#--persist=} ;;
+      --network=*) network=${a#--network=} ;;
       --log=*) log=${a#--log=} ;;
-      --bind=*) mkdir -p "${a#--bind=}"; binds+=("$a") ;;
+      --bind=*) d=${a#--bind=}; mkdir -p "${d%%:*}"; binds+=("$a") ;;
       --bind-ro=*) binds+=("$a") ;;
       *) die "boot: unknown argument $a" ;;
     esac
@@ -170,6 +220,10 @@ cmd_boot() {
     # setsid: the container outlives this script and a Ctrl-C in the terminal that started it.
     local extra=() root_flags=(--volatile=overlay -D "$rootfs")
     [ -z "$node" ] || extra=("${node_flags[@]}")
+    if [ -n "$network" ]; then
+      network_up "$name" "$network" || { unlock; die "boot $name: cannot make its network"; }
+      extra+=("--network-namespace-path=/run/netns/$(netns_of "$name")")
+    fi
     if [ -n "$persist" ]; then
       # nspawn's overlays are volatile or below /: the persistent one over / is mounted here, and
       # unmounted by stop.
@@ -257,7 +311,16 @@ cmd_exec() {
   [ "${1:-}" = -- ] && shift
   [ $# -gt 0 ] || die "exec $name: no command"
   find_leader "$name" || die "container $name is not running"
+  # A container with a network of its own: its network namespace too.
+  [ ! -e "$run_dir/$name/netns" ] || ns_flags+=(-n)
   exec nsenter -t "$LEADER" "${ns_flags[@]}" -- "$@"
+}
+
+# Power cut: no shutdown, every process of the container killed at once (its PID 1 first, which
+# ends its PID namespace), then what stop removes.
+cmd_kill() {
+  local name=${1:?kill NAME}
+  KILL_NOW=1 cmd_stop "$name"
 }
 
 cmd_stop() {
@@ -273,7 +336,9 @@ cmd_stop() {
       find_leader "$name" || ! alive "$nspawn" && break
       sleep 0.1
     done
-    if [ -n "$LEADER" ]; then
+    if [ -n "$LEADER" ] && [ -n "${KILL_NOW:-}" ]; then
+      leader=$LEADER
+    elif [ -n "$LEADER" ]; then
       leader=$LEADER
       # Early in the boot systemctl cannot talk to systemd yet; SIGRTMIN+4 asks systemd to power off too.
       nsenter -t "$leader" "${ns_flags[@]}" systemctl poweroff --no-block >/dev/null 2>&1 ||
@@ -285,7 +350,7 @@ cmd_stop() {
       done
     fi
     if alive "$nspawn"; then
-      echo "container.sh: $name did not power off; killing it" >&2
+      [ -n "${KILL_NOW:-}" ] || echo "container.sh: $name did not power off; killing it" >&2
       # Killing the container's PID 1 ends its whole PID namespace: no systemd is left behind
       # without its nspawn.
       if [ -n "$leader" ]; then
@@ -311,6 +376,7 @@ cmd_stop() {
     if [ -n "$root" ] && mountpoint -q "$root"; then
       umount "$root" || umount -l "$root" || true
     fi
+    network_down "$name"
     rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log" "$run_dir/$name/root"
     rmdir "$run_dir/$name" 2>/dev/null || true
     local d
@@ -322,7 +388,7 @@ cmd_stop() {
 }
 
 case ${1:-} in
-  boot | leader | exec | stop) sub=$1; shift; "cmd_$sub" "$@" ;;
+  boot | leader | exec | stop | kill | bridge | unbridge) sub=$1; shift; "cmd_$sub" "$@" ;;
   cache-dir) kubeunit_cache ;;
-  *) sed -n '8,23s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+  *) sed -n '8,30s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

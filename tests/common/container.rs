@@ -46,6 +46,30 @@ impl Container {
         Container::start_with(name, true, true)
     }
 
+    /// A host of an environment across hosts: a node container whose root survives a power cut
+    /// and a reboot, with a network of its own (`container.sh boot --network=BRIDGE,ADDRESS,GATEWAY`).
+    pub fn boot_host(name: &str, network: &str, extra: &[&str]) -> Container {
+        let mut args = vec![format!("--network={network}")];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Container::start_full(name, true, true, &args)
+    }
+
+    /// Cut its power (`container.sh kill`): no shutdown; `reboot` boots it again.
+    pub fn power_cut(&self) {
+        let out = Command::new(script("container.sh"))
+            .args(["kill", &self.name])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/container.sh");
+        assert!(out.status.success(), "container.sh kill: {}", text(&out));
+    }
+
+    /// Boot it again after `power_cut`, on the same root.
+    pub fn power_on(&mut self) {
+        self.reboot();
+    }
+
     /// A container booted with more `container.sh boot` arguments (`--bind-ro=/nix/store`).
     pub fn boot_with(name: &str, extra: &[&str]) -> Container {
         Container::start_full(name, false, false, extra)

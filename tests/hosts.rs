@@ -1,0 +1,792 @@
+//! An environment across hosts: the `ha` profile (3 control-plane hosts with a stacked etcd member
+//! each, 2 workers behind HAProxy) rendered by one `gen --out`, each host's state dir imported into
+//! its own systemd container with a network namespace of its own on a bridge (198.19.254.0/24, as
+//! the profile's addresses), on the pinned binaries and the offline images. The hosts route each
+//! other's pods; nothing of the cluster goes by a host's default route; the control plane keeps
+//! serving with one control-plane host's power cut, and the host rejoins when it is back; a worker's
+//! pods move to the other worker once it is gone.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::container::{dev_args, Container};
+use common::*;
+
+const BRIDGE: &str = "ku-hosts";
+const GATEWAY: &str = "198.19.254.1";
+const STATE: &str = "/var/lib/kubeunit/ha";
+/// Its runtime data, on a directory of this machine's bound there: containerd's overlay
+/// snapshots cannot live on the container's overlay root.
+const DATA: &str = "/var/lib/kubeunit-data/ha";
+/// name, address, control plane
+const HOSTS: [(&str, &str, bool); 5] = [
+    ("cp-1", "198.19.254.11", true),
+    ("cp-2", "198.19.254.12", true),
+    ("cp-3", "198.19.254.13", true),
+    ("worker-1", "198.19.254.21", false),
+    ("worker-2", "198.19.254.22", false),
+];
+
+struct Host {
+    name: &'static str,
+    address: &'static str,
+    control_plane: bool,
+    c: Container,
+}
+
+impl Host {
+    fn ku(&self, args: &[&str]) -> std::process::Output {
+        let mut argv = args.to_vec();
+        argv.extend(["--state-dir", STATE]);
+        self.c.kubeunit(&argv)
+    }
+}
+
+/// The bridge the hosts share, gone with the test.
+struct Bridge;
+
+impl Bridge {
+    fn up() -> Bridge {
+        let out = run(Command::new(script("container.sh")).args([
+            "bridge",
+            BRIDGE,
+            &format!("{GATEWAY}/24"),
+        ]));
+        assert!(out.status.success(), "container.sh bridge: {}", text(&out));
+        Bridge
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = run(Command::new(script("container.sh")).args(["unbridge", BRIDGE]));
+    }
+}
+
+/// kubectl from this machine as the admin of `host`'s state dir (its API server).
+fn kubectl(out: &Path, host: &str, args: &[&str]) -> std::process::Output {
+    let kubectl = kubernetes_bin_dir().join("kubectl");
+    run(Command::new(kubectl)
+        .env(
+            "KUBECONFIG",
+            out.join(host).join("kubeconfig/admin.kubeconfig"),
+        )
+        .args(["--request-timeout=10s"])
+        .args(args))
+}
+
+fn kubectl_ok(out: &Path, host: &str, args: &[&str]) -> String {
+    let o = kubectl(out, host, args);
+    assert!(
+        o.status.success(),
+        "kubectl {args:?} at {host}: {}",
+        text(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The addresses of the `kubernetes` Service's endpoints, sorted.
+fn apiserver_endpoints(out: &Path, host: &str) -> Vec<String> {
+    let o = kubectl(
+        out,
+        host,
+        &[
+            "get",
+            "endpointslices",
+            "-n",
+            "default",
+            "-l",
+            "kubernetes.io/service-name=kubernetes",
+            "-o",
+            "jsonpath={.items[*].endpoints[*].addresses[*]}",
+        ],
+    );
+    let mut a: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    a.sort();
+    a
+}
+
+fn ready_nodes(out: &Path, host: &str) -> Vec<String> {
+    let o = kubectl(
+        out,
+        host,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ],
+    );
+    let mut ready: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix("=True").map(String::from))
+        .collect();
+    ready.sort();
+    ready
+}
+
+/// Start every host at once (the etcd members wait for each other), each `kubeunit start`.
+fn start_all(hosts: &[&Host]) {
+    std::thread::scope(|s| {
+        let runs: Vec<_> = hosts
+            .iter()
+            .map(|h| s.spawn(move || (h.name, h.ku(&["start"]))))
+            .collect();
+        for r in runs {
+            let (name, out) = r.join().unwrap();
+            assert!(out.status.success(), "start on {name}: {}", text(&out));
+        }
+    });
+}
+
+#[test]
+fn five_hosts_serve_with_a_control_plane_host_or_a_worker_powered_off() {
+    let _lock = node_lock();
+    let _bridge = Bridge::up();
+    let work = PathBuf::from(format!("/tmp/kubeunit-it/hosts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let out = work.join("out");
+
+    // One gen renders every host's state dir, for the state dir each imports it to.
+    let mut args = dev_args(&pinned("KUBERNETES_VERSIONS")[0]);
+    args[1] = "ha".into();
+    for set in [
+        // A worker that is gone: its pods are evicted 10 s after its Node is unreachable (which
+        // the node controller says 20 s after its last heartbeat), not after 5 minutes.
+        "components.kube-apiserver.extraArgs.default-unreachable-toleration-seconds=10",
+        "components.kube-apiserver.extraArgs.default-not-ready-toleration-seconds=10",
+        "components.kube-controller-manager.extraArgs.node-monitor-grace-period=20s",
+        &format!("dataDir={DATA}"),
+    ] {
+        args.push("--set".into());
+        args.push(set.into());
+    }
+    let mut gen = kubeunit();
+    gen.env("SOURCE_DATE_EPOCH", test_epoch())
+        .arg("gen")
+        .args(&args)
+        .args(["--state-dir", STATE, "--out"])
+        .arg(&out);
+    let o = run(&mut gen);
+    assert!(o.status.success(), "gen: {}", text(&o));
+
+    // Five hosts, each importing its own dir.
+    let hosts: Vec<Host> = HOSTS
+        .iter()
+        .map(|(name, address, control_plane)| {
+            let c = Container::boot_host(
+                &format!("h-{name}"),
+                &format!("{BRIDGE},{address}/24,{GATEWAY}"),
+                &[
+                    &format!("--bind-ro={}", out.display()),
+                    &format!(
+                        "--bind={}:{DATA}",
+                        work.join(format!("{name}.data")).display()
+                    ),
+                ],
+            );
+            Host {
+                name,
+                address,
+                control_plane: *control_plane,
+                c,
+            }
+        })
+        .collect();
+    for h in &hosts {
+        let src = out.join(h.name);
+        let o =
+            h.c.kubeunit(&["import", &src.to_string_lossy(), "--state-dir", STATE]);
+        assert!(o.status.success(), "import on {}: {}", h.name, text(&o));
+    }
+    start_all(&hosts.iter().collect::<Vec<_>>());
+
+    // Every node Ready (the workers' through HAProxy), an endpoint per API server.
+    let all: Vec<String> = HOSTS.iter().map(|h| h.0.to_string()).collect();
+    wait_for("5 Ready nodes", Duration::from_secs(180), || {
+        ready_nodes(&out, "cp-1") == all
+    });
+    let cp_addresses: Vec<String> = hosts
+        .iter()
+        .filter(|h| h.control_plane)
+        .map(|h| h.address.to_string())
+        .collect();
+    wait_for(
+        "the kubernetes Service's 3 endpoints",
+        Duration::from_secs(60),
+        || apiserver_endpoints(&out, "cp-1") == cp_addresses,
+    );
+
+    // Cluster addresses go to their hosts, never by a host's default route.
+    for h in &hosts {
+        for other in hosts.iter().filter(|o| o.name != h.name) {
+            let pods = node_pod_cidr(&out, other.name);
+            let first_pod = pods.replace(".0/24", ".1");
+            let route = h.c.sh(&format!("ip -o route get {first_pod}"));
+            let route = text(&route);
+            assert!(
+                route.contains(&format!("via {} dev eth0", other.address)),
+                "{}: {first_pod} ({}'s pods) goes {route}",
+                h.name,
+                other.name
+            );
+        }
+        // An address of the pod network no host has, and a Service's: not by the default route.
+        let free = text(&h.c.sh("ip -o route get 10.88.200.9 2>&1"));
+        assert!(
+            free.contains("unreachable") || free.contains("No route"),
+            "{}: a free pod address goes {free}",
+            h.name
+        );
+        let svc = text(&h.c.sh("ip -o route get 10.0.0.1"));
+        assert!(
+            !svc.contains(&format!("via {GATEWAY}")),
+            "{}: the Service network goes {svc}",
+            h.name
+        );
+    }
+
+    // A control-plane host's power cut: writes go on, new pods start, the endpoints drop to 2.
+    let cp3 = hosts.iter().position(|h| h.name == "cp-3").unwrap();
+    hosts[cp3].c.power_cut();
+    // A write may time out while etcd elects a leader (when cp-3's member led it): about the
+    // election timeout, 1 s; then every write succeeds.
+    let cut = std::time::Instant::now();
+    wait_for("a write with cp-3 off", Duration::from_secs(30), || {
+        kubectl(
+            &out,
+            "cp-1",
+            &["create", "configmap", "written-with-cp-3-off"],
+        )
+        .status
+        .success()
+    });
+    eprintln!(
+        "first write after the cut: {:.1}s",
+        cut.elapsed().as_secs_f64()
+    );
+    for i in 0..5 {
+        kubectl_ok(&out, "cp-2", &["create", "configmap", &format!("then-{i}")]);
+    }
+    let image = format!("--image={}", pinned("TEST_IMAGE")[0]);
+    kubectl_ok(
+        &out,
+        "cp-2",
+        &[
+            "create",
+            "deployment",
+            "after-cut",
+            &image,
+            "--replicas=2",
+            "--",
+            "sleep",
+            "3600",
+        ],
+    );
+    wait_shown(
+        &out,
+        "after-cut's 2 pods Running",
+        Duration::from_secs(120),
+        || {
+            let o = kubectl(
+                &out,
+                "cp-1",
+                &[
+                    "get",
+                    "pods",
+                    "-l",
+                    "app=after-cut",
+                    "-o",
+                    "jsonpath={.items[*].status.phase}",
+                ],
+            );
+            String::from_utf8_lossy(&o.stdout).trim() == "Running Running"
+        },
+    );
+    wait_for(
+        "the endpoints without cp-3",
+        Duration::from_secs(60),
+        || apiserver_endpoints(&out, "cp-1") == cp_addresses[..2],
+    );
+
+    // Power back on: cp-3 starts again, its member rejoins, its API server is an endpoint again.
+    let mut hosts = hosts;
+    hosts[cp3].c.power_on();
+    let o = hosts[cp3].ku(&["start"]);
+    assert!(o.status.success(), "start on cp-3 again: {}", text(&o));
+    wait_for("3 healthy etcd members", Duration::from_secs(60), || {
+        etcd_health(&hosts[0]).matches("is healthy").count() == 3
+    });
+    wait_for(
+        "the endpoints with cp-3 again",
+        Duration::from_secs(60),
+        || apiserver_endpoints(&out, "cp-3") == cp_addresses,
+    );
+    assert!(
+        kubectl(&out, "cp-3", &["get", "configmap", "written-with-cp-3-off"])
+            .status
+            .success(),
+        "cp-3 serves what was written while it was off"
+    );
+
+    // A worker's power cut: its pods go to the other worker once the eviction timeout is over.
+    kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "create",
+            "deployment",
+            "spread",
+            &image,
+            "--replicas=4",
+            "--",
+            "sleep",
+            "3600",
+        ],
+    );
+    let spread_on = |node: &str| {
+        let o = kubectl(
+            &out,
+            "cp-1",
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=spread",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
+            ],
+        );
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|n| *n == node)
+            .count()
+    };
+    wait_shown(
+        &out,
+        "spread's 4 pods Running",
+        Duration::from_secs(120),
+        || spread_on("worker-1") + spread_on("worker-2") == 4,
+    );
+    assert!(
+        spread_on("worker-2") > 0,
+        "the scheduler put no pod on worker-2"
+    );
+    let w2 = hosts.iter().position(|h| h.name == "worker-2").unwrap();
+    hosts[w2].c.power_cut();
+    let cut = std::time::Instant::now();
+    wait_shown(
+        &out,
+        "spread's 4 pods Running on worker-1",
+        Duration::from_secs(180),
+        || spread_on("worker-1") == 4,
+    );
+    eprintln!(
+        "worker-2's pods Running on worker-1 {:.0}s after its power cut",
+        cut.elapsed().as_secs_f64()
+    );
+    drop(hosts);
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// `wait_for`, showing the cluster's pods, nodes and recent events when it times out.
+fn wait_shown(out: &Path, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !f() {
+        if std::time::Instant::now() >= deadline {
+            for args in [
+                &["get", "nodes", "-o", "wide"][..],
+                &["get", "pods", "-A", "-o", "wide"][..],
+                &["get", "events", "-A", "--sort-by=.lastTimestamp"][..],
+            ] {
+                for host in ["cp-1", "cp-2"] {
+                    let o = kubectl(out, host, args);
+                    if o.status.success() {
+                        eprintln!("kubectl {args:?}:\n{}", text(&o));
+                        break;
+                    }
+                }
+            }
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `etcdctl endpoint health` of every member, from `host` with the health-check identity.
+fn etcd_health(host: &Host) -> String {
+    let etcdctl = etcd_bin_dir().join("etcdctl");
+    let endpoints: Vec<String> = HOSTS
+        .iter()
+        .filter(|h| h.2)
+        .map(|h| format!("https://{}:2379", h.1))
+        .collect();
+    let pki = |f: &str| format!("{STATE}/pki/etcd/{f}");
+    let o = host.c.run(&[
+        &etcdctl.to_string_lossy(),
+        "--endpoints",
+        &endpoints.join(","),
+        "--cacert",
+        &pki("ca.crt"),
+        "--cert",
+        &pki("healthcheck-client.crt"),
+        "--key",
+        &pki("healthcheck-client.key"),
+        "--dial-timeout=2s",
+        "--command-timeout=3s",
+        "endpoint",
+        "health",
+    ]);
+    text(&o)
+}
+
+/// The pod network of `node`, as its Node or the profile says.
+fn node_pod_cidr(out: &Path, node: &str) -> String {
+    let profile = std::fs::read_to_string(out.join("cp-1/profile.yaml")).unwrap();
+    let p: serde_yaml_ng::Value = serde_yaml_ng::from_str(&profile).unwrap();
+    p["nodes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"].as_str() == Some(node))
+        .and_then(|n| n["podCIDR"].as_str())
+        .unwrap_or_else(|| panic!("no podCIDR of {node} in profile.yaml"))
+        .to_string()
+}
+
+/// `gen --profile ha --out DIR` with `args`, on fake binaries.
+fn gen_hosts(out: &Path, args: &[&str]) -> std::process::Output {
+    let bin = executable_bin_dir(&out.parent().unwrap().join("bin"));
+    run(kubeunit()
+        .env("SOURCE_DATE_EPOCH", test_epoch())
+        .args(["gen", "--profile", "ha", "--state-dir", STATE, "--bin-dir"])
+        .arg(&bin)
+        .arg("--out")
+        .arg(out)
+        .args(args))
+}
+
+/// Every file of every host's dir, relative to `out` (with the lock file's), sorted.
+fn files_below(out: &Path) -> Vec<String> {
+    let mut files: Vec<String> = walkdir::WalkDir::new(out)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().strip_prefix(out).unwrap().display().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn host_dirs_are_reproducible_hold_only_their_own_keys_and_agree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    for dir in [&a, &b] {
+        let o = gen_hosts(dir, &["--seed", "5"]);
+        assert!(o.status.success(), "gen: {}", text(&o));
+    }
+    // Byte-identical, host by host, from the same profile and seed.
+    let (sa, sb) = (snapshot(&a), snapshot(&b));
+    let differing: Vec<_> = sa
+        .iter()
+        .filter(|(p, (bytes, mode, _))| sb.get(*p).is_none_or(|(b, m, _)| b != bytes || m != mode))
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert!(
+        differing.is_empty() && sa.len() == sb.len(),
+        "{differing:?}"
+    );
+    let hosts: Vec<&str> = HOSTS.iter().map(|h| h.0).collect();
+    let dirs: Vec<String> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(dirs, hosts);
+
+    // A worker's dir: its node's own identities and the cluster CA's certificate, nothing more.
+    let worker: Vec<String> = files_below(&a.join("worker-1"))
+        .into_iter()
+        .filter(|f| f.starts_with("pki/") || f.starts_with("kubeconfig/"))
+        .collect();
+    assert_eq!(
+        worker,
+        [
+            "kubeconfig/kube-proxy.kubeconfig",
+            "kubeconfig/kubelet.kubeconfig",
+            "pki/ca.crt",
+            "pki/kube-proxy.crt",
+            "pki/kube-proxy.key",
+            "pki/kubelet-client.crt",
+            "pki/kubelet-client.key",
+            "pki/kubelet.crt",
+            "pki/kubelet.key",
+        ]
+    );
+    // A control-plane host's: the CA keys, the service-account key and the encryption key too,
+    // and only its own node's identities.
+    let cp = files_below(&a.join("cp-2"));
+    for f in [
+        "pki/ca.key",
+        "pki/sa.key",
+        "pki/front-proxy-ca.key",
+        "pki/etcd/ca.key",
+        "pki/encryption.key",
+    ] {
+        assert!(cp.contains(&f.to_string()), "cp-2 lacks {f}");
+    }
+    let kubelet_cn = |host: &str| {
+        let pem = std::fs::read(a.join(host).join("pki/kubelet-client.crt")).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        cert.subject().to_string()
+    };
+    assert!(kubelet_cn("worker-1").contains("system:node:worker-1"));
+    assert!(kubelet_cn("cp-2").contains("system:node:cp-2"));
+    // No two hosts share a leaf key (one entropy renders them all: a leaf's key is its host's).
+    let key = |host: &str| std::fs::read(a.join(host).join("pki/kubelet-client.key")).unwrap();
+    assert_ne!(key("worker-1"), key("worker-2"));
+    let apiserver_key = |host: &str| std::fs::read(a.join(host).join("pki/apiserver.key")).unwrap();
+    assert_ne!(apiserver_key("cp-1"), apiserver_key("cp-2"));
+    // Unseeded: the hosts still agree on what they share.
+    let o = gen_hosts(&c, &[]);
+    assert!(o.status.success(), "gen: {}", text(&o));
+    let check = |dir: &Path| run(kubeunit().args(["hosts", "check"]).arg(dir));
+    for dir in [&a, &c] {
+        let o = check(dir);
+        assert!(
+            o.status.success(),
+            "hosts check {}: {}",
+            dir.display(),
+            text(&o)
+        );
+    }
+    assert_ne!(
+        std::fs::read(a.join("cp-1/pki/ca.key")).unwrap(),
+        std::fs::read(c.join("cp-1/pki/ca.key")).unwrap()
+    );
+
+    // A shared key changed on one host (its manifest too, as a careless hand would): refused,
+    // naming the file and the hosts.
+    let sa = c.join("cp-2/pki/sa.key");
+    let other = std::fs::read(a.join("cp-2/pki/sa.key")).unwrap();
+    std::fs::write(&sa, &other).unwrap();
+    let manifest_path = c.join("cp-2/manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    use sha2::Digest;
+    manifest["files"]["pki/sa.key"]["sha256"] = hex::encode(sha2::Sha256::digest(&other)).into();
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    let o = check(&c);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let msg = text(&o);
+    assert!(
+        msg.contains("pki/sa.key") && msg.contains("cp-1") && msg.contains("cp-2"),
+        "{msg}"
+    );
+    // ... and without its manifest: refused too.
+    std::fs::write(a.join("cp-3/pki/sa.key"), b"tampered").unwrap();
+    let o = check(&a);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("pki/sa.key"), "{}", text(&o));
+
+    // A CA key slipped into a worker's dir (and its manifest): refused.
+    let o = gen_hosts(&b.with_file_name("d"), &["--seed", "5"]);
+    assert!(o.status.success());
+    let d = b.with_file_name("d");
+    let key = std::fs::read(d.join("cp-1/pki/ca.key")).unwrap();
+    std::fs::write(d.join("worker-2/pki/ca.key"), &key).unwrap();
+    let manifest_path = d.join("worker-2/manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest["files"]["pki/ca.key"] = serde_json::json!({
+        "sha256": hex::encode(sha2::Sha256::digest(&key)),
+        "mode": "0600",
+    });
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    let o = check(&d);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("worker-2") && text(&o).contains("pki/ca.key"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_profile_with_hosts_is_refused_when_wrong_and_needs_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = executable_bin_dir(&tmp.path().join("bin"));
+    let gen = |args: &[&str]| {
+        let profile = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--profile="))
+            .unwrap_or("ha");
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| !a.starts_with("--profile="))
+            .collect();
+        run(kubeunit()
+            .args(["gen", "--profile", profile, "--bin-dir"])
+            .arg(&bin)
+            .args(["--state-dir"])
+            .arg(tmp.path().join("state"))
+            .args(args))
+    };
+    let o = gen(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--out"), "{}", text(&o));
+    // A host of the `ha` profile's list changed, as a profile of its own that extends it.
+    let with_host = |i: usize, entry: &str| {
+        let mut hosts: Vec<String> = HOSTS
+            .iter()
+            .map(|(n, a, cp)| {
+                let roles = if *cp {
+                    "[etcd, control-plane]"
+                } else {
+                    "[worker]"
+                };
+                format!("  - {{name: {n}, address: {a}, roles: {roles}}}")
+            })
+            .collect();
+        hosts[i] = format!("  - {entry}");
+        let path = tmp
+            .path()
+            .join(format!("profile-{}.yaml", entry.len() * 10 + i));
+        std::fs::write(
+            &path,
+            format!("extends: ha\nhosts:\n{}\n", hosts.join("\n")),
+        )
+        .unwrap();
+        path
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    1,
+                    "{name: cp-1, address: 198.19.254.12, roles: [etcd, control-plane]}"
+                )
+                .display()
+            )],
+            "hosts[1].name",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    0,
+                    "{name: cp-1, address: cp-1.example, roles: [etcd, control-plane]}"
+                )
+                .display()
+            )],
+            "hosts[0].address",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    0,
+                    "{name: cp-1, address: 127.0.0.1, roles: [etcd, control-plane]}"
+                )
+                .display()
+            )],
+            "hosts[0].address",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    3,
+                    "{name: worker-1, address: 198.19.254.11, roles: [worker]}"
+                )
+                .display()
+            )],
+            "hosts[3].address",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    0,
+                    "{name: cp-1, address: 10.88.0.5, roles: [etcd, control-plane]}"
+                )
+                .display()
+            )],
+            "hosts[0].address",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(0, "{name: cp-1, address: 198.19.254.11, roles: [etcd]}").display()
+            )],
+            "hosts[0].roles",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(0, "{name: cp-1, address: 198.19.254.11, roles: []}").display()
+            )],
+            "hosts[0].roles",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    0,
+                    "{name: \"bad\\nname\", address: 198.19.254.11, roles: [etcd, control-plane]}"
+                )
+                .display()
+            )],
+            "hosts[0].name",
+        ),
+        (
+            vec![format!(
+                "--profile={}",
+                with_host(
+                    0,
+                    "{name: ../../x, address: 198.19.254.11, roles: [etcd, control-plane]}"
+                )
+                .display()
+            )],
+            "hosts[0].name",
+        ),
+        (vec!["--set".into(), "host=nobody".into()], "host"),
+        (vec!["--set".into(), "nodes=3".into()], "nodes"),
+        (vec!["--set".into(), "rootless=true".into()], "rootless"),
+        (vec!["--set".into(), "ports=auto".into()], "ports"),
+    ];
+    for (i, (args, field)) in cases.iter().enumerate() {
+        let out = tmp.path().join(format!("out-{i}"));
+        let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        argv.extend(["--out", out.to_str().unwrap()]);
+        let o = gen(&argv);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(field), "{args:?}: {}", text(&o));
+        assert!(!out.exists(), "{args:?}: wrote {}", out.display());
+    }
+}
