@@ -224,6 +224,106 @@ fn five_hosts_serve_with_a_control_plane_host_or_a_worker_powered_off() {
         || apiserver_endpoints(&out, "cp-1") == cp_addresses,
     );
 
+    // Pods on the two workers reach each other by their own addresses, across hosts (no NAT),
+    // and the Service of a pod on a control-plane host's node; `kubectl exec` goes from cp-1's
+    // API server to worker-1's kubelet at its node's address.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    // busybox httpd runs /cgi-bin/* as CGI with REMOTE_ADDR set: the address the server saw.
+    let serve = "mkdir -p /w/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho from $REMOTE_ADDR\\n' >/w/cgi-bin/ip && chmod +x /w/cgi-bin/ip && exec httpd -f -p 8080 -h /w";
+    let pods = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: server, labels: {{app: server}}}}
+spec:
+  nodeName: worker-2
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: c, image: {image}, command: [sh, -c, {serve:?}]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: client}}
+spec:
+  nodeName: worker-1
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: c, image: {image}, command: [sleep, "3600"]}}]
+"#
+    );
+    // (The controller-manager's leader makes the namespace's service account a moment after it
+    // starts leading.)
+    wait_for(
+        "the default service account",
+        Duration::from_secs(60),
+        || {
+            kubectl(&out, "cp-1", &["get", "serviceaccount", "default"])
+                .status
+                .success()
+        },
+    );
+    let manifest = work.join("pods.yaml");
+    std::fs::write(&manifest, pods).unwrap();
+    kubectl_ok(&out, "cp-1", &["apply", "-f", &manifest.to_string_lossy()]);
+    kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/server",
+            "pod/client",
+            "--timeout=120s",
+        ],
+    );
+    let ip_of = |pod: &str| {
+        kubectl_ok(
+            &out,
+            "cp-1",
+            &["get", "pod", pod, "-o", "jsonpath={.status.podIP}"],
+        )
+    };
+    let (client_ip, server_ip) = (ip_of("client"), ip_of("server"));
+    let seen = kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "exec",
+            "client",
+            "--",
+            "sh",
+            "-c",
+            &format!("printf 'GET /cgi-bin/ip HTTP/1.0\r\n\r\n' | nc -w 5 {server_ip} 8080"),
+        ],
+    );
+    assert!(
+        seen.contains(&format!("from {client_ip}"))
+            || seen.contains(&format!("from [::ffff:{client_ip}]")),
+        "worker-2's pod saw {seen:?}, not worker-1's pod {client_ip}"
+    );
+    // DNS: the cluster's CoreDNS, through its Service, from a pod on a worker.
+    kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "-n",
+            "kube-system",
+            "rollout",
+            "status",
+            "deployment/coredns",
+            "--timeout=120s",
+        ],
+    );
+    let dns = kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "exec",
+            "client",
+            "--",
+            "nslookup",
+            "kubernetes.default.svc.cluster.local",
+        ],
+    );
+    assert!(dns.contains("10.0.0.1"), "{dns}");
+
     // Cluster addresses go to their hosts, never by a host's default route.
     for h in &hosts {
         for other in hosts.iter().filter(|o| o.name != h.name) {
@@ -275,7 +375,7 @@ fn five_hosts_serve_with_a_control_plane_host_or_a_worker_powered_off() {
     for i in 0..5 {
         kubectl_ok(&out, "cp-2", &["create", "configmap", &format!("then-{i}")]);
     }
-    let image = format!("--image={}", pinned("TEST_IMAGE")[0]);
+    let image = format!("--image={image}");
     kubectl_ok(
         &out,
         "cp-2",
@@ -393,6 +493,18 @@ fn five_hosts_serve_with_a_control_plane_host_or_a_worker_powered_off() {
         "worker-2's pods Running on worker-1 {:.0}s after its power cut",
         cut.elapsed().as_secs_f64()
     );
+    // `stop` on every host that runs.
+    std::thread::scope(|s| {
+        let stops: Vec<_> = hosts
+            .iter()
+            .filter(|h| h.name != "worker-2")
+            .map(|h| s.spawn(move || (h.name, h.ku(&["stop"]))))
+            .collect();
+        for r in stops {
+            let (name, o) = r.join().unwrap();
+            assert!(o.status.success(), "stop on {name}: {}", text(&o));
+        }
+    });
     drop(hosts);
     let _ = std::fs::remove_dir_all(&work);
 }
