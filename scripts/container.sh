@@ -104,7 +104,35 @@ own_cgroups() {
   for h in systemd unified; do
     [ -d "/sys/fs/cgroup/$h" ] && echo "/sys/fs/cgroup/$h/kubeunit-containers/$name"
   done
+  # And in every other v1 controller, below the cgroup this script runs in (a sandbox's memory limit
+  # stays above it): otherwise every container sees the same controller cgroups, and the systemds of
+  # containers running environments of one name (the hosts of scripts/up-hosts.sh) make and remove
+  # the same slices there, under each other's pods.
+  local ctrl path
+  while IFS=: read -r _ ctrl path; do
+    case $ctrl in '' | name=*) continue ;; esac
+    [ -d "/sys/fs/cgroup/$ctrl" ] || continue
+    echo "/sys/fs/cgroup/$ctrl${path%/}/kubeunit-containers/$name"
+  done </proc/self/cgroup
   return 0
+}
+
+# Make the cgroup dirs of own_cgroups; a cpuset one takes its parent's CPUs and memory nodes (a new
+# cpuset has none, and takes no process).
+make_cgroups() {
+  local d p
+  for d in "$@"; do
+    mkdir -p "$d" || return 1
+    case $d in
+      /sys/fs/cgroup/cpuset/*)
+        p=$(dirname "$d")
+        for f in cpuset.cpus cpuset.mems; do
+          [ -s "$p/$f" ] || cat "$(dirname "$p")/$f" >"$p/$f" 2>/dev/null || true
+          [ -s "$d/$f" ] || cat "$p/$f" >"$d/$f" || return 1
+        done
+        ;;
+    esac
+  done
 }
 
 # PID runs and is not a zombie. Builtins only: `exec` runs this for every command a test sends.
@@ -247,9 +275,15 @@ cmd_boot() {
       echo "$persist/root" >"$run_dir/$name/root"
       root_flags=(-D "$persist/root")
     fi
+    local cgroups
+    cgroups=$(own_cgroups "$name")
+    # shellcheck disable=SC2086 # one path a word
+    make_cgroups $cgroups || { unlock; die "boot $name: cannot make its cgroups"; }
+    # stop removes these (its own cgroup may be another one).
+    echo "$cgroups" >"$run_dir/$name/cgroups"
     # shellcheck disable=SC2016 # expanded by that shell
-    KU_CGROUPS=$(own_cgroups "$name") setsid sh -c 'for d in $KU_CGROUPS; do
-        mkdir -p "$d" && echo $$ >"$d/cgroup.procs" || exit 1
+    KU_CGROUPS=$cgroups setsid sh -c 'for d in $KU_CGROUPS; do
+        echo $$ >"$d/cgroup.procs" || exit 1
       done
       unset KU_CGROUPS
       exec "$@"' sh systemd-nspawn --quiet --boot --register=no --keep-unit \
@@ -377,10 +411,11 @@ cmd_stop() {
       umount "$root" || umount -l "$root" || true
     fi
     network_down "$name"
-    rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log" "$run_dir/$name/root"
+    local d cgroups
+    cgroups=$(cat "$run_dir/$name/cgroups" 2>/dev/null || own_cgroups "$name")
+    rm -f "$run_dir/$name/nspawn.pid" "$run_dir/$name/console.log" "$run_dir/$name/root" "$run_dir/$name/cgroups"
     rmdir "$run_dir/$name" 2>/dev/null || true
-    local d
-    for d in $(own_cgroups "$name"); do
+    for d in $cgroups; do
       if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
     done
   fi

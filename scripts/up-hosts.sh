@@ -55,8 +55,10 @@ down() {
       scripts/container.sh stop "kubeunit-ha-$name" >/dev/null 2>&1 || true
     done < <(hosts)
   fi
-  while read -r net; do ip route del "$net" 2>/dev/null || true; done <"$base/routes" 2>/dev/null || true
-  rm -f "$base/routes"
+  if [ -r "$base/routes" ]; then
+    while read -r net; do ip route del "$net" 2>/dev/null || true; done <"$base/routes"
+    rm -f "$base/routes"
+  fi
   scripts/container.sh unbridge "$bridge"
 }
 
