@@ -138,12 +138,15 @@ impl fmt::Display for Summary<'_> {
                 report.total_seconds
             )?;
         }
-        writeln!(
-            f,
-            "  export KUBECONFIG={}",
-            plan.path(&crate::spec::paths::kubeconfig("admin"))
-        )?;
-        writeln!(f, "  kubectl get --raw /readyz\n")?;
+        // Across hosts only a control-plane host holds the admin identity.
+        if plan.here_has(crate::spec::profile::HostRole::ControlPlane) {
+            writeln!(
+                f,
+                "  export KUBECONFIG={}",
+                plan.path(&crate::spec::paths::kubeconfig("admin"))
+            )?;
+            writeln!(f, "  kubectl get --raw /readyz\n")?;
+        }
         if let Some(path) = &report.kubeconfig {
             writeln!(
                 f,
