@@ -53,12 +53,8 @@ pub fn units(
         // After= those it starts alongside too: `start` goes past it (ignore-dependencies), and
         // stopping takes it down before them (an API server stopping after etcd hangs).
         let mut after = needs;
-        after.extend(
-            c.after_if_enabled
-                .iter()
-                .filter(|n| plan.enabled(n))
-                .filter_map(unit),
-        );
+        // Those of them that have an instance here.
+        after.extend(c.after_if_enabled.iter().filter_map(unit));
         let env = plan.profile.component(c.name).env;
         let env_file = if env.is_empty() {
             None

@@ -326,16 +326,14 @@ impl Component {
 
     /// Components it waits for (needs, and the enabled ones it is ordered after).
     pub fn deps(&self, plan: &Plan) -> Vec<&'static str> {
-        // Those this host runs: across hosts, what runs on another host (the API servers on a
-        // worker host's) is waited for by the component itself, which retries.
+        // Of those it is ordered after, whichever has an instance here (the caller's `deps_of`
+        // keeps those: one a setting enables, haproxy, is no `components.*.enabled`). Across
+        // hosts, what runs on another host (a worker's API servers) it waits for itself.
         self.needs
             .iter()
-            .chain(self.after_if_enabled)
             .copied()
-            .filter(|d| match crate::components::find(d) {
-                Some(c) => c.is_enabled(&plan.profile),
-                None => plan.enabled(d),
-            })
+            .filter(|d| plan.enabled(d))
+            .chain(self.after_if_enabled.iter().copied())
             .collect()
     }
 }

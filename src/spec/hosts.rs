@@ -10,8 +10,9 @@ use std::net::Ipv4Addr;
 use super::profile::{HostEntry, HostRole, NodeEntry, Nodes, PortSpec, Profile, Role};
 use crate::error::FieldError;
 
-/// At most this many hosts (the node limit: each runs a node).
-pub const MAX_HOSTS: usize = super::nodes::MAX_NODES;
+/// At most this many hosts (each runs a node: `nodes::MAX_NODES`, which `nodes` imports this
+/// module to enforce, so it is not named here).
+pub const MAX_HOSTS: usize = 64;
 
 /// The roles of the host a state dir is (`Profile::host`); `None` when the profile has no hosts
 /// or names no host (the whole cluster: every component of the environment).
