@@ -29,29 +29,19 @@ kubeunit=$here/target/release/kubeunit
 die() { echo "up-hosts.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it boots containers and makes a bridge)"
 
-# The hosts of the rendered profile: "NAME ADDRESS" lines.
+# The hosts gen rendered: "NAME ADDRESS" lines (each host's profile.yaml records its address as the API
+# server's advertise address).
 hosts() {
-  python3 - "$out/cp-1/profile.yaml" <<'PY'
-import sys, re
-text = open(sys.argv[1]).read()
-# profile.yaml is kubeunit's own YAML: a `hosts:` list of mappings with name, address, roles.
-block = text.split("\nhosts:\n", 1)[1]
-name = None
-for line in block.splitlines():
-    if not line.startswith(("- ", "  ")):
-        break
-    m = re.match(r"^[- ] +(name|address): *(\S+)", line)
-    if m and m.group(1) == "name":
-        name = m.group(2)
-    elif m and name:
-        print(name, m.group(2))
-        name = None
-PY
+  local dir
+  for dir in "$out"/*/; do
+    dir=${dir%/}
+    echo "${dir##*/} $(sed -n 's/^  advertiseAddress: //p' "$dir/profile.yaml")"
+  done
 }
 
 down() {
-  if [ -r "$out/cp-1/profile.yaml" ]; then
-    while read -r name address; do
+  if [ -d "$out" ]; then
+    while read -r name _; do
       scripts/container.sh stop "kubeunit-ha-$name" >/dev/null 2>&1 || true
     done < <(hosts)
   fi

@@ -788,7 +788,7 @@ pub const COMPONENTS: &[Component] = &[
             when: |p| !p.hosts.is_empty(),
         }),
         on_hosts: OnHosts::Without(HostRole::ControlPlane),
-        host_checks: &[host::haproxy],
+        // Its binary is checked as every one is (Debian's package: apt-get install haproxy).
         args: |plan| vec!["-Ws".into(), "-f".into(), plan.path(HAPROXY_CONFIG_FILE)],
         files: &[template(HAPROXY_CONFIG_FILE, |cx| {
             let plan = cx.plan;
@@ -918,17 +918,6 @@ pub(super) mod host {
         Err((
             format!("image archives not readable: {}", unreadable.join(", ")),
             "build them (scripts/build-test-binaries.sh) or fix the paths in images".into(),
-        ))
-    }
-
-    /// HAProxy where its entry runs it from (Debian's package: apt-get install haproxy).
-    pub fn haproxy(_: &Plan) -> Check {
-        if executable(Path::new("/usr/sbin/haproxy")) {
-            return Ok(());
-        }
-        Err((
-            "no /usr/sbin/haproxy (a worker host reaches the API servers through it)".into(),
-            "install HAProxy: apt-get install haproxy (its own haproxy.service is not needed: systemctl disable --now haproxy)".into(),
         ))
     }
 
