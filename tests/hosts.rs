@@ -771,6 +771,34 @@ fn a_profile_with_hosts_is_refused_when_wrong_and_needs_out() {
     let o = gen(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--out"), "{}", text(&o));
+    // A host's dir that is there already, or a link to elsewhere: refused before any host is
+    // written, and nothing is written through the link.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for (i, make) in ["dir", "link", "dangling"].iter().enumerate() {
+        let out = tmp.path().join(format!("taken-{i}"));
+        std::fs::create_dir_all(&out).unwrap();
+        match *make {
+            "dir" => std::fs::create_dir(out.join("cp-2")).unwrap(),
+            "link" => std::os::unix::fs::symlink(&elsewhere, out.join("cp-2")).unwrap(),
+            _ => std::os::unix::fs::symlink(tmp.path().join("nowhere"), out.join("cp-2")).unwrap(),
+        }
+        let o = gen(&["--out", out.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{make}: {}", text(&o));
+        assert!(text(&o).contains("cp-2"), "{make}: {}", text(&o));
+        let entries: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(entries, ["cp-2"], "{make}: wrote {entries:?}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "{make}: wrote through the link"
+        );
+        assert!(!tmp.path().join("nowhere").exists(), "{make}");
+    }
     // A host of the `ha` profile's list changed, as a profile of its own that extends it.
     let with_host = |i: usize, entry: &str| {
         let mut hosts: Vec<String> = HOSTS

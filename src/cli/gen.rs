@@ -244,7 +244,8 @@ fn gen_hosts(
         p.host = h.name.clone();
         let plan = Plan::new(p, dir, facts)?;
         let target = out.join(&h.name);
-        if state::dir::inspect(&target)? != state::Found::Missing {
+        // Nothing at all there, not even a link (a dangling one reads as missing otherwise).
+        if std::fs::symlink_metadata(&target).is_ok() {
             return Err(Error::state(
                 &target,
                 "exists already; gen writes each host's state dir anew",
