@@ -130,8 +130,10 @@ fn apply_object(
         "{}{path}?fieldManager=kubeunit&force=true",
         crate::components::apiserver_url(plan)
     );
+    let get_url = format!("{}{path}", crate::components::apiserver_url(plan));
     let body = serde_json::to_vec(doc).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut retried_as_update = false;
     loop {
         let result = agent
             .patch(&url)
@@ -147,7 +149,18 @@ fn apply_object(
         if status == 200 || status == 201 {
             return Ok(());
         }
-        let retry = matches!(status, 0 | 404 | 409 | 429 | 500..=599);
+        // Several control-plane hosts apply the addons at once. When another one created the
+        // object between this apply's lookup and its create, the create can fail validation
+        // instead of answering 409 (a Service: "provided IP is already allocated", by the other
+        // one's Service). The object now exists, so one more apply updates it.
+        let created_meanwhile = status == 422
+            && !retried_as_update
+            && matches!(
+                agent.get(&get_url).call().map(|r| r.status().as_u16()),
+                Ok(200)
+            );
+        retried_as_update |= created_meanwhile;
+        let retry = created_meanwhile || matches!(status, 0 | 404 | 409 | 429 | 500..=599);
         if !retry || Instant::now() >= deadline {
             return Err(Error::Addon(format!(
                 "applying {path} from {file}: HTTP {status}: {text}"
