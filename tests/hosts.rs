@@ -311,16 +311,56 @@ spec:
             "--timeout=120s",
         ],
     );
-    let dns = kubectl_ok(
+    // The rollout is the pod's readiness. The Service's EndpointSlice follows it (the leading
+    // controller-manager), and worker-1's kube-proxy programs it a moment later: until then the
+    // Service rejects (one CI run asked 0.1 s after the rollout and was refused).
+    wait_shown(
         &out,
-        "cp-1",
-        &[
-            "exec",
-            "client",
-            "--",
-            "nslookup",
-            "kubernetes.default.svc.cluster.local",
-        ],
+        "kube-dns's EndpointSlice to list a ready CoreDNS",
+        Duration::from_secs(60),
+        || {
+            let o = kubectl(
+                &out,
+                "cp-1",
+                &[
+                    "-n",
+                    "kube-system",
+                    "get",
+                    "endpointslices",
+                    "-l",
+                    "kubernetes.io/service-name=kube-dns",
+                    "-o",
+                    "jsonpath={.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}",
+                ],
+            );
+            !String::from_utf8_lossy(&o.stdout).trim().is_empty()
+        },
+    );
+    let asked = std::time::Instant::now();
+    let mut dns = String::new();
+    wait_shown(
+        &out,
+        "DNS answers in a pod on worker-1",
+        Duration::from_secs(30),
+        || {
+            let o = kubectl(
+                &out,
+                "cp-1",
+                &[
+                    "exec",
+                    "client",
+                    "--",
+                    "nslookup",
+                    "kubernetes.default.svc.cluster.local",
+                ],
+            );
+            dns = text(&o);
+            o.status.success()
+        },
+    );
+    eprintln!(
+        "DNS answered {:.1}s after kube-dns's endpoint was ready",
+        asked.elapsed().as_secs_f64()
     );
     assert!(dns.contains("10.0.0.1"), "{dns}");
 
