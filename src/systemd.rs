@@ -165,6 +165,8 @@ pub struct UnitState {
     pub sub_state: String,
     pub main_pid: u32,
     pub memory_bytes: Option<u64>,
+    /// Its cgroup ("/x.slice/y.service"; empty without processes).
+    pub control_group: String,
     pub restarts: u32,
     /// CLOCK_REALTIME microseconds when the unit last became active (0 if never).
     pub active_enter_us: u64,
@@ -439,6 +441,7 @@ impl Systemd {
             st.exec_main_status = svc.exec_main_status().await.unwrap_or(0);
             // u64::MAX means "not accounted".
             st.memory_bytes = svc.memory_current().await.ok().filter(|m| *m != u64::MAX);
+            st.control_group = svc.control_group().await.unwrap_or_default();
         }
         if name.ends_with(".timer") {
             let timer = TimerProxy::builder(&self.conn)

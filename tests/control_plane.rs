@@ -158,7 +158,17 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
     );
     for r in st.as_array().unwrap() {
         assert_eq!(r["healthy"], true, "{r}");
+        // Its cgroup's memory, accounted on the legacy cgroup tree too (MemoryAccounting=yes).
+        assert!(r["memoryBytes"].as_u64() > Some(1 << 20), "{r}");
     }
+    let table = String::from_utf8_lossy(&cl.ku(&["status"]).stdout).into_owned();
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|l| l.split_whitespace().nth(3) != Some("-")),
+        "MEMORY of every running unit:\n{table}"
+    );
 
     assert_eq!(cl.kubectl(&["get", "--raw", "/readyz"]).trim(), "ok");
     let ns = cl.kubectl(&["get", "namespaces", "-o", "name"]);

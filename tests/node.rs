@@ -108,6 +108,14 @@ fn node_end_to_end(version: &str) {
         "progress shows the image import:\n{t}"
     );
     assert!(t.contains("imported 3 images"), "{t}");
+    // Every running unit's memory, containerd's and the kubelet's with their children.
+    let rows: serde_json::Value =
+        serde_json::from_slice(&n.ku(&["status", "-o", "json"]).stdout).unwrap_or_default();
+    for r in rows.as_array().expect("status rows") {
+        if r["subState"] == "running" {
+            assert!(r["memoryBytes"].as_u64() > Some(1 << 20), "{r}");
+        }
+    }
 
     wait_for("node Ready", Duration::from_secs(120), || {
         n.kubectl_ok(&[

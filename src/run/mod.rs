@@ -15,6 +15,7 @@ pub mod hooks;
 pub mod images;
 pub mod install;
 pub mod kubeconfig;
+mod memory;
 pub mod own_connections;
 pub mod preflight;
 pub mod probe;

@@ -19,6 +19,7 @@ pub struct ComponentStatus {
     pub active_state: String,
     pub sub_state: String,
     pub pid: u32,
+    /// systemd's MemoryCurrent, or its cgroup's use when systemd does not account it (`memory.rs`).
     pub memory_bytes: Option<u64>,
     pub restarts: u32,
     pub uptime_seconds: Option<u64>,
@@ -114,7 +115,9 @@ pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Err
             active_state: st.active_state.as_str().to_string(),
             sub_state: st.sub_state,
             pid: st.main_pid,
-            memory_bytes: st.memory_bytes,
+            memory_bytes: st
+                .memory_bytes
+                .or_else(|| active.then(|| super::memory::of_cgroup(&st.control_group))?),
             restarts: st.restarts,
             uptime_seconds: (active && st.active_enter_us > 0)
                 .then(|| now_us.saturating_sub(st.active_enter_us) / 1_000_000),

@@ -91,6 +91,7 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("Service", "ReadWritePaths", Kind::List),
     ("Service", "NetworkNamespacePath", Kind::Str),
     ("Service", "MemoryMax", Kind::Bytes),
+    ("Service", "MemoryAccounting", Kind::Bool),
     ("Service", "TasksMax", Kind::Limit),
     ("Timer", "OnCalendar", Kind::Calendar),
     ("Timer", "Persistent", Kind::Bool),
