@@ -121,6 +121,9 @@ pub enum Error {
     /// Applying the addon manifests failed.
     #[error("{0}")]
     Addon(String),
+    /// The components are healthy, but the environment is not usable yet (`run::usable`).
+    #[error("every component is healthy, but after {seconds:.1}s still waiting for: {}.\n  fix: see `kubectl get nodes,pods -A` and `kubeunit logs`; the environment keeps running (`kubeunit start --wait healthy` returns without waiting, `kubeunit stop` stops it)", .missing.join(", "))]
+    NotUsable { missing: Vec<String>, seconds: f64 },
     #[error(transparent)]
     Systemd(#[from] crate::systemd::SystemdError),
     /// A bug in kubeunit: an invariant that the code above should have made impossible.
@@ -144,6 +147,7 @@ impl Error {
             | Error::Preflight { .. }
             | Error::Start(_)
             | Error::Addon(_)
+            | Error::NotUsable { .. }
             | Error::Systemd(_)
             | Error::Internal(_) => 1,
         }

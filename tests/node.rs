@@ -117,22 +117,38 @@ fn node_end_to_end(version: &str) {
         }
     }
 
-    wait_for("node Ready", Duration::from_secs(120), || {
+    // start returned once the environment was usable: the node Ready without its not-ready
+    // taint, the default ServiceAccount there, CoreDNS ready. Nothing is waited for here.
+    for what in [
+        "node dev Ready and schedulable",
+        "the default ServiceAccount",
+        "CoreDNS ready behind kube-dns",
+    ] {
+        assert!(t.contains(what), "start waited for {what}:\n{t}");
+    }
+    assert!(t.contains("is up and usable in"), "{t}");
+    assert_eq!(
         n.kubectl_ok(&[
             "get",
             "nodes",
             "-o",
-            "jsonpath={.items[0].status.conditions[?(@.type=='Ready')].status}",
-        ]) == "True"
-    });
-    n.kubectl_ok(&[
-        "-n",
-        "kube-system",
-        "wait",
-        "--for=condition=available",
-        "deploy/coredns",
-        "--timeout=120s",
-    ]);
+            "jsonpath={.items[0].status.conditions[?(@.type=='Ready')].status} {.items[0].spec.taints}",
+        ])
+        .trim(),
+        "True"
+    );
+    n.kubectl_ok(&["get", "serviceaccount", "default"]);
+    assert_eq!(
+        n.kubectl_ok(&[
+            "-n",
+            "kube-system",
+            "get",
+            "deploy/coredns",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ]),
+        "1"
+    );
 
     // Pods of the offline test image, a Service in front of them.
     let image = pinned("TEST_IMAGE")[0].clone();
@@ -444,8 +460,11 @@ spec:
     assert!(!Path::new(&n.state.join("data")).exists());
     // destroy of a running node (every process killed at once) leaves nothing behind either: the
     // node's link too, so that the next start finds the host clean.
-    let out = n.ku(&["start"]);
+    // --wait healthy: back once the components are healthy, no usable conditions waited for.
+    let out = n.ku(&["start", "--wait", "healthy", "-o", "json"]);
     assert!(out.status.success(), "start after destroy: {}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["usable"], serde_json::json!([]), "{report}");
     let out = n.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
     let after = n.leftovers();

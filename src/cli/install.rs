@@ -176,7 +176,14 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         }
     }
     if let (Some(sd), true) = (&sd, args.now) {
-        let report = run::start(&env, sd, std::time::Duration::from_secs(300), &mut |_| {}).await?;
+        let report = run::start(
+            &env,
+            sd,
+            std::time::Duration::from_secs(300),
+            run::Until::Healthy,
+            &mut |_| {},
+        )
+        .await?;
         if args.output == Output::Text {
             println!(
                 "environment '{}' is up in {:.1}s",

@@ -11,6 +11,7 @@ use crate::run::{self, Env, Progress, StartReport};
 pub const AFTER_HELP: &str = "Examples:
   kubeunit start                          # /var/lib/kubeunit/dev as root
   kubeunit start --env ci --timeout 60
+  kubeunit start --wait healthy           # return once the components are healthy
   kubeunit start --state-dir /tmp/k8s -o json
   kubeunit start --bus unix:path=/proc/1234/root/run/dbus/system_bus_socket
 
@@ -20,9 +21,14 @@ Exit codes: 0 up (or already up), 1 a component failed or a check failed, 2 bad 
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
-    /// Seconds to wait for every component to become healthy.
+    /// Seconds to wait for every component to become healthy (and the environment usable).
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// How far to wait: `usable` (with a node: also its nodes Ready and schedulable, the default
+    /// ServiceAccount there and CoreDNS ready, so that a pod runs and resolves at once) or
+    /// `healthy` (every component's health check passes).
+    #[arg(long, value_enum, default_value = "usable")]
+    pub wait: run::Until,
     /// Output format (json: per-component timings and the addons applied).
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: Output,
@@ -46,7 +52,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         }
     };
     let timeout = Duration::from_secs(args.timeout);
-    let report = run::start(&env, &sd, timeout, &mut progress).await?;
+    let report = run::start(&env, &sd, timeout, args.wait, &mut progress).await?;
     match args.output {
         Output::Json => print_json(&report),
         Output::Text => print!(
@@ -73,6 +79,10 @@ fn print_progress(p: &Progress, tty: bool) {
                 "  {mark} {:<26} running after {:>5.2}s, healthy after {:>5.2}s",
                 t.component, t.job_done, t.healthy
             );
+        }
+        Progress::Usable(u) => {
+            let mark = if tty { "\u{2713}" } else { "ok" };
+            println!("  {mark} {:<26} after {:>5.2}s", u.what, u.seconds);
         }
         Progress::HookDone {
             component,
@@ -132,9 +142,14 @@ impl fmt::Display for Summary<'_> {
         if report.already_running && report.departed_nodes.is_empty() {
             writeln!(f, "environment '{name}' is already running; nothing changed (see `kubeunit status {dir_flag}`)")?;
         } else {
+            let usable = if report.usable.is_empty() {
+                ""
+            } else {
+                " and usable"
+            };
             writeln!(
                 f,
-                "environment '{name}' is up in {:.1}s\n",
+                "environment '{name}' is up{usable} in {:.1}s\n",
                 report.total_seconds
             )?;
         }

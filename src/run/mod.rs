@@ -24,10 +24,11 @@ pub mod snapshot;
 pub mod start;
 pub mod status;
 pub mod stop;
+pub mod usable;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
 pub use env::{installed, journal_tail, running_units, Env};
 pub use restart::restart;
-pub use start::{start, Progress, StartReport, Timing};
+pub use start::{start, Progress, StartReport, Timing, Until};
 pub use status::{certificates_expiring, status, ComponentStatus};
 pub use stop::{stop, stop_with, Ending, StopReport};

@@ -517,7 +517,7 @@ pub async fn restore(
         std::fs::rename(&fresh, &data).map_err(Error::io(&data, "rename into place"))?;
     }
     say("starting the environment on the restored data");
-    match start(env, sd, timeout, progress).await {
+    match start(env, sd, timeout, super::Until::Healthy, progress).await {
         Ok(report) => {
             if had_data {
                 // Now etcd's data from before the restore.
@@ -543,7 +543,7 @@ pub async fn restore(
             let again = match back {
                 Ok(()) => {
                     let _ = std::fs::remove_dir_all(&fresh);
-                    match start(env, sd, timeout, &mut |_| {}).await {
+                    match start(env, sd, timeout, super::Until::Healthy, &mut |_| {}).await {
                         Ok(_) => "etcd's data from before is back and the environment started on it".to_string(),
                         Err(_) => format!(
                             "etcd's data from before is back in {}; the environment did not start on it either: see `kubeunit status --state-dir {}`",

@@ -17,6 +17,7 @@ use super::hooks::{self, HookReport};
 use super::preflight::{preflight, Running};
 use super::probe;
 use super::stop::stop;
+use super::usable::Usable;
 use crate::components::{Hook, Instance};
 use crate::error::Error;
 use crate::systemd::{JobResult, StartMode, Systemd};
@@ -38,6 +39,18 @@ pub enum Progress<'a> {
         count: usize,
         seconds: f64,
     },
+    /// One condition of a usable environment holds (`run::usable`).
+    Usable(&'a Usable),
+}
+
+/// How far `start` waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Until {
+    /// Every component healthy.
+    Healthy,
+    /// ... and the environment usable: its nodes Ready and schedulable, the default
+    /// ServiceAccount there, CoreDNS ready (`run::usable`).
+    Usable,
 }
 
 /// One component's way up, for progress lines and the bring-up benchmark.
@@ -70,6 +83,8 @@ pub struct StartReport {
     /// The kubeconfig the admin identity was merged into (profile `kubeconfig.write`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// The conditions of a usable environment and when each held (`--wait usable`).
+    pub usable: Vec<Usable>,
     /// Nodes a later `gen` removed, which this start took down (`run::departed`).
     pub departed_nodes: Vec<String>,
     /// CLOCK_MONOTONIC (µs) when `start` began: lines kubeunit's timings up with systemd's
@@ -84,6 +99,7 @@ pub async fn start(
     env: &Env,
     sd: &Systemd,
     timeout: Duration,
+    until: Until,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<StartReport, Error> {
     let progress: ProgressCell = RefCell::new(progress);
@@ -104,6 +120,7 @@ pub async fn start(
         kubeconfig: None,
         departed_nodes: departed.clone(),
         monotonic_start_us,
+        usable: vec![],
     };
     report.notes.extend(
         departed_problems
@@ -155,12 +172,42 @@ pub async fn start(
             .await
             .map_err(|e| Error::Internal(format!("deleting departed Nodes panicked: {e}")))??;
     }
+    let conditions = match until {
+        Until::Usable => super::usable::conditions(env),
+        Until::Healthy => vec![],
+    };
+    if !conditions.is_empty() {
+        report.usable = wait_usable(env, conditions, t0, t0 + timeout, &progress).await?;
+    }
     report.applied = hooks_done.applied;
     report.imported = hooks_done.imported;
     report.pushed = hooks_done.pushed;
     report.kubeconfig = write_kubeconfig(&env.plan)?;
     report.total_seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// `usable::wait` off the async runtime, with a progress line per condition as it holds.
+async fn wait_usable(
+    env: &Env,
+    conditions: Vec<super::usable::Condition>,
+    t0: Instant,
+    deadline: Instant,
+    progress: &ProgressCell<'_>,
+) -> Result<Vec<Usable>, Error> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let env_plan = env.plan.clone();
+    let waiting = tokio::task::spawn_blocking(move || {
+        super::usable::wait(&env_plan, conditions, t0, deadline, &mut |u| {
+            let _ = tx.send(u.clone());
+        })
+    });
+    while let Some(u) = rx.recv().await {
+        (progress.borrow_mut())(Progress::Usable(&u));
+    }
+    waiting
+        .await
+        .map_err(|e| Error::Internal(format!("waiting for a usable environment panicked: {e}")))?
 }
 
 /// The profile's `kubeconfig.write`: the admin identity merged there, its context made current.
