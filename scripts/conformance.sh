@@ -16,7 +16,9 @@
 #   --specs FILE     only the specs FILE names, one per line as `e2e.test --list-tests` prints them ("#" lines
 #                    are comments); each must run: one the suite does not have fails the run
 #   --skip RE        leave out specs matching RE too (reported as not selected)
-#   --procs N        parallel Ginkgo processes for the non-serial specs (default 4; the specs mostly wait)
+#   --procs N        parallel Ginkgo processes for the non-serial specs (default 4 per core: the specs mostly
+#                    wait, on fixed timers such as the probes' 4 minutes, so the parallel part's wall time is
+#                    their sum divided by N until one spec's own length bounds it)
 #   --results DIR    JUnit, the e2e log and summary.txt go here (default: conformance-results/DATE-VERSION)
 #   --only WHICH     run only the parallel or only the serial part
 #   --dry-run        list the specs that would run, run none
@@ -44,7 +46,7 @@ keep_test_networks_local
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 bad() { echo "conformance.sh: $*" >&2; echo "  see: scripts/conformance.sh --help" >&2; exit 2; }
 
-state="" profile=dev minor="" focus="" specs="" skip="" procs=4 results="" only="" dry_run=""
+state="" profile=dev minor="" focus="" specs="" skip="" procs=$((4 * $(nproc))) results="" only="" dry_run=""
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
