@@ -8,6 +8,10 @@
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
 #                                             # kubernetes-* and etcd first, then the node dirs, images,
 #                                             # then dlv-*, debug-kubernetes-* and e2e-*
+#   scripts/build-test-binaries.sh --node [VERSION]
+#       # only what one environment with a node needs (scripts/up.sh): Kubernetes VERSION (default: the
+#       # newest pinned), etcd, containerd, runc, the CNI plugins, CoreDNS, the registry and the images; not
+#       # the other minors, crictl, dlv, the debug builds or e2e, which the test command builds
 #   scripts/build-test-binaries.sh --debug [COMPONENT...]
 #       # dlv and debug builds (-gcflags=all=-N -l, not stripped) of the newest pinned Kubernetes' COMPONENTs
 #       # (default: DEBUG_COMPONENTS), nothing else; added next to those built already. For example
@@ -58,8 +62,19 @@ case ${1:-} in
   "") ;;
   --print) mode=print ;;
   --debug) mode=debug ;;
-  *) die "unknown argument '$1' (usage: $0 [--print | --debug [COMPONENT...]])" ;;
+  --node) mode=node ;;
+  *) die "unknown argument '$1' (usage: $0 [--print | --node [VERSION] | --debug [COMPONENT...]])" ;;
 esac
+node_k8s=$k8s_newest
+if [ "$mode" = node ] && [ $# -gt 1 ]; then
+  [ $# -eq 2 ] || die "--node takes one VERSION"
+  node_k8s=$2
+  case " $KUBERNETES_VERSIONS " in
+    *" $node_k8s "*) ;;
+    *) die "--node $node_k8s: not a pinned Kubernetes (versions.env: $KUBERNETES_VERSIONS)" ;;
+  esac
+  set -- "$1"
+fi
 [ $# -le 1 ] || [ "$mode" = debug ] || die "$1 takes no arguments"
 # The debug builds: the components named after --debug, else DEBUG_COMPONENTS; each a command built above
 # (a typo fails here, before anything is built), each once.
@@ -400,6 +415,19 @@ if [ "$mode" = debug ]; then
   check_dlv
   cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
   debug_kubernetes "${debug_cmds[@]}"
+  exit 0
+fi
+
+if [ "$mode" = node ]; then
+  build_etcd "$ETCD_VERSION"
+  cached kubernetes "$node_k8s" "$cache/bin/kubernetes-$node_k8s" kubernetes_build "$node_k8s"
+  check_pins
+  cached containerd "$CONTAINERD_VERSION" "$cache/bin/containerd-$CONTAINERD_VERSION" containerd_build
+  cached runc "$RUNC_VERSION" "$cache/bin/runc-$RUNC_VERSION" runc_build
+  cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" cni_build
+  cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
+  cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
+  cached images "$k8s_newest" "$images_dir" images_build
   exit 0
 fi
 

@@ -15,18 +15,32 @@ profile=${1:-dev}
 . scripts/systemd-host.sh
 
 [ "$(id -u)" = 0 ] || { echo "up.sh: run as root (it installs packages and runs system units)" >&2; exit 1; }
-scripts/install-deps.sh
-echo "==> building kubeunit"
-cargo build --release --locked --quiet
-kubeunit=$here/target/release/kubeunit
-echo "==> pinned binaries and node images (cached in $cache; a cold build takes about 30 minutes)"
-scripts/build-test-binaries.sh
 # KUBEUNIT_KUBERNETES: one of the pinned versions (default: the newest).
 k8s_version=${KUBEUNIT_KUBERNETES:-${KUBERNETES_VERSIONS%% *}}
 case " $KUBERNETES_VERSIONS " in
   *" $k8s_version "*) ;;
   *) echo "up.sh: KUBEUNIT_KUBERNETES=$k8s_version is not pinned (scripts/versions.env: $KUBERNETES_VERSIONS)" >&2; exit 2 ;;
 esac
+scripts/install-deps.sh
+# The systemd rootfs is mostly downloads: built beside the compiles, which are CPU.
+rootfs_pid=""
+if ! host_has_systemd; then
+  echo "==> the systemd rootfs, in the background (log: $cache/rootfs-build.log)"
+  mkdir -p "$cache"
+  scripts/build-rootfs.sh >"$cache/rootfs-build.log" 2>&1 &
+  rootfs_pid=$!
+fi
+echo "==> building kubeunit"
+cargo build --release --locked --quiet
+kubeunit=$here/target/release/kubeunit
+# Only what this environment needs; scripts/test.sh builds the rest (the other minor, dlv, e2e).
+echo "==> pinned binaries and node images for Kubernetes $k8s_version (cached in $cache; cold: about 10 minutes on 2 cores)"
+scripts/build-test-binaries.sh --node "$k8s_version"
+if [ -n "$rootfs_pid" ] && ! wait "$rootfs_pid"; then
+  tail -n 20 "$cache/rootfs-build.log" >&2
+  echo "up.sh: building the systemd rootfs failed (log: $cache/rootfs-build.log)" >&2
+  exit 1
+fi
 bin_dir=$cache/bin/kubernetes-$k8s_version
 etcd_bin=$cache/bin/etcd-$ETCD_VERSION/etcd
 images_dir=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
