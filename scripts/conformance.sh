@@ -19,7 +19,8 @@
 #   --procs N        parallel Ginkgo processes for the non-serial specs (default 4 per core: the specs mostly
 #                    wait, on fixed timers such as the probes' 4 minutes, so the parallel part's wall time is
 #                    their sum divided by N until one spec's own length bounds it)
-#   --results DIR    JUnit, the e2e log and summary.txt go here (default: conformance-results/DATE-VERSION)
+#   --results DIR    JUnit, Ginkgo's JSON reports, the e2e log, summary.txt and phases.txt (where the time
+#                    went: scripts/conformance-phases.py) go here (default: conformance-results/DATE-VERSION)
 #   --only WHICH     run only the parallel or only the serial part
 #   --dry-run        list the specs that would run, run none
 #   -- GEN_ARG...    more `kubeunit gen` arguments for the environment it brings up (e.g. --set network.podCIDR=...)
@@ -132,7 +133,7 @@ run() {
   [ -z "$single_node" ] || skips+=("$single_node")
   [ -z "$skip" ] || skips+=("$skip")
   local args=(--label-filter="$filter" --timeout=24h --no-color --output-dir="$results"
-    --junit-report="junit_$name.xml")
+    --junit-report="junit_$name.xml" --json-report="report_$name.json")
   [ -z "$focus" ] || args+=(--focus="$focus")
   if [ ${#skips[@]} -gt 0 ]; then args+=(--skip="$(IFS='|'; echo "${skips[*]}")"); fi
   [ -z "$dry_run" ] || args+=(--dry-run -v)
@@ -152,6 +153,16 @@ run() {
 } >"$results/run.txt"
 [ "$only" = serial ] || run parallel 'Conformance && !Serial' -p --procs="$procs"
 [ "$only" = parallel ] || run serial 'Conformance && Serial'
+
+# Each kubelet's metrics (its pod start latency) for where the time went.
+for node in $("$kubectl" --kubeconfig "$kubeconfig" get nodes -o name); do
+  "$kubectl" --kubeconfig "$kubeconfig" get --raw "/api/v1/nodes/${node#node/}/proxy/metrics" \
+    >"$results/kubelet-metrics-${node#node/}.txt" 2>/dev/null || true
+done
+if [ -z "$dry_run" ]; then
+  python3 "$here/conformance-phases.py" "$results" >"$results/phases.txt" || true
+  cat "$results/phases.txt"
+fi
 
 summary_args=("$results" "$here/conformance-single-node.txt")
 [ "$nodes" -ge 2 ] || summary_args+=(--single-node)
