@@ -9,7 +9,9 @@
 //!                                        # KUBEUNIT_BENCH_ENVS=N environments side by side (default 4)
 //!                                        # KUBEUNIT_BENCH_GEN_ARGS="--set a=b ..." more gen arguments
 //!
-//! The issue's goal: each within 1.5x of the solo time on 2 cores.
+//! The CPU bound: N solo bring-ups' CPU-seconds divided by the cores, the earliest the last of N
+//! can be ready even with nothing else running; each environment's time is reported against it
+//! (issue 25's goal: the median within 1.1x of it).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -253,15 +255,18 @@ fn main() {
     for (i, times) in rounds.iter().enumerate() {
         let ratios: Vec<String> = times
             .iter()
-            .map(|w| format!("{:.2}x", w / solo_median))
+            .map(|w| format!("{:.2}x solo = {:.2}x bound", w / solo_median, w / floor))
             .collect();
-        println!("round {}: {}", i + 1, ratios.join(" "));
+        println!("round {}: {}", i + 1, ratios.join(", "));
     }
+    let worst = all.iter().fold(0.0_f64, |m, w| m.max(*w));
     println!(
-        "side by side median {:.2}s ({:.2}x solo), worst {:.2}x solo (goal: each <= 1.5x)",
+        "side by side median {:.2}s ({:.2}x solo, {:.2}x the CPU bound), worst {:.2}x solo ({:.2}x the bound) (goal: median <= 1.1x the bound)",
         median(&all),
         median(&all) / solo_median,
-        all.iter().fold(0.0_f64, |m, w| m.max(*w)) / solo_median
+        median(&all) / floor,
+        worst / solo_median,
+        worst / floor
     );
 }
 
