@@ -22,8 +22,6 @@ case " $KUBERNETES_VERSIONS " in
   *) echo "up.sh: KUBEUNIT_KUBERNETES=$k8s_version is not pinned (scripts/versions.env: $KUBERNETES_VERSIONS)" >&2; exit 2 ;;
 esac
 scripts/install-deps.sh
-# A failure leaves no background build running.
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 # The systemd rootfs is mostly downloads: built beside the compiles, which are CPU.
 rootfs_pid=""
 if ! host_has_systemd; then
@@ -32,20 +30,12 @@ if ! host_has_systemd; then
   scripts/build-rootfs.sh >"$cache/rootfs-build.log" 2>&1 &
   rootfs_pid=$!
 fi
-# kubeunit beside the Go builds too: they spend part of their time downloading modules.
-echo "==> building kubeunit, in the background (log: $cache/cargo-build.log)"
-mkdir -p "$cache"
-cargo build --release --locked --quiet >"$cache/cargo-build.log" 2>&1 &
-cargo_pid=$!
+echo "==> building kubeunit"
+cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
 # Only what this environment needs; scripts/test.sh builds the rest (the other minor, dlv, e2e).
 echo "==> pinned binaries and node images for Kubernetes $k8s_version (cached in $cache; cold: about 10 minutes on 2 cores)"
 scripts/build-test-binaries.sh --node "$k8s_version"
-if ! wait "$cargo_pid"; then
-  tail -n 30 "$cache/cargo-build.log" >&2
-  echo "up.sh: building kubeunit failed (log: $cache/cargo-build.log)" >&2
-  exit 1
-fi
 if [ -n "$rootfs_pid" ] && ! wait "$rootfs_pid"; then
   tail -n 20 "$cache/rootfs-build.log" >&2
   echo "up.sh: building the systemd rootfs failed (log: $cache/rootfs-build.log)" >&2
