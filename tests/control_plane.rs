@@ -216,21 +216,24 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
         cl.kubectl(&["get", "configmap", "mine", "-o", "jsonpath={.data.from}"]),
         "addons"
     );
-    let dns_ip = cl.kubectl(&[
-        "get",
-        "service",
-        "kube-dns",
-        "-n",
-        "kube-system",
-        "-o",
-        "jsonpath={.spec.clusterIP}",
-    ]);
+    let dns_ip = || {
+        cl.kubectl(&[
+            "get",
+            "service",
+            "kube-dns",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ])
+    };
     let expected_dns = first_ip
         .rsplit_once('.')
         .map(|(net, _)| format!("{net}.10"))
         .unwrap();
     assert_eq!(
-        dns_ip, expected_dns,
+        dns_ip(),
+        expected_dns,
         "CoreDNS Service on the 10th address of the service CIDR"
     );
 
@@ -250,16 +253,7 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
             assert!(out.status.success(), "concurrent hook: {}", text(out));
         }
     }
-    let dns_ip = cl.kubectl(&[
-        "get",
-        "service",
-        "kube-dns",
-        "-n",
-        "kube-system",
-        "-o",
-        "jsonpath={.spec.clusterIP}",
-    ]);
-    assert_eq!(dns_ip, expected_dns);
+    assert_eq!(dns_ip(), expected_dns);
     assert!(cl
         .kubectl(&[
             "get",
