@@ -28,10 +28,26 @@ pub struct Args {
     /// ServiceAccount there and CoreDNS ready, so that a pod runs and resolves at once) or
     /// `healthy` (every component's health check passes).
     #[arg(long, value_enum, default_value = "usable")]
-    pub wait: run::Until,
+    pub wait: Wait,
     /// Output format (json: per-component timings and the addons applied).
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: Output,
+}
+
+/// `--wait`: run::Until as a flag value.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum Wait {
+    Usable,
+    Healthy,
+}
+
+impl From<Wait> for run::Until {
+    fn from(w: Wait) -> run::Until {
+        match w {
+            Wait::Usable => run::Until::Usable,
+            Wait::Healthy => run::Until::Healthy,
+        }
+    }
 }
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
@@ -52,7 +68,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         }
     };
     let timeout = Duration::from_secs(args.timeout);
-    let report = run::start(&env, &sd, timeout, args.wait, &mut progress).await?;
+    let report = run::start(&env, &sd, timeout, args.wait.into(), &mut progress).await?;
     match args.output {
         Output::Json => print_json(&report),
         Output::Text => print!(

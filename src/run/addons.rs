@@ -126,11 +126,8 @@ fn apply_object(
     doc: &Value,
     file: &str,
 ) -> Result<(), Error> {
-    let url = format!(
-        "{}{path}?fieldManager=kubeunit&force=true",
-        crate::components::apiserver_url(plan)
-    );
     let get_url = format!("{}{path}", crate::components::apiserver_url(plan));
+    let url = format!("{get_url}?fieldManager=kubeunit&force=true");
     let body = serde_json::to_vec(doc).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut retried_as_update = false;

@@ -44,7 +44,7 @@ pub enum Progress<'a> {
 }
 
 /// How far `start` waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Until {
     /// Every component healthy.
     Healthy,
