@@ -960,6 +960,14 @@ fn operations_refuse_bad_input_before_touching_anything() {
         .map(|e| e.into_path())
         .collect();
     assert_eq!(left, vec![mine]);
+    // start's --wait takes its two values only, clap's usage error (exit 2) naming them.
+    let out = run(kubeunit().args(["start", "--state-dir", sd, "--wait", "ready\n"]));
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("--wait") && t.contains("usable") && t.contains("healthy"),
+        "{t}"
+    );
     assert_eq!(contents(&state), before, "the state dir is unchanged");
 }
 
