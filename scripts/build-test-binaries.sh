@@ -149,6 +149,11 @@ go_get() {
     { cat "$work/get.log" >&2; die "go get $* failed"; }
 }
 
+# own_main NAME: scripts/go/NAME/main.go as the package ./NAME of the throwaway module in $work.
+own_main() {
+  mkdir -p "$work/$1" && cp "$here/go/$1/main.go" "$work/$1/main.go"
+}
+
 # k8s_module VERSION: make $work a throwaway main module requiring k8s.io/kubernetes@VERSION, each staging
 # module re-pointed at its published tag (the module juggling: see the header).
 k8s_module() {
@@ -281,19 +286,23 @@ crictl_build() {
   (cd "$work" && go build -trimpath -ldflags "-s -w -X $m/pkg/version.Version=$ver" -o "$tmp/crictl" "$m/cmd/crictl")
 }
 
+# CoreDNS without its cloud plugins and trace (scripts/go/coredns/main.go says why), against the pinned module.
 coredns_build() {
   local ver=$COREDNS_VERSION m=github.com/coredns/coredns
   go_get "$m@$ver"
-  (cd "$work" && go build -trimpath -ldflags "-s -w" \
-    -o "$tmp/coredns" "$m")
+  own_main coredns
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" ./coredns)
+  "$tmp/coredns" -plugins | grep -qx kubernetes || die "the coredns built has no kubernetes plugin"
 }
 
-# The node's registry, as upstream's Makefile builds it (without cgo, PIE and the revision it reads from git).
+# The node's registry, as upstream's Makefile builds it (without cgo, PIE and the revision it reads from git), and
+# without the cloud storage drivers (scripts/go/registry/main.go says why).
 registry_build() {
   local ver=$REGISTRY_VERSION m=github.com/distribution/distribution/v3
   go_get "$m/cmd/registry@$ver"
+  own_main registry
   (cd "$work" && go build -trimpath \
-    -ldflags "-s -w -X $m/version.version=$ver -X $m/version.mainpkg=$m" -o "$tmp/registry" "$m/cmd/registry")
+    -ldflags "-s -w -X $m/version.version=$ver -X $m/version.mainpkg=$m" -o "$tmp/registry" ./registry)
   "$tmp/registry" --version | grep -q " $ver\$" || die "the registry built is not $ver"
 }
 
