@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use std::collections::HashMap;
+
+use zbus::fdo::PropertiesProxy;
 use zbus::proxy::CacheProperties;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant};
-use zbus_systemd::systemd1::{JobProxy, ManagerProxy, ServiceProxy, TimerProxy, UnitProxy};
+use zbus_systemd::systemd1::{JobProxy, ManagerProxy};
 
 /// Which manager to talk to.
 #[derive(Debug, Clone)]
@@ -407,59 +410,91 @@ impl Systemd {
         }
     }
 
-    /// Current state of a unit; `None` when systemd has no such unit loaded.
+    /// Current state of a unit; `None` when systemd has no such unit loaded. One round trip:
+    /// GetAll with an empty interface name on the unit's object path answers with the properties
+    /// of every interface it has (Unit, Service, Timer...), as `systemctl show` asks (systemd's
+    /// bus_map_all_properties). A pending job costs one call more, for its type and state.
     pub async fn state(&self, name: &str) -> Result<Option<UnitState>, SystemdError> {
-        let path = match self.manager.get_unit(name.to_string()).await {
-            Ok(p) => p,
-            Err(e) if is_no_such_unit(&e) => return Ok(None),
-            Err(e) => return Err(call(format!("GetUnit {name}"))(e)),
+        let props = self.all_properties(name).await?;
+        let text = |key: &str| {
+            props
+                .get(key)
+                .and_then(|v| <&str>::try_from(v).ok())
+                .unwrap_or_default()
+                .to_string()
         };
-        let unit = self.unit_proxy(&path).await?;
+        let number = |key: &str| props.get(key).and_then(|v| u64::try_from(v).ok());
+        let active_state = ActiveState::parse(&text("ActiveState"));
+        // Asking for a unit by its path makes systemd load it; one it has no file or transient
+        // definition for is "not-found", which is what GetUnit calls no such unit.
+        if text("LoadState") == "not-found" && active_state.is_stopped() {
+            return Ok(None);
+        }
         let mut st = UnitState {
-            load_state: unit.load_state().await.unwrap_or_default(),
-            description: unit.description().await.unwrap_or_default(),
-            active_state: ActiveState::parse(&unit.active_state().await.unwrap_or_default()),
-            sub_state: unit.sub_state().await.unwrap_or_default(),
-            active_enter_us: unit.active_enter_timestamp().await.unwrap_or(0),
+            load_state: text("LoadState"),
+            description: text("Description"),
+            active_state,
+            sub_state: text("SubState"),
+            active_enter_us: number("ActiveEnterTimestamp").unwrap_or(0),
+            result: text("Result"),
             ..Default::default()
         };
-        if let Ok((id, job_path)) = unit.job().await {
+        let job = props
+            .get("Job")
+            .and_then(|v| <(u32, OwnedObjectPath)>::try_from(v.try_clone().ok()?).ok());
+        if let Some((id, job_path)) = job {
             if id != 0 {
                 st.job = self.job_words(job_path).await;
             }
         }
         if name.ends_with(".service") {
-            let svc = ServiceProxy::builder(&self.conn)
-                .path(path.clone())
-                .cache_properties(CacheProperties::No)
-                .build()
-                .await
-                .map_err(call("service proxy"))?;
-            st.main_pid = svc.main_pid().await.unwrap_or(0);
-            st.restarts = svc.n_restarts().await.unwrap_or(0);
-            st.result = svc.result().await.unwrap_or_default();
-            st.exec_main_status = svc.exec_main_status().await.unwrap_or(0);
+            st.main_pid = props
+                .get("MainPID")
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0);
+            st.restarts = props
+                .get("NRestarts")
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0);
+            st.exec_main_status = props
+                .get("ExecMainStatus")
+                .and_then(|v| i32::try_from(v).ok())
+                .unwrap_or(0);
             // u64::MAX means "not accounted".
-            st.memory_bytes = svc.memory_current().await.ok().filter(|m| *m != u64::MAX);
-            st.control_group = svc.control_group().await.unwrap_or_default();
+            st.memory_bytes = number("MemoryCurrent").filter(|m| *m != u64::MAX);
+            st.control_group = text("ControlGroup");
         }
         if name.ends_with(".timer") {
-            let timer = TimerProxy::builder(&self.conn)
-                .path(path.clone())
-                .cache_properties(CacheProperties::No)
-                .build()
-                .await
-                .map_err(call("timer proxy"))?;
-            st.result = timer.result().await.unwrap_or_default();
             // u64::MAX and 0 mean "none".
-            st.next_elapse_us = timer
-                .next_elapse_u_sec_realtime()
-                .await
-                .ok()
-                .filter(|t| *t != 0 && *t != u64::MAX);
-            st.last_trigger_us = timer.last_trigger_u_sec().await.unwrap_or(0);
+            st.next_elapse_us =
+                number("NextElapseUSecRealtime").filter(|t| *t != 0 && *t != u64::MAX);
+            st.last_trigger_us = number("LastTriggerUSec").unwrap_or(0);
         }
         Ok(Some(st))
+    }
+
+    /// Every property of a unit, by name, from all its interfaces: one GetAll call.
+    async fn all_properties(
+        &self,
+        name: &str,
+    ) -> Result<HashMap<String, OwnedVariant>, SystemdError> {
+        let path = unit_path(name);
+        let what = || format!("GetAll {name}");
+        let reply = self
+            .conn
+            .call_method(
+                Some("org.freedesktop.systemd1"),
+                path.as_str(),
+                Some("org.freedesktop.DBus.Properties"),
+                "GetAll",
+                &("",),
+            )
+            .await
+            .map_err(call(what()))?;
+        reply
+            .body()
+            .deserialize::<HashMap<String, OwnedVariant>>()
+            .map_err(call(what()))
     }
 
     /// "TYPE STATE" of a job; `None` once it is gone.
@@ -477,31 +512,83 @@ impl Systemd {
         ))
     }
 
-    async fn unit_proxy(&self, path: &OwnedObjectPath) -> Result<UnitProxy<'static>, SystemdError> {
-        UnitProxy::builder(&self.conn)
-            .path(path.clone())
+    /// Signals that something about unit `name` changed (PropertiesChanged on its path), or that
+    /// any unit was unloaded (the manager's UnitRemoved). Subscribed before the state is read, so
+    /// that no change between the read and the wait goes unseen (as systemd-run waits).
+    async fn changes(&self, name: Option<&str>) -> Result<Changes, SystemdError> {
+        let removed = self
+            .manager
+            .receive_unit_removed()
+            .await
+            .map_err(call("subscribing to UnitRemoved"))?
+            .map(|_| ())
+            .boxed();
+        let Some(name) = name else {
+            return Ok(Changes::new(removed));
+        };
+        let properties = PropertiesProxy::builder(&self.conn)
+            .destination("org.freedesktop.systemd1")
+            .path(unit_path(name))
             .cache_properties(CacheProperties::No)
             .build()
             .await
-            .map_err(call("unit proxy"))
+            .map_err(call(format!("properties proxy of {name}")))?;
+        let changed = properties
+            .receive_properties_changed()
+            .await
+            .map_err(call(format!("subscribing to PropertiesChanged of {name}")))?
+            .map(|_| ());
+        Ok(Changes::new(
+            futures_util::stream::select(removed, changed).boxed(),
+        ))
     }
 
-    /// Poll until systemd has unloaded an inactive transient unit, so that its name can be started
-    /// again; at most `timeout`. A unit that went inactive while others referred to it is not queued
-    /// for garbage collection again by itself: a (no-op) stop job puts it back in the queue.
+    /// Wait until systemd has unloaded an inactive transient unit, so that its name can be started
+    /// again; at most `timeout`. `false` for a unit that is not inactive.
     pub async fn wait_unloaded(&self, name: &str, timeout: Duration) -> Result<bool, SystemdError> {
+        if self
+            .state(name)
+            .await?
+            .is_some_and(|s| !s.active_state.is_stopped())
+        {
+            return Ok(false);
+        }
+        Ok(self.collect(&[name], timeout).await?.is_empty())
+    }
+
+    /// Stop every unit of `names` still loaded and wait until systemd has unloaded them all, at
+    /// most `timeout`; the ones still loaded then. A unit that went inactive while others referred
+    /// to it is not queued for garbage collection again by itself: a (no-op) stop job of its own
+    /// puts it back in the queue. Woken by UnitRemoved, not polled; each check asks only for the
+    /// units still loaded.
+    pub async fn collect(
+        &self,
+        names: &[&str],
+        timeout: Duration,
+    ) -> Result<Vec<String>, SystemdError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let changes = self.changes(None).await?;
+        let mut loaded: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         loop {
-            match self.state(name).await? {
-                None => return Ok(true),
-                Some(s) if !s.active_state.is_stopped() => return Ok(false),
-                _ if tokio::time::Instant::now() >= deadline => return Ok(false),
-                _ => {
-                    self.stop(name).await?;
-                    self.reset_failed(name).await?;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+            let mut still = Vec::new();
+            for name in loaded {
+                if self.state(&name).await?.is_some() {
+                    still.push(name);
                 }
             }
+            loaded = still;
+            if loaded.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(loaded);
+            }
+            for name in &loaded {
+                self.stop(name).await?;
+                self.reset_failed(name).await?;
+            }
+            // The next unit unloaded (any: the signal is the manager's), or a second, whichever
+            // comes first.
+            changes
+                .next(deadline.min(tokio::time::Instant::now() + Duration::from_secs(1)))
+                .await;
         }
     }
 
@@ -519,18 +606,62 @@ impl Systemd {
         }
     }
 
-    /// Poll until the unit is gone or inactive (after a stop), at most `timeout`.
+    /// Wait until the unit is gone or inactive (after a stop), at most `timeout`. Woken by its
+    /// PropertiesChanged and the manager's UnitRemoved, not polled.
     pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Result<bool, SystemdError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let changes = self.changes(Some(name)).await?;
         loop {
             match self.state(name).await? {
                 None => return Ok(true),
                 Some(s) if s.active_state.is_stopped() => return Ok(true),
                 _ if tokio::time::Instant::now() >= deadline => return Ok(false),
-                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                _ => changes.next(deadline).await,
             }
         }
     }
+}
+
+/// Wakes a waiter at each signal of `Systemd::changes`. A task of its own reads the signals as
+/// they come: zbus queues a stream's signals until it is read, and a full queue holds up every
+/// other message of the connection, the replies to the waiter's own calls too.
+struct Changes {
+    signalled: std::sync::Arc<tokio::sync::Notify>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Changes {
+    fn new(mut signals: futures_util::stream::BoxStream<'static, ()>) -> Changes {
+        let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+        let notify = signalled.clone();
+        let reader = tokio::spawn(async move {
+            while signals.next().await.is_some() {
+                // A permit is kept when no one waits: a signal between a check and the wait
+                // still wakes it.
+                notify.notify_one();
+            }
+        });
+        Changes { signalled, reader }
+    }
+
+    /// Until the next signal (or one since the last wait), or `deadline`.
+    async fn next(&self, deadline: tokio::time::Instant) {
+        let _ = tokio::time::timeout_at(deadline, self.signalled.notified()).await;
+    }
+}
+
+impl Drop for Changes {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// A unit's object path: systemd's own escaping of its name (bus_label_escape).
+fn unit_path(name: &str) -> String {
+    format!(
+        "/org/freedesktop/systemd1/unit/{}",
+        zbus_systemd::bus_label_escape(name)
+    )
 }
 
 async fn wait_job<S>(removed: &mut S, job: &OwnedObjectPath) -> Result<JobResult, SystemdError>

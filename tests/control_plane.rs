@@ -89,6 +89,28 @@ impl<'a> Cluster<'a> {
     }
 }
 
+/// The members of the method calls to systemd that `kubeunit ARGS` (on the cluster's state dir)
+/// makes, from `busctl monitor` around it.
+fn systemd_calls_of(cl: &Cluster, args: &[&str]) -> Vec<String> {
+    let log = cl.c.work.join("busctl-monitor.txt");
+    let script = format!(
+        "busctl monitor --system --match \"type='method_call',destination='org.freedesktop.systemd1'\" \
+           >{log} 2>&1 & m=$!; sleep 1; {ku} {args} --state-dir {state} >/dev/null; sleep 0.5; kill $m; wait",
+        log = log.display(),
+        ku = env!("CARGO_BIN_EXE_kubeunit"),
+        args = args.join(" "),
+        state = cl.state.display()
+    );
+    let out = cl.c.sh(&script);
+    assert!(out.status.success(), "busctl monitor: {}", text(&out));
+    let monitored = std::fs::read_to_string(&log).unwrap();
+    monitored
+        .lines()
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("Member=")))
+        .map(String::from)
+        .collect()
+}
+
 fn gen_control_plane(c: &Container, version: &str, ports: &Ports, extra: &[&str]) -> PathBuf {
     let mut args = control_plane_args(version);
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -169,6 +191,18 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
             .all(|l| l.split_whitespace().nth(3) != Some("-")),
         "MEMORY of every running unit:\n{table}"
     );
+
+    // One D-Bus round trip per unit (GetAll), as `systemctl show` makes: the method calls to
+    // systemd that one `status` makes, seen by busctl monitor.
+    let calls = systemd_calls_of(&cl, &["status", "-o", "json"]);
+    let units = 2 * names.len(); // each component's unit and its debug unit
+    let get_all = calls.iter().filter(|m| *m == "GetAll").count();
+    assert!(
+        (names.len()..=units).contains(&get_all)
+            && calls.iter().filter(|m| *m != "GetAll").count() <= 2,
+        "status of {units} units made these calls to systemd: {calls:?}"
+    );
+    eprintln!("status made these calls to systemd: {calls:?}");
 
     assert_eq!(cl.kubectl(&["get", "--raw", "/readyz"]).trim(), "ok");
     let ns = cl.kubectl(&["get", "namespaces", "-o", "name"]);

@@ -346,6 +346,8 @@ async fn wait_healthy(
     restarts_before: u32,
     deadline: Instant,
 ) -> Result<(), Error> {
+    let prober = probe::Prober::new(&instance.plan, instance.component, Duration::from_secs(2))
+        .map_err(|e| failed(instance, unit, &e.to_string()))?;
     loop {
         let st = sd.state(unit).await?.unwrap_or_default();
         if st.active_state.is_stopped() || st.restarts > restarts_before {
@@ -361,7 +363,7 @@ async fn wait_healthy(
                 ),
             ));
         }
-        match probe::probe_async(&instance.plan, instance.component, Duration::from_secs(2)).await {
+        match prober.probe_async().await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() >= deadline => {
                 return Err(failed(

@@ -86,27 +86,66 @@ pub enum Unhealthy {
     Aborted(String),
 }
 
+/// A component's probe, ready to be asked again and again while the component comes up: one
+/// agent, whose pooled connection the next probe reuses, so that a repeated probe costs neither
+/// side a TLS handshake (nor a read of the certificates).
+#[derive(Clone)]
+pub struct Prober {
+    /// `None`: the component has no probe (it counts as healthy once running).
+    target: Option<(String, ureq::Agent)>,
+}
+
+impl Prober {
+    pub fn new(plan: &Plan, component: &Component, timeout: Duration) -> Result<Prober, Unhealthy> {
+        let Some(probe) = component.probe else {
+            return Ok(Prober { target: None });
+        };
+        let url = probe_url(plan, component, &probe);
+        let agent =
+            https_agent(plan, probe.ca, probe.client, timeout).map_err(Unhealthy::Certificates)?;
+        Ok(Prober {
+            target: Some((url, agent)),
+        })
+    }
+
+    /// Probe once: Ok(()) when it answers 200, else why not. Blocking.
+    pub fn probe(&self) -> Result<(), Unhealthy> {
+        let Some((url, agent)) = &self.target else {
+            return Ok(());
+        };
+        match agent.get(url).call() {
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                // Read to the end, so that the connection goes back to the agent's pool.
+                let body = resp.body_mut().read_to_string().unwrap_or_default();
+                if status == 200 {
+                    return Ok(());
+                }
+                Err(Unhealthy::Status {
+                    url: url.clone(),
+                    status,
+                    body: body.lines().take(5).collect::<Vec<_>>().join(" / "),
+                })
+            }
+            Err(source) => Err(Unhealthy::Request {
+                url: url.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// `probe` off the async runtime.
+    pub async fn probe_async(&self) -> Result<(), Unhealthy> {
+        let prober = self.clone();
+        tokio::task::spawn_blocking(move || prober.probe())
+            .await
+            .unwrap_or_else(|e| Err(Unhealthy::Aborted(e.to_string())))
+    }
+}
+
 /// Probe a component once: Ok(()) when it answers 200, else why not. Blocking.
 pub fn probe(plan: &Plan, component: &Component, timeout: Duration) -> Result<(), Unhealthy> {
-    let Some(probe) = component.probe else {
-        return Ok(());
-    };
-    let url = probe_url(plan, component, &probe);
-    let agent =
-        https_agent(plan, probe.ca, probe.client, timeout).map_err(Unhealthy::Certificates)?;
-    match agent.get(&url).call() {
-        Ok(resp) if resp.status() == 200 => Ok(()),
-        Ok(mut resp) => {
-            let status = resp.status().as_u16();
-            let body = resp.body_mut().read_to_string().unwrap_or_default();
-            Err(Unhealthy::Status {
-                url,
-                status,
-                body: body.lines().take(5).collect::<Vec<_>>().join(" / "),
-            })
-        }
-        Err(source) => Err(Unhealthy::Request { url, source }),
-    }
+    Prober::new(plan, component, timeout)?.probe()
 }
 
 /// Probe until the component answers or `deadline` passes (blocking); the last reason if not.
@@ -115,8 +154,9 @@ pub fn wait_healthy(
     component: &Component,
     deadline: Instant,
 ) -> Result<(), Unhealthy> {
+    let prober = Prober::new(plan, component, Duration::from_secs(2))?;
     loop {
-        match probe(plan, component, Duration::from_secs(2)) {
+        match prober.probe() {
             Ok(()) => return Ok(()),
             Err(why) if Instant::now() >= deadline => return Err(why),
             Err(_) => std::thread::sleep(Duration::from_millis(250)),

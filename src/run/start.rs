@@ -553,6 +553,8 @@ pub(super) async fn start_one(
         component: &instance.name,
         seconds: job_done,
     });
+    let prober =
+        probe::Prober::new(plan, c, Duration::from_secs(2)).map_err(|e| fail(e.to_string()))?;
     loop {
         let st = sd.state(&unit.name).await?.unwrap_or_default();
         if st.active_state.is_stopped() || st.restarts > 0 {
@@ -565,7 +567,7 @@ pub(super) async fn start_one(
                 st.restarts
             )));
         }
-        match probe::probe_async(plan, c, Duration::from_secs(2)).await {
+        match prober.probe_async().await {
             Ok(()) => {
                 return Ok(Timing {
                     component: instance.name.clone(),

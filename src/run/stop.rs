@@ -144,7 +144,6 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
     // that a caller sees no unit left (and a following start can reuse the names).
     // Installed units stay loaded (from their files): nothing to wait for.
-    let gc_deadline = Instant::now() + Duration::from_secs(if installed { 0 } else { 10 });
     let names: Vec<&str> = env
         .units
         .iter()
@@ -154,23 +153,8 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         .chain(timers.iter().copied())
         .chain([env.slice.name.as_str()])
         .collect();
-    loop {
-        let mut loaded = Vec::new();
-        for n in &names {
-            if sd.state(n).await?.is_some() {
-                loaded.push(*n);
-            }
-        }
-        if loaded.is_empty() || Instant::now() >= gc_deadline {
-            break;
-        }
-        // A unit whose dependents were still loaded when it went inactive is not queued for
-        // collection again; a (no-op) stop job of its own puts it back in the queue.
-        for n in loaded {
-            sd.stop(n).await?;
-            sd.reset_failed(n).await?;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    if !installed {
+        sd.collect(&names, Duration::from_secs(10)).await?;
     }
     let ports = env.ports();
     let port_deadline = Instant::now() + Duration::from_secs(10);
