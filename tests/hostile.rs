@@ -826,6 +826,60 @@ proptest::proptest! {
     }
 }
 
+/// Every command that takes a component name (found from `--help`: a COMPONENT argument) refuses one
+/// the environment does not have with exit 2, naming the valid ones, before it looks for systemd
+/// (this host has none), dlv or journalctl, and without touching the state dir.
+#[test]
+fn every_command_refuses_an_unknown_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("s");
+    assert!(gen(&state, &[]).status.success());
+    let before = contents(&state);
+    let sd = state.to_str().unwrap();
+    let help = text(&run(kubeunit().arg("--help")));
+    let commands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect();
+    assert!(commands.len() > 15, "commands from --help: {commands:?}");
+    let mut taking = Vec::new();
+    for command in &commands {
+        let usage = text(&run(kubeunit().args([command, "--help"])));
+        let usage = usage
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap_or("");
+        if !usage.contains("COMPONENT") {
+            continue;
+        }
+        taking.push(command.clone());
+        let out = run(kubeunit().args([command, "--state-dir", sd, "kube-nothing"]));
+        refused(
+            &out,
+            &[
+                "no component 'kube-nothing'",
+                "use one of: etcd, kube-apiserver",
+            ],
+        );
+    }
+    taking.sort();
+    assert_eq!(
+        taking,
+        ["cmdline", "debug", "hook", "logs", "restart", "wait"],
+        "the commands that take a component name"
+    );
+    // debug --stop goes another way to the unit.
+    refused(
+        &run(kubeunit().args(["debug", "--stop", "--state-dir", sd, "kube-nothing"])),
+        &["no component 'kube-nothing'"],
+    );
+    assert_eq!(contents(&state), before, "the state dir is unchanged");
+}
+
 /// The commands that need no systemd to judge their input (wait, hook, install, uninstall,
 /// kubeconfig): wrong components, roots, binaries and files are refused with exit 2, before anything
 /// is read from systemd or written anywhere.

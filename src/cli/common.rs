@@ -92,18 +92,6 @@ impl Target {
     }
 }
 
-/// A component named on the command line (an instance: `kubelet`, or `kubelet@NODE` on a node after
-/// the first): one the environment does not have is bad input (exit 2).
-pub fn component_arg<'e>(
-    env: &'e Env,
-    name: &str,
-) -> Result<&'e (crate::components::Instance<'static>, crate::unit::UnitFile), Error> {
-    env.unit(name).map_err(|e| match e {
-        Error::Preflight { message, fix } => Error::Usage { message, fix },
-        e => e,
-    })
-}
-
 /// How long to wait for another command's lock on a state dir: `$KUBEUNIT_LOCK_TIMEOUT` seconds,
 /// default 30.
 pub fn lock_wait() -> Result<Duration, Error> {

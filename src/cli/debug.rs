@@ -56,6 +56,8 @@ pub struct Args {
 
 pub async fn exec(args: Args) -> Result<i32, Error> {
     let (env, _lock) = args.target.env_locked()?;
+    // A name the environment does not have is bad input, before systemd or dlv is looked for.
+    env.unit(&args.component)?;
     let sd = args.target.systemd(&env).await?;
     let timeout = Duration::from_secs(args.timeout);
     if args.stop {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::{component_arg, Target};
+use super::common::Target;
 use crate::error::Error;
 use crate::run::{hooks, probe};
 
@@ -25,7 +25,7 @@ pub struct Args {
 
 pub fn exec(args: Args) -> Result<i32, Error> {
     let env = args.target.env()?;
-    let (c, _) = component_arg(&env, &args.component)?;
+    let (c, _) = env.unit(&args.component)?;
     let Some(hook) = c.component.after_healthy else {
         return Err(Error::Usage {
             message: format!("{} has no start hook", c.name),

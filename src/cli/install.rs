@@ -96,17 +96,12 @@ fn kubeunit_binary(arg: Option<PathBuf>, live: bool) -> Result<PathBuf, Error> {
             fix: "give the absolute path of kubeunit on the installed system, e.g. /usr/local/bin/kubeunit".into(),
         });
     }
-    if live {
-        use std::os::unix::fs::PermissionsExt;
-        let ok = std::fs::metadata(&path)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-        if !ok {
-            return Err(Error::Usage {
-                message: format!("--kubeunit {}: no executable file there", path.display()),
-                fix: "install kubeunit there first (the units run it at boot), or name where it is"
-                    .into(),
-            });
-        }
+    if live && crate::spec::host::executable(&path).is_err() {
+        return Err(Error::Usage {
+            message: format!("--kubeunit {}: no executable file there", path.display()),
+            fix: "install kubeunit there first (the units run it at boot), or name where it is"
+                .into(),
+        });
     }
     Ok(path)
 }

@@ -48,8 +48,13 @@ pub struct Args {
     pub output: Output,
 }
 
-fn mode(s: &str) -> Result<u32, String> {
-    parse_mode(s).ok_or_else(|| format!("'{s}' is not an octal file mode such as 0600"))
+/// A --mode that is not one (clap prints it as the usage error).
+#[derive(Debug, thiserror::Error)]
+#[error("'{0}' is not an octal file mode such as 0600")]
+struct NotAMode(String);
+
+fn mode(s: &str) -> Result<u32, NotAMode> {
+    parse_mode(s).ok_or_else(|| NotAMode(s.to_string()))
 }
 
 #[derive(Serialize)]

@@ -44,6 +44,8 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         set_binary(&args)?;
     }
     let (env, _lock) = args.target.env_locked()?;
+    // A name the environment does not have is bad input, whether systemd is there or not.
+    env.unit(&args.component)?;
     let sd = args.target.systemd(&env).await?;
     let timeout = Duration::from_secs(args.timeout);
     let t = run::restart(&env, &sd, &args.component, timeout).await?;
@@ -63,11 +65,7 @@ fn set_binary(args: &Args) -> Result<(), Error> {
     let value = match &args.binary {
         Some(path) => {
             let path = crate::spec::host::absolute(path)?;
-            let ok = std::fs::metadata(&path).is_ok_and(|m| {
-                m.is_file()
-                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-            });
-            if !ok {
+            if crate::spec::host::executable(&path).is_err() {
                 return Err(Error::Preflight {
                     message: format!(
                         "{}: --binary {} is not an executable file",

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::{component_arg, Target};
+use super::common::Target;
 use crate::error::Error;
 use crate::run::probe;
 
@@ -37,7 +37,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     } else {
         let mut v = Vec::new();
         for name in &args.components {
-            v.push(&component_arg(&env, name)?.0);
+            v.push(&env.unit(name)?.0);
         }
         v
     };

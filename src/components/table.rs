@@ -851,9 +851,7 @@ pub(super) mod host {
     type Check = Result<(), (String, String)>;
 
     fn executable(path: &Path) -> bool {
-        std::fs::metadata(path).is_ok_and(|m| {
-            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-        })
+        crate::spec::host::executable(path).is_ok()
     }
 
     /// `access(path, W_OK)`: a read-only mount says no even to root.

@@ -336,7 +336,7 @@ fn docker(c: &Contents, verify: bool) -> Result<Vec<String>, Problem> {
         for tag in m.repo_tags.iter().flatten() {
             let normalized = Reference::parse(tag).map_err(|why| Problem::BadName {
                 name: tag.clone(),
-                why,
+                why: why.to_string(),
             })?;
             names.push(normalized.to_string());
         }
@@ -393,7 +393,7 @@ fn oci(c: &Contents, verify: bool) -> Result<Vec<String>, Problem> {
         if let Some(name) = oci_name(&d.annotations) {
             Reference::parse(&name).map_err(|why| Problem::BadName {
                 name: name.clone(),
-                why,
+                why: why.to_string(),
             })?;
             names.push(name);
         }
@@ -544,8 +544,8 @@ impl std::fmt::Display for Reference {
 impl Reference {
     /// distribution/reference's grammar and Docker's normalization, by oci-spec (a digest wins over
     /// a tag, as ParseDockerRef has it; neither means `:latest`).
-    pub fn parse(s: &str) -> Result<Reference, String> {
-        let r: oci_spec::distribution::Reference = s.parse().map_err(|e| format!("{e}"))?;
+    pub fn parse(s: &str) -> Result<Reference, oci_spec::distribution::ParseError> {
+        let r: oci_spec::distribution::Reference = s.parse()?;
         let digest = r.digest().map(String::from);
         let tag = match (&digest, r.tag()) {
             (Some(_), _) => None,

@@ -8,6 +8,33 @@ use std::path::{Path, PathBuf};
 use crate::components::{Cleanup, Component};
 use crate::spec::Plan;
 
+/// What a cleanup step could not do; it goes into the stop report.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupError {
+    /// Each path with why it could not be unmounted or deleted.
+    #[error("cannot {op} {}", .failed.join(", "))]
+    Paths {
+        op: &'static str,
+        failed: Vec<String>,
+    },
+    #[error("{0} still has mounts; left in place")]
+    Mounted(PathBuf),
+    #[error("cannot delete {path}: {source}")]
+    Remove {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Ok when nothing failed, else every failure of `op`.
+fn all_or(op: &'static str, failed: Vec<String>) -> Result<(), CleanupError> {
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CleanupError::Paths { op, failed })
+    }
+}
+
 /// Run one component's cleanup steps; returns what failed (for the stop report).
 pub fn after_stop(plan: &Plan, component: &Component) -> Vec<String> {
     let mut problems = Vec::new();
@@ -60,7 +87,7 @@ fn unescape_mountinfo(s: &str) -> String {
     out
 }
 
-fn unmount_below(dirs: &[PathBuf]) -> Result<(), String> {
+fn unmount_below(dirs: &[PathBuf]) -> Result<(), CleanupError> {
     let mut failed = Vec::new();
     for point in mounts_below(dirs) {
         let Ok(c) = std::ffi::CString::new(point.as_os_str().as_encoded_bytes()) else {
@@ -77,27 +104,26 @@ fn unmount_below(dirs: &[PathBuf]) -> Result<(), String> {
             ));
         }
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("cannot unmount {}", failed.join(", ")))
-    }
+    all_or("unmount", failed)
 }
 
-pub fn remove_dir(dir: &Path) -> Result<(), String> {
+pub fn remove_dir(dir: &Path) -> Result<(), CleanupError> {
     // Never follow a mount that is still there into another file system.
     if !mounts_below(&[dir.to_path_buf()]).is_empty() {
-        return Err(format!("{} still has mounts; left in place", dir.display()));
+        return Err(CleanupError::Mounted(dir.to_path_buf()));
     }
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot delete {}: {e}", dir.display())),
+        Err(source) => Err(CleanupError::Remove {
+            path: dir.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// Symlinks directly in `dir` whose target lies below `target` (others' links stay).
-fn remove_links_into(dir: &Path, target: &Path) -> Result<(), String> {
+fn remove_links_into(dir: &Path, target: &Path) -> Result<(), CleanupError> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(());
     };
@@ -111,16 +137,12 @@ fn remove_links_into(dir: &Path, target: &Path) -> Result<(), String> {
             }
         }
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("cannot delete {}", failed.join(", ")))
-    }
+    all_or("delete", failed)
 }
 
 /// Empty cgroup directories below `path` in each v1 controller, deepest first (nothing on v2, where
 /// systemd owns the one hierarchy).
-fn remove_cgroup_dirs(path: &str) -> Result<(), String> {
+fn remove_cgroup_dirs(path: &str) -> Result<(), CleanupError> {
     let root = Path::new("/sys/fs/cgroup");
     if root.join("cgroup.controllers").exists() {
         return Ok(());

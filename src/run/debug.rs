@@ -94,7 +94,7 @@ pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<De
             ),
         });
     }
-    executable(&req.dlv).map_err(|why| Error::Preflight {
+    crate::spec::host::executable(&req.dlv).map_err(|why| Error::Preflight {
         message: format!("dlv {}: {why}", req.dlv.display()),
         fix: "install dlv (scripts/build-test-binaries.sh --debug builds the pinned one; or go install github.com/go-delve/delve/cmd/dlv@latest) and pass --dlv PATH or put it on PATH".into(),
     })?;
@@ -109,7 +109,7 @@ pub async fn debug(env: &Env, sd: &Systemd, req: &DebugRequest<'_>) -> Result<De
         .binary
         .clone()
         .unwrap_or_else(|| PathBuf::from(unit_binary));
-    executable(&binary).map_err(|why| Error::Preflight {
+    crate::spec::host::executable(&binary).map_err(|why| Error::Preflight {
         message: format!("{}: binary {}: {why}", c.name, binary.display()),
         fix: "build it (scripts/build-test-binaries.sh --debug COMPONENT builds one with -gcflags=all=-N -l) and pass its path with --binary".into(),
     })?;
@@ -209,19 +209,6 @@ async fn start_debug_unit(
             return Err(fail(format!("dlv does not listen on {listen}")));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn executable(path: &Path) -> Result<(), String> {
-    match std::fs::metadata(path) {
-        Err(e) => Err(e.to_string()),
-        Ok(m)
-            if m.is_file()
-                && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0 =>
-        {
-            Ok(())
-        }
-        Ok(_) => Err("not an executable file".into()),
     }
 }
 

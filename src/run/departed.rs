@@ -106,7 +106,7 @@ fn cleanup_node(instances: &[Instance<'static>], data_dir: &std::path::Path) -> 
         .flat_map(|i| cleanup::after_stop(&i.plan, i.component))
         .collect();
     if let Err(e) = cleanup::remove_dir(data_dir) {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     problems
 }

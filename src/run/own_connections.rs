@@ -96,7 +96,7 @@ impl Watches {
 /// process is gone, or with `Skipped` when the process cannot be watched from here.
 pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outcome {
     if let Err(why) = watchable(pid, unit) {
-        return Outcome::Skipped(why);
+        return Outcome::Skipped(why.to_string());
     }
     let listening = || Sockets::of(pid).map(|s| s.listening_on(port));
     match listening() {
@@ -115,24 +115,27 @@ pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outco
     }
     if let Err(why) = watchable(pid, unit) {
         // (Once its listener is gone: still the unit's process, not its PID reused since.)
-        return Outcome::Skipped(why);
+        return Outcome::Skipped(why.to_string());
     }
     match end_own(pid, port) {
         Ok(n) => Outcome::Ended(n),
-        Err(e) => Outcome::Skipped(e),
+        Err(e) => Outcome::Skipped(e.to_string()),
     }
 }
 
 /// End the established connections between two sockets of `pid` on `port` (the server side of
 /// each is destroyed; its peer, in the same process, gets a reset). Returns how many.
-pub fn end_own(pid: u32, port: u16) -> Result<usize, String> {
+pub fn end_own(pid: u32, port: u16) -> Result<usize, EndFailed> {
     let Some(sockets) = Sockets::of(pid) else {
         return Ok(0);
     };
     let mut ended = 0;
     for s in sockets.own_connections(port) {
-        destroy_tcp(s.local_address, s.remote_address)
-            .map_err(|e| format!("ending {} -> {}: {e}", s.remote_address, s.local_address))?;
+        destroy_tcp(s.local_address, s.remote_address).map_err(|source| EndFailed {
+            remote: s.remote_address,
+            local: s.local_address,
+            source,
+        })?;
         ended += 1;
     }
     Ok(ended)
@@ -140,22 +143,45 @@ pub fn end_own(pid: u32, port: u16) -> Result<usize, String> {
 
 /// Whether `pid` is `unit`'s process as this process sees it: same PID namespace (its cgroup
 /// names the unit) and same network namespace (where the netlink socket acts).
-fn watchable(pid: u32, unit: &str) -> Result<(), String> {
+fn watchable(pid: u32, unit: &str) -> Result<(), Unwatchable> {
     if pid == 0 {
-        return Err("no main process".into());
+        return Err(Unwatchable::NoMainProcess);
     }
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
+        .map_err(|source| Unwatchable::Cgroup { pid, source })?;
     if !cgroup.lines().any(|l| l.ends_with(&format!("/{unit}"))) {
-        return Err(format!(
-            "PID {pid} here is not {unit} (another PID namespace)"
-        ));
+        return Err(Unwatchable::OtherUnit {
+            pid,
+            unit: unit.to_string(),
+        });
     }
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
     if ns("self").is_none() || ns("self") != ns(&pid.to_string()) {
-        return Err(format!("PID {pid} is in another network namespace"));
+        return Err(Unwatchable::OtherNetwork { pid });
     }
     Ok(())
+}
+
+/// Why a unit's process cannot be watched from this process.
+#[derive(Debug, thiserror::Error)]
+pub enum Unwatchable {
+    #[error("no main process")]
+    NoMainProcess,
+    #[error("/proc/{pid}/cgroup: {source}")]
+    Cgroup { pid: u32, source: io::Error },
+    #[error("PID {pid} here is not {unit} (another PID namespace)")]
+    OtherUnit { pid: u32, unit: String },
+    #[error("PID {pid} is in another network namespace")]
+    OtherNetwork { pid: u32 },
+}
+
+/// A connection the kernel would not end.
+#[derive(Debug, thiserror::Error)]
+#[error("ending {remote} -> {local}: {source}")]
+pub struct EndFailed {
+    remote: SocketAddr,
+    local: SocketAddr,
+    source: io::Error,
 }
 
 /// A process's TCP sockets: the entries of its network namespace's tables whose inode it holds.
@@ -326,7 +352,7 @@ mod tests {
         drop(listener);
         assert!(!Sockets::of(pid).unwrap().listening_on(port));
 
-        assert_eq!(end_own(pid, port), Ok(1), "one own connection ended");
+        assert_eq!(end_own(pid, port).unwrap(), 1, "one own connection ended");
         // Both ends of it see the end (an error, not a timeout); the child's connection still
         // carries data.
         for end in [&mut own_server, &mut own_client] {
@@ -346,13 +372,15 @@ mod tests {
         other_server.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"child\n");
         child.wait().unwrap();
-        assert_eq!(end_own(pid, port), Ok(0), "nothing left to end");
+        assert_eq!(end_own(pid, port).unwrap(), 0, "nothing left to end");
     }
 
     #[test]
     fn a_process_of_another_unit_is_not_watched() {
         let pid = std::process::id();
-        let err = watchable(pid, "kubeunit-nothing-kube-apiserver.service").unwrap_err();
+        let err = watchable(pid, "kubeunit-nothing-kube-apiserver.service")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("is not kubeunit-nothing-kube-apiserver.service"),
             "{err}"

@@ -122,19 +122,7 @@ fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
                 fix: "regenerate it with `kubeunit gen`".into(),
             });
         };
-        let meta = std::fs::metadata(path);
-        let executable = meta
-            .as_ref()
-            .map(|m| {
-                m.is_file()
-                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-            })
-            .unwrap_or(false);
-        if !executable {
-            let why = match meta {
-                Err(e) => e.to_string(),
-                Ok(_) => "not an executable file".into(),
-            };
+        if let Err(why) = crate::spec::host::executable(Path::new(path)) {
             return Err(Error::Preflight {
                 message: format!("{}: binary {path}: {why}", i.name),
                 fix: format!(

@@ -139,16 +139,10 @@ fn is_named_for(name: &str, prefix: &str) -> bool {
         })
 }
 
-fn executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| {
-        m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-    })
-}
-
 /// etcdctl or etcdutl, or the fix.
 fn tool(plan: &Plan, name: &str) -> Result<PathBuf, Error> {
     let path = etcd_tool(plan, name);
-    if executable(&path) {
+    if crate::spec::host::executable(&path).is_ok() {
         return Ok(path);
     }
     Err(Error::Preflight {
@@ -161,24 +155,44 @@ fn tool(plan: &Plan, name: &str) -> Result<PathBuf, Error> {
 }
 
 /// Output of a finished command, or its stderr (last lines) as the error.
-fn output(cmd: &mut Command, what: &str) -> Result<Vec<u8>, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {what}: {e}"))?;
+/// Why an etcd tool did not give what was asked of it.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("cannot run {what}: {source}")]
+    Spawn {
+        what: String,
+        source: std::io::Error,
+    },
+    /// Its exit status and the last lines it wrote to stderr.
+    #[error("{what} failed ({status}): {tail}")]
+    Failed {
+        what: String,
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    #[error("etcdutl snapshot status printed no status ({0})")]
+    NoStatus(serde_json::Error),
+}
+
+fn output(cmd: &mut Command, what: &str) -> Result<Vec<u8>, ToolError> {
+    let out = cmd.output().map_err(|source| ToolError::Spawn {
+        what: what.to_string(),
+        source,
+    })?;
     if out.status.success() {
         return Ok(out.stdout);
     }
     let err = String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = err.lines().rev().take(3).collect();
-    Err(format!(
-        "{what} failed ({}): {}",
-        out.status,
-        tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-    ))
+    Err(ToolError::Failed {
+        what: what.to_string(),
+        status: out.status,
+        tail: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
+    })
 }
 
 /// What etcdutl says of a snapshot file; `Err` when it is not one.
-pub fn status(plan: &Plan, file: &Path) -> Result<Result<Status, String>, Error> {
+pub fn status(plan: &Plan, file: &Path) -> Result<Result<Status, ToolError>, Error> {
     let etcdutl = tool(plan, "etcdutl")?;
     let out = output(
         Command::new(&etcdutl)
@@ -186,10 +200,7 @@ pub fn status(plan: &Plan, file: &Path) -> Result<Result<Status, String>, Error>
             .arg(file),
         "etcdutl snapshot status",
     );
-    Ok(out.and_then(|o| {
-        serde_json::from_slice::<Status>(&o)
-            .map_err(|e| format!("etcdutl snapshot status printed no status ({e})"))
-    }))
+    Ok(out.and_then(|o| serde_json::from_slice::<Status>(&o).map_err(ToolError::NoStatus)))
 }
 
 fn info(plan: &Plan, path: &Path) -> Result<SnapshotInfo, Error> {
@@ -207,7 +218,7 @@ fn info(plan: &Plan, path: &Path) -> Result<SnapshotInfo, Error> {
         .unwrap_or_default();
     let (status, error) = match status(plan, path)? {
         Ok(s) => (Some(s), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.to_string())),
     };
     Ok(SnapshotInfo {
         name: path
@@ -305,8 +316,13 @@ pub fn save(plan: &Plan, req: &SaveRequest) -> Result<SaveReport, Error> {
             .arg(&tmp),
         "etcdctl snapshot save",
     );
-    let checked = saved.and_then(|_| status(plan, &tmp).map_err(|e| e.to_string())?);
-    if let Err(why) = checked {
+    // Saved, and a snapshot etcdutl can read: else why not.
+    let failed = match saved.map(|_| status(plan, &tmp)) {
+        Err(e) | Ok(Ok(Err(e))) => Some(e.to_string()),
+        Ok(Err(e)) => Some(e.to_string()),
+        Ok(Ok(Ok(_))) => None,
+    };
+    if let Some(why) = failed {
         let _ = std::fs::remove_file(&tmp);
         let _ = std::fs::remove_file(tmp.with_extension("tmp.part"));
         return Err(Error::Preflight {

@@ -5,6 +5,63 @@
 
 use std::path::Path;
 
+/// Why a calendar expression is not one systemd accepts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CalendarError {
+    #[error("empty")]
+    Empty,
+    #[error("holds control characters")]
+    ControlCharacters,
+    #[error("@{0} is not a number of seconds since 1970")]
+    Epoch(String),
+    #[error("{0:?}: not a weekday (Mon, Tue, ... or Monday, ...)")]
+    Weekday(String),
+    /// Text at `at` that breaks the grammar: `expected` says what would fit there.
+    #[error("{at:?}: {expected}")]
+    Syntax { at: String, expected: &'static str },
+    /// `rest` left over where the part starting at `at` should have ended.
+    #[error("{at:?}: unexpected {rest:?}{after}")]
+    Unexpected {
+        at: String,
+        rest: String,
+        after: &'static str,
+    },
+    #[error("{name} {value} is outside {min}..{max}")]
+    OutOfRange {
+        name: &'static str,
+        value: f64,
+        min: u32,
+        max: u32,
+    },
+    #[error("{name} range {start}..{stop} runs backwards")]
+    Backwards {
+        name: &'static str,
+        start: f64,
+        stop: f64,
+    },
+    #[error("{0}: a repetition of 0")]
+    ZeroRepetition(&'static str),
+    #[error("{0:?}: not a number")]
+    NotANumber(String),
+}
+
+use CalendarError as E;
+
+fn syntax<T>(at: &str, expected: &'static str) -> Result<T, CalendarError> {
+    Err(E::Syntax {
+        at: at.to_string(),
+        expected,
+    })
+}
+
+fn unexpected<T>(at: &str, rest: &str, after: &'static str) -> Result<T, CalendarError> {
+    Err(E::Unexpected {
+        at: at.to_string(),
+        rest: rest.to_string(),
+        after,
+    })
+}
+
 const SHORTHANDS: &[&str] = &[
     "minutely",
     "hourly",
@@ -36,16 +93,16 @@ const WEEKDAYS: &[&str] = &[
 ];
 
 /// Why `spec` is not a calendar expression systemd accepts, if it is not.
-pub fn check(spec: &str) -> Result<(), String> {
+pub fn check(spec: &str) -> Result<(), CalendarError> {
     check_with_zones(spec, Path::new("/usr/share/zoneinfo"))
 }
 
-fn check_with_zones(spec: &str, zoneinfo: &Path) -> Result<(), String> {
+fn check_with_zones(spec: &str, zoneinfo: &Path) -> Result<(), CalendarError> {
     if spec.is_empty() {
-        return Err("empty".into());
+        return Err(E::Empty);
     }
     if spec.chars().any(|c| c.is_control()) {
-        return Err("holds control characters".into());
+        return Err(E::ControlCharacters);
     }
     let mut p = spec;
     // A trailing time zone: UTC, or a name of the tz database (one space before it).
@@ -60,7 +117,7 @@ fn check_with_zones(spec: &str, zoneinfo: &Path) -> Result<(), String> {
     if let Some(epoch) = p.strip_prefix('@') {
         return match epoch.parse::<u64>() {
             Ok(_) => Ok(()),
-            Err(_) => Err(format!("@{epoch} is not a number of seconds since 1970")),
+            Err(_) => Err(E::Epoch(epoch.to_string())),
         };
     }
     let mut rest = weekdays(p)?;
@@ -89,7 +146,7 @@ fn is_zone(zoneinfo: &Path, name: &str) -> bool {
 
 /// The weekday part (`Mon`, `Mon..Fri`, `Sat,Sun`), if the expression starts with one; returns what
 /// follows it.
-fn weekdays(p: &str) -> Result<&str, String> {
+fn weekdays(p: &str) -> Result<&str, CalendarError> {
     let mut t = p;
     let mut first = true;
     loop {
@@ -98,9 +155,7 @@ fn weekdays(p: &str) -> Result<&str, String> {
             if first {
                 return Ok(p);
             }
-            return Err(format!(
-                "{t:?}: not a weekday (Mon, Tue, ... or Monday, ...)"
-            ));
+            return Err(E::Weekday(t.to_string()));
         };
         first = false;
         t = &t[day.len()..];
@@ -109,11 +164,7 @@ fn weekdays(p: &str) -> Result<&str, String> {
             Some(b' ') => return Ok(t.trim_start_matches(' ')),
             Some(b',') | Some(b'-') => t = &t[1..],
             Some(b'.') if t.starts_with("..") => t = &t[2..],
-            Some(_) => {
-                return Err(format!(
-                    "{p:?}: a weekday must be followed by ',', '..' or a space"
-                ))
-            }
+            Some(_) => return syntax(p, "a weekday must be followed by ',', '..' or a space"),
         }
     }
 }
@@ -129,7 +180,7 @@ const SECOND: Limits = ("second", 0, 59);
 
 /// The date part (`MONTH-DAY` or `YEAR-MONTH-DAY`, `~` for days counted from the month's end); a
 /// first part followed by ':' is the time. Returns what follows.
-fn date(p: &str) -> Result<&str, String> {
+fn date(p: &str) -> Result<&str, CalendarError> {
     if p.is_empty() {
         return Ok(p);
     }
@@ -139,7 +190,7 @@ fn date(p: &str) -> Result<&str, String> {
     }
     let end_of_month = |t: &str| t.starts_with('~');
     if !t.starts_with(['-', '~']) {
-        return Err(format!("{p:?}: expected '-' between the date's parts"));
+        return syntax(p, "expected '-' between the date's parts");
     }
     let tilde = end_of_month(t);
     let (second, t2) = chain(&t[1..], false)?;
@@ -149,14 +200,14 @@ fn date(p: &str) -> Result<&str, String> {
         return Ok(t2.trim_start_matches(' '));
     }
     if tilde {
-        return Err(format!("{p:?}: '~' counts days, after the month"));
+        return syntax(p, "'~' counts days, after the month");
     }
     if !t2.starts_with(['-', '~']) {
-        return Err(format!("{p:?}: expected '-' between the date's parts"));
+        return syntax(p, "expected '-' between the date's parts");
     }
     let (third, t3) = chain(&t2[1..], false)?;
     if !(t3.is_empty() || t3.starts_with(' ')) {
-        return Err(format!("{p:?}: unexpected {t3:?} after the date"));
+        return unexpected(p, t3, " after the date");
     }
     first.within(YEAR)?;
     second.within(MONTH)?;
@@ -165,13 +216,13 @@ fn date(p: &str) -> Result<&str, String> {
 }
 
 /// The time part: `HOUR:MINUTE[:SECOND]`, the seconds with an optional fraction. Nothing may follow.
-fn time(p: &str) -> Result<(), String> {
+fn time(p: &str) -> Result<(), CalendarError> {
     if p.is_empty() {
         return Ok(());
     }
     let (h, t) = chain(p, false)?;
     let Some(t) = t.strip_prefix(':') else {
-        return Err(format!("{p:?}: a time is HOUR:MINUTE[:SECOND]"));
+        return syntax(p, "a time is HOUR:MINUTE[:SECOND]");
     };
     h.within(HOUR)?;
     let (m, t) = chain(t, false)?;
@@ -180,12 +231,12 @@ fn time(p: &str) -> Result<(), String> {
         return Ok(());
     }
     let Some(t) = t.strip_prefix(':') else {
-        return Err(format!("{p:?}: unexpected {t:?} after the minutes"));
+        return unexpected(p, t, " after the minutes");
     };
     let (s, t) = chain(t, true)?;
     s.within(SECOND)?;
     if !t.is_empty() {
-        return Err(format!("{p:?}: unexpected {t:?} after the seconds"));
+        return unexpected(p, t, " after the seconds");
     }
     Ok(())
 }
@@ -194,28 +245,34 @@ fn time(p: &str) -> Result<(), String> {
 struct Chain(Vec<(f64, Option<f64>, Option<f64>)>);
 
 impl Chain {
-    fn within(&self, (name, min, max): Limits) -> Result<(), String> {
+    fn within(&self, (name, min, max): Limits) -> Result<(), CalendarError> {
         for &(start, stop, repeat) in &self.0 {
             for v in [Some(start), stop].into_iter().flatten() {
                 if v < f64::from(min) || v >= f64::from(max) + 1.0 {
-                    return Err(format!("{name} {v} is outside {min}..{max}"));
+                    return Err(E::OutOfRange {
+                        name,
+                        value: v,
+                        min,
+                        max,
+                    });
                 }
             }
             if stop.is_some_and(|s| s < start) {
-                return Err(format!(
-                    "{name} range {start}..{} runs backwards",
-                    stop.unwrap_or(0.0)
-                ));
+                return Err(E::Backwards {
+                    name,
+                    start,
+                    stop: stop.unwrap_or(0.0),
+                });
             }
             if repeat == Some(0.0) {
-                return Err(format!("{name}: a repetition of 0"));
+                return Err(E::ZeroRepetition(name));
             }
         }
         Ok(())
     }
 }
 
-fn chain(p: &str, fraction: bool) -> Result<(Chain, &str), String> {
+fn chain(p: &str, fraction: bool) -> Result<(Chain, &str), CalendarError> {
     if let Some(rest) = p.strip_prefix('*') {
         return Ok((Chain(vec![]), rest));
     }
@@ -237,7 +294,7 @@ fn chain(p: &str, fraction: bool) -> Result<(Chain, &str), String> {
             t = rest;
         }
         if !(t.is_empty() || t.starts_with([' ', ',', '-', '~', ':'])) {
-            return Err(format!("{p:?}: unexpected {t:?}"));
+            return unexpected(p, t, "");
         }
         values.push((start, stop, repeat));
         match t.strip_prefix(',') {
@@ -248,10 +305,10 @@ fn chain(p: &str, fraction: bool) -> Result<(Chain, &str), String> {
 }
 
 /// A number (seconds may have a fraction).
-fn decimal(p: &str, fraction: bool) -> Result<(f64, &str), String> {
+fn decimal(p: &str, fraction: bool) -> Result<(f64, &str), CalendarError> {
     let digits = p.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
-        return Err(format!("{p:?}: expected a number or '*'"));
+        return syntax(p, "expected a number or '*'");
     }
     let mut end = digits;
     if fraction && p[end..].starts_with('.') && !p[end..].starts_with("..") {
@@ -259,7 +316,7 @@ fn decimal(p: &str, fraction: bool) -> Result<(f64, &str), String> {
     }
     let v: f64 = p[..end]
         .parse()
-        .map_err(|_| format!("{:?}: not a number", &p[..end]))?;
+        .map_err(|_| E::NotANumber(p[..end].to_string()))?;
     Ok((v, &p[end..]))
 }
 

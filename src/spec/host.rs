@@ -127,6 +127,27 @@ fn host_address(v6: bool) -> Option<IpAddr> {
     })
 }
 
+/// Why a file cannot be run (what execve would refuse before reading it).
+#[derive(Debug, thiserror::Error)]
+pub enum NotExecutable {
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+    #[error("not an executable file")]
+    NotAnExecutableFile,
+}
+
+/// Ok when `path` is a regular file with an execute bit; the one check of binaries, dlv, kubeunit
+/// and the tools a node needs.
+pub fn executable(path: &Path) -> Result<(), NotExecutable> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(path).map_err(NotExecutable::Unreadable)?;
+    if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+        Ok(())
+    } else {
+        Err(NotExecutable::NotAnExecutableFile)
+    }
+}
+
 /// A state-dir path made absolute against the working directory. Its path ends up in flags, unit
 /// files (where `EnvironmentFile=` cannot quote) and configs: it must be UTF-8 without control
 /// characters.

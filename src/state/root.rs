@@ -21,20 +21,36 @@ const DIR: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
+/// Why a path is not a relative path inside the state dir.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotInside {
+    #[error("an empty path")]
+    Empty,
+    #[error("an absolute path")]
+    Absolute,
+    #[error("an empty path component")]
+    EmptyComponent,
+    #[error("a '{0}' component")]
+    Dots(&'static str),
+    #[error("a NUL byte")]
+    Nul,
+}
+
 /// The components of a relative path inside the state dir, or why it is not one.
-pub fn parts(rel: &str) -> Result<Vec<&str>, String> {
+pub fn parts(rel: &str) -> Result<Vec<&str>, NotInside> {
     if rel.is_empty() {
-        return Err("an empty path".into());
+        return Err(NotInside::Empty);
     }
     if rel.starts_with('/') {
-        return Err("an absolute path".into());
+        return Err(NotInside::Absolute);
     }
     let parts: Vec<&str> = rel.split('/').collect();
     for p in &parts {
         match *p {
-            "" => return Err("an empty path component".into()),
-            "." | ".." => return Err(format!("a '{p}' component")),
-            p if p.contains('\0') => return Err("a NUL byte".into()),
+            "" => return Err(NotInside::EmptyComponent),
+            "." => return Err(NotInside::Dots(".")),
+            ".." => return Err(NotInside::Dots("..")),
+            p if p.contains('\0') => return Err(NotInside::Nul),
             _ => {}
         }
     }

@@ -519,9 +519,10 @@ mod tests {
         assert!(e.to_string().contains("[Install]"));
     }
 
-    fn exec(text: &str) -> Result<Vec<Vec<String>>, String> {
+    /// ExecStart's argvs, or parse's error as text.
+    fn exec(text: &str) -> Result<Vec<Vec<String>>, Error> {
         let unit = format!("[Service]\nType=exec\n{text}\n");
-        let u = parse(Path::new("/s/u.service"), &unit).map_err(|e| e.to_string())?;
+        let u = parse(Path::new("/s/u.service"), &unit)?;
         Ok(match u.get("ExecStart") {
             Some(Value::Exec(cmds)) => cmds.iter().map(|(_, argv, _)| argv.clone()).collect(),
             _ => vec![],
@@ -536,10 +537,14 @@ mod tests {
             vec![vec!["/bin/x", "a", "b"]]
         );
         // An escaped backslash at the end is an argument, and the next line a key of its own.
-        let e = exec("ExecStart=/bin/x a\\\\\nFoo=bar").unwrap_err();
+        let e = exec("ExecStart=/bin/x a\\\\\nFoo=bar")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("u.service:4") && e.contains("Foo"), "{e}");
         // A blank line ends a continuation; one still open at the end of the file is used.
-        let e = exec("ExecStart=/bin/x \\\n\nFoo=b").unwrap_err();
+        let e = exec("ExecStart=/bin/x \\\n\nFoo=b")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("u.service:5"), "{e}");
         assert_eq!(
             exec("ExecStart=/bin/x a \\").unwrap(),
@@ -558,7 +563,7 @@ mod tests {
             exec("ExecStart=/bin/x \\; \";\" a;").unwrap(),
             vec![vec!["/bin/x", ";", ";", "a;"]]
         );
-        let e = exec("ExecStart=/bin/x a ; /bin/y").unwrap_err();
+        let e = exec("ExecStart=/bin/x a ; /bin/y").unwrap_err().to_string();
         assert!(e.contains("more than one ExecStart"), "{e}");
         assert_eq!(
             exec("ExecStart=/bin/x \\101\\u00e9\\U0001F600\\xc3\\xa9\\s").unwrap(),
@@ -567,7 +572,9 @@ mod tests {
         for bad in [
             "\\q", "\\e", "\\x00", "\\400", "\\18", "\\u0000", "\\uD800", "\\xff", "\\x4",
         ] {
-            let e = exec(&format!("ExecStart=/bin/x a{bad}")).unwrap_err();
+            let e = exec(&format!("ExecStart=/bin/x a{bad}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("u.service:3"), "{bad}: {e}");
         }
         // Only systemd's white space splits words.
