@@ -415,6 +415,12 @@ impl Systemd {
     /// of every interface it has (Unit, Service, Timer...), as `systemctl show` asks (systemd's
     /// bus_map_all_properties). A pending job costs one call more, for its type and state.
     pub async fn state(&self, name: &str) -> Result<Option<UnitState>, SystemdError> {
+        // A look at a unit's path loads it. A service or timer without a file loads as
+        // "not-found" (below); a slice needs no file and would load as an inactive slice, which
+        // then refuses to be started as a transient unit: ask first whether it is there.
+        if name.ends_with(".slice") && !self.is_loaded(name).await? {
+            return Ok(None);
+        }
         let props = self.all_properties(name).await?;
         let text = |key: &str| {
             props
@@ -473,6 +479,17 @@ impl Systemd {
         Ok(Some(st))
     }
 
+    /// Whether systemd has the unit loaded (GetUnit). Unlike a look at its object path, which
+    /// loads the unit, this leaves systemd as it is: a slice needs no file, so a slice looked at
+    /// would be loaded again and again.
+    pub async fn is_loaded(&self, name: &str) -> Result<bool, SystemdError> {
+        match self.manager.get_unit(name.to_string()).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_no_such_unit(&e) => Ok(false),
+            Err(e) => Err(call(format!("GetUnit {name}"))(e)),
+        }
+    }
+
     /// Every property of a unit, by name, from all its interfaces: one GetAll call.
     async fn all_properties(
         &self,
@@ -516,6 +533,16 @@ impl Systemd {
     /// any unit was unloaded (the manager's UnitRemoved). Subscribed before the state is read, so
     /// that no change between the read and the wait goes unseen (as systemd-run waits).
     async fn changes(&self, name: Option<&str>) -> Result<Changes, SystemdError> {
+        self.watch_optional(name).await
+    }
+
+    /// Changes of unit `name` (its properties, or its unloading), for a caller that polls
+    /// something else meanwhile and reads the unit's state only when it changed (`Changes::take`).
+    pub async fn watch(&self, name: &str) -> Result<Changes, SystemdError> {
+        self.watch_optional(Some(name)).await
+    }
+
+    async fn watch_optional(&self, name: Option<&str>) -> Result<Changes, SystemdError> {
         let removed = self
             .manager
             .receive_unit_removed()
@@ -572,7 +599,7 @@ impl Systemd {
         loop {
             let mut still = Vec::new();
             for name in loaded {
-                if self.state(&name).await?.is_some() {
+                if self.is_loaded(&name).await? {
                     still.push(name);
                 }
             }
@@ -622,31 +649,46 @@ impl Systemd {
     }
 }
 
-/// Wakes a waiter at each signal of `Systemd::changes`. A task of its own reads the signals as
-/// they come: zbus queues a stream's signals until it is read, and a full queue holds up every
-/// other message of the connection, the replies to the waiter's own calls too.
-struct Changes {
+/// Signals of `Systemd::changes` (or `watch`): wakes a waiter at each, and remembers that one came.
+/// A task of its own reads the signals as they come: zbus queues a stream's signals until it is
+/// read, and a full queue holds up every other message of the connection, the replies to the
+/// waiter's own calls too.
+pub struct Changes {
     signalled: std::sync::Arc<tokio::sync::Notify>,
+    /// Set at each signal, cleared by `take`.
+    seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
     reader: tokio::task::JoinHandle<()>,
 }
 
 impl Changes {
     fn new(mut signals: futures_util::stream::BoxStream<'static, ()>) -> Changes {
         let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
-        let notify = signalled.clone();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (notify, mark) = (signalled.clone(), seen.clone());
         let reader = tokio::spawn(async move {
             while signals.next().await.is_some() {
+                mark.store(true, std::sync::atomic::Ordering::SeqCst);
                 // A permit is kept when no one waits: a signal between a check and the wait
                 // still wakes it.
                 notify.notify_one();
             }
         });
-        Changes { signalled, reader }
+        Changes {
+            signalled,
+            seen,
+            reader,
+        }
     }
 
     /// Until the next signal (or one since the last wait), or `deadline`.
-    async fn next(&self, deadline: tokio::time::Instant) {
+    pub async fn next(&self, deadline: tokio::time::Instant) {
         let _ = tokio::time::timeout_at(deadline, self.signalled.notified()).await;
+    }
+
+    /// Whether a signal came since the last call (or since the watch began): the state is worth
+    /// reading again.
+    pub fn take(&self) -> bool {
+        self.seen.swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 }
 
