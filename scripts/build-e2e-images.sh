@@ -377,10 +377,12 @@ agnhost_part() {
 
 ensure_agnhost() { cached agnhost "$1" "$parts/agnhost-$1" agnhost_part "$1" >&2; }
 
+# The same build as build-test-binaries.sh's: without CoreDNS's cloud plugins and trace (scripts/go/coredns/main.go).
 coredns_part() {
   local m=github.com/coredns/coredns
   go_get "$m@$COREDNS_VERSION"
-  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" "$m")
+  mkdir -p "$work/coredns" && cp "$here/go/coredns/main.go" "$work/coredns/main.go"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" ./coredns)
 }
 
 # CoreDNS at COREDNS_VERSION into $coredns: build-test-binaries.sh's if it is there (the same build), else built here.
@@ -758,7 +760,7 @@ e2e_images() {
 
 # An image dir is rebuilt when its recipe changed (this script, its helpers, versions.env), so a warm cache never
 # serves images of an older recipe; the parts stay cached (their dirs are named by their versions).
-recipe=$(cat "$here/build-e2e-images.sh" "$here/e2e-images.go" "$here/docker-archive.py" "$here/lib.sh" \
+recipe=$(cat "$here/build-e2e-images.sh" "$here/e2e-images.go" "$here/docker-archive.py" "$here/lib.sh" "$here/go/coredns/main.go" \
   "$here/versions.env" | sha256sum | cut -d' ' -f1)
 for v in $KUBERNETES_VERSIONS; do
   if [ -f "$cache/e2e-images-$v/.complete" ] && [ "$(cat "$cache/e2e-images-$v/.recipe" 2>/dev/null)" != "$recipe" ]; then
