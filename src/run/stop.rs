@@ -67,31 +67,50 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         Ending::Graceful => Watches::start(sd, env.units.iter().map(|(i, u)| (i, u))).await?,
         Ending::Kill => Watches::default(),
     };
+    let installed = stop_units(env, sd, ending, &timers, &debug_units).await?;
+    let own_connections = watches.finish().await;
+    let problems = clean_up(env).await?;
+    sd.reset_failed(&env.slice.name).await?;
+    // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
+    // that a caller sees no unit left (and a following start can reuse the names).
+    // Installed units stay loaded (from their files): nothing to wait for.
+    let names: Vec<&str> = env
+        .units
+        .iter()
+        .rev()
+        .map(|(_, u)| u.name.as_str())
+        .chain(debug_units.iter().map(String::as_str))
+        .chain(timers.iter().copied())
+        .chain([env.slice.name.as_str()])
+        .collect();
+    if !installed {
+        sd.collect(&names, Duration::from_secs(10)).await?;
+    }
+    let busy = ports_released(env).await;
+    Ok(StopReport {
+        stopped,
+        cleanup_problems: departed_problems.into_iter().chain(problems).collect(),
+        busy_ports: busy,
+        own_connections,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Stop every unit: timers, the node, the target (installed), the slice, the debug units, then each
+/// unit by itself (one outside the slice). Returns whether the environment is installed.
+async fn stop_units(
+    env: &Env,
+    sd: &Systemd,
+    ending: Ending,
+    timers: &[&str],
+    debug_units: &[String],
+) -> Result<bool, Error> {
     // Timers first: they are in no slice, and would start their service again.
-    for name in &timers {
+    for name in timers {
         sd.stop(name).await?;
         sd.reset_failed(name).await?;
     }
-    // A node first: the kubelet (which would restart what dies), containerd and kube-proxy stop,
-    // then the pods are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop
-    // for systemd's 90 s). Their cgroups are below the environment's slice, in the kubelet's
-    // kubepods slice (each node's).
-    let node: Vec<_> = env
-        .units
-        .iter()
-        .filter(|(i, _)| i.component.netns)
-        .collect();
-    if !node.is_empty() {
-        for (_, unit) in &node {
-            match ending {
-                Ending::Graceful => sd.stop(&unit.name).await?,
-                Ending::Kill => sd.stop_killing(&unit.name).await?,
-            };
-        }
-        for n in &env.plan.nodes {
-            sd.kill_all(&n.pods_slice).await?;
-        }
-    }
+    stop_node(env, sd, ending).await?;
     // An installed environment's target goes too, so that starting it again starts everything.
     let installed = super::env::installed(&env.plan, sd).await?;
     if installed {
@@ -115,7 +134,7 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
             sd.stop(&env.slice.name).await?
         }
     };
-    for name in &debug_units {
+    for name in debug_units {
         sd.stop(name).await?;
         sd.reset_failed(name).await?;
     }
@@ -129,33 +148,50 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         }
         sd.reset_failed(&unit.name).await?;
     }
-    let own_connections = watches.finish().await;
-    // Each instance cleans up after itself with its node's plan (its node's directories).
+    Ok(installed)
+}
+
+/// A node first: the kubelet (which would restart what dies), containerd and kube-proxy stop, then
+/// the pods are killed (a pod's PID 1 may ignore SIGTERM, which would hold the slice's stop for
+/// systemd's 90 s). Their cgroups are below the environment's slice, in the kubelet's kubepods
+/// slice (each node's).
+async fn stop_node(env: &Env, sd: &Systemd, ending: Ending) -> Result<(), Error> {
+    let node: Vec<_> = env
+        .units
+        .iter()
+        .filter(|(i, _)| i.component.netns)
+        .collect();
+    if node.is_empty() {
+        return Ok(());
+    }
+    for (_, unit) in &node {
+        match ending {
+            Ending::Graceful => sd.stop(&unit.name).await?,
+            Ending::Kill => sd.stop_killing(&unit.name).await?,
+        };
+    }
+    for n in &env.plan.nodes {
+        sd.kill_all(&n.pods_slice).await?;
+    }
+    Ok(())
+}
+
+/// Each instance cleans up after itself with its node's plan (its node's directories); what could
+/// not be done.
+async fn clean_up(env: &Env) -> Result<Vec<String>, Error> {
     let instances: Vec<_> = env.units.iter().rev().map(|(i, _)| i.clone()).collect();
-    let problems = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         instances
             .iter()
             .flat_map(|i| cleanup::after_stop(&i.plan, i.component))
             .collect::<Vec<_>>()
     })
     .await
-    .map_err(|e| Error::Internal(format!("the cleanup after stop panicked: {e}")))?;
-    sd.reset_failed(&env.slice.name).await?;
-    // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
-    // that a caller sees no unit left (and a following start can reuse the names).
-    // Installed units stay loaded (from their files): nothing to wait for.
-    let names: Vec<&str> = env
-        .units
-        .iter()
-        .rev()
-        .map(|(_, u)| u.name.as_str())
-        .chain(debug_units.iter().map(String::as_str))
-        .chain(timers.iter().copied())
-        .chain([env.slice.name.as_str()])
-        .collect();
-    if !installed {
-        sd.collect(&names, Duration::from_secs(10)).await?;
-    }
+    .map_err(|e| Error::Internal(format!("the cleanup after stop panicked: {e}")))
+}
+
+/// Wait up to 10 s until no process listens on the environment's ports; those still busy.
+async fn ports_released(env: &Env) -> Vec<u16> {
     let ports = env.ports();
     let port_deadline = Instant::now() + Duration::from_secs(10);
     let mut busy: Vec<u16> = probe::listeners(&ports).iter().map(|l| l.port).collect();
@@ -163,11 +199,5 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         tokio::time::sleep(Duration::from_millis(50)).await;
         busy = probe::listeners(&ports).iter().map(|l| l.port).collect();
     }
-    Ok(StopReport {
-        stopped,
-        cleanup_problems: departed_problems.into_iter().chain(problems).collect(),
-        busy_ports: busy,
-        own_connections,
-        seconds: t0.elapsed().as_secs_f64(),
-    })
+    busy
 }
