@@ -16,9 +16,11 @@
 #   --specs FILE     only the specs FILE names, one per line as `e2e.test --list-tests` prints them ("#" lines
 #                    are comments); each must run: one the suite does not have fails the run
 #   --skip RE        leave out specs matching RE too (reported as not selected)
-#   --procs N        parallel Ginkgo processes for the non-serial specs (default 4 per core: the specs mostly
+#   --procs N        parallel Ginkgo processes for the non-serial specs (default 6 per core: the specs mostly
 #                    wait, on fixed timers such as the probes' 4 minutes, so the parallel part's wall time is
-#                    their sum divided by N until one spec's own length bounds it)
+#                    their sum divided by N until one spec's own length bounds it: API chunking's 558 s, which
+#                    waits for kube-apiserver's 5-minute etcd compaction; on 2 cores, 12 processes took
+#                    11m14s, 8 took 15m16s)
 #   --results DIR    JUnit, Ginkgo's JSON reports, the e2e log, summary.txt and phases.txt (where the time
 #                    went: scripts/conformance-phases.py) go here (default: conformance-results/DATE-VERSION)
 #   --only WHICH     run only the parallel or only the serial part
@@ -47,7 +49,7 @@ keep_test_networks_local
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 bad() { echo "conformance.sh: $*" >&2; echo "  see: scripts/conformance.sh --help" >&2; exit 2; }
 
-state="" profile=dev minor="" focus="" specs="" skip="" procs=$((4 * $(nproc))) results="" only="" dry_run=""
+state="" profile=dev minor="" focus="" specs="" skip="" procs=$((6 * $(nproc))) results="" only="" dry_run=""
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;

@@ -54,6 +54,8 @@ fn a_conformance_subset_passes_on_dev() {
 
     let results = c.work.join("conformance-results");
     let out = run(Command::new(script("conformance.sh"))
+        // 4 per core, as the subset has always run here: it is a few dozen specs, not the suite.
+        .args(["--procs", &(4 * cores()).to_string()])
         .args(["--state-dir", &state_arg, "--minor", &version, "--specs"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance-subset.txt"))
         .arg("--results")
@@ -153,4 +155,8 @@ spec:
 
     let out = c.kubeunit(&["stop", "--state-dir", &state_arg]);
     assert!(out.status.success(), "stop: {}", text(&out));
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
