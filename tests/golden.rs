@@ -150,3 +150,100 @@ fn every_profile_renders_the_recorded_state_dir() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// docs/profiles.md: every key of profiles/base.yaml with its default and its comment, as a table. A
+/// key added to base.yaml without this page made again fails here (KUBEUNIT_UPDATE_GOLDEN=1 makes it).
+#[test]
+fn the_profile_reference_is_made_from_base_yaml() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let base = std::fs::read_to_string(root.join("profiles/base.yaml")).unwrap();
+    let page = profile_reference(&base);
+    let path = root.join("docs/profiles.md");
+    if std::env::var_os("KUBEUNIT_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &page).unwrap();
+    }
+    let recorded = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        recorded == page,
+        "docs/profiles.md is not what profiles/base.yaml makes: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden"
+    );
+}
+
+/// One row per key: its dotted path, default and comment (the comment lines under it joined). Plain
+/// line reading, not a YAML parser: the comments are the point, and base.yaml keeps to one key per
+/// line, two spaces per level and `- item` lines for lists.
+fn profile_reference(base: &str) -> String {
+    struct Row {
+        key: String,
+        default: String,
+        what: Vec<String>,
+    }
+    let mut intro = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut path: Vec<String> = Vec::new();
+    let mut items: Vec<String> = Vec::new();
+    let flush_items = |rows: &mut Vec<Row>, items: &mut Vec<String>| {
+        if let (Some(row), false) = (rows.last_mut(), items.is_empty()) {
+            row.default = format!("[{}]", items.join(", "));
+            items.clear();
+        }
+    };
+    for line in base.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(comment) = trimmed.strip_prefix('#') {
+            match rows.last_mut() {
+                None => intro.push(comment.trim().to_string()),
+                Some(row) => row.what.push(comment.trim().to_string()),
+            }
+            continue;
+        }
+        if let Some(item) = trimmed.strip_prefix("- ") {
+            items.push(item.trim().to_string());
+            continue;
+        }
+        flush_items(&mut rows, &mut items);
+        let (text, comment) = match trimmed.find(" #") {
+            Some(i) => (&trimmed[..i], Some(trimmed[i + 2..].trim())),
+            None => (trimmed, None),
+        };
+        let (key, value) = text.split_once(':').expect("a key: value line");
+        path.truncate(indent / 2);
+        path.push(key.trim().to_string());
+        rows.push(Row {
+            key: path.join("."),
+            default: value.trim().to_string(),
+            what: comment.into_iter().map(String::from).collect(),
+        });
+    }
+    flush_items(&mut rows, &mut items);
+    let cell = |s: &str| s.replace('|', "\\|").replace('<', "&lt;");
+    let mut out = String::from(
+        "# Profile reference\n\n\
+         Made from `profiles/base.yaml` by `KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden`, and checked \
+         against it by that test: do not edit it by hand.\n\n",
+    );
+    out.push_str(&intro.join(" "));
+    out.push_str(
+        "\n\nA profile states only what differs from these (`extends:` another profile), and `--set KEY=VALUE` \
+         sets one key for one `gen` (dotted, as in the table). `kubeunit profile show NAME` prints a profile \
+         resolved.\n\n| key | default | what |\n|---|---|---|\n",
+    );
+    for row in &rows {
+        let default = if row.default.is_empty() {
+            String::new()
+        } else {
+            format!("`{}`", cell(&row.default))
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            row.key,
+            default,
+            cell(&row.what.join(" "))
+        ));
+    }
+    out
+}
