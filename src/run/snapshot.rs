@@ -463,9 +463,52 @@ pub async fn restore(
     let t0 = Instant::now();
     let plan = &env.plan;
     let status = check_file(plan, file)?;
-    let etcdutl = tool(plan, "etcdutl")?;
-    // What the etcd unit runs with: its data dir and its membership, which the restored data must
-    // carry (a restored member starts from its data, and ignores --initial-cluster).
+    let (data, fresh) = restore_beside(env, file, &status, say)?;
+    say("stopping the environment");
+    if let Err(e) = stop(env, sd).await {
+        let _ = std::fs::remove_dir_all(&fresh);
+        return Err(e);
+    }
+    let had_data = data.exists();
+    if had_data {
+        exchange(&fresh, &data)?;
+    } else {
+        std::fs::rename(&fresh, &data).map_err(Error::io(&data, "rename into place"))?;
+    }
+    say("starting the environment on the restored data");
+    match start(env, sd, timeout, super::Until::Healthy, progress).await {
+        Ok(report) => {
+            if had_data {
+                // Now etcd's data from before the restore.
+                std::fs::remove_dir_all(&fresh).map_err(Error::io(&fresh, "delete"))?;
+            }
+            Ok(RestoreReport {
+                snapshot: file.to_path_buf(),
+                status,
+                data_dir: data,
+                start: report,
+                seconds: t0.elapsed().as_secs_f64(),
+            })
+        }
+        Err(e) => {
+            let again = roll_back(env, sd, timeout, &data, &fresh, had_data).await;
+            Err(Error::Start(format!(
+                "the environment did not start on the restored data: {e}\nrolled back: {again}"
+            )))
+        }
+    }
+}
+
+/// Restore the snapshot with etcdutl into `DATA.restore`, next to etcd's data dir, with the
+/// membership the etcd unit runs with (a restored member starts from its data, and ignores
+/// --initial-cluster). Returns (etcd's data dir, the restored copy); nothing else changes.
+fn restore_beside(
+    env: &Env,
+    file: &Path,
+    status: &Status,
+    say: &mut dyn FnMut(&str),
+) -> Result<(PathBuf, PathBuf), Error> {
+    let etcdutl = tool(&env.plan, "etcdutl")?;
     let (_, unit) = env.unit(components::ETCD)?;
     let argv = unit
         .exec_start()
@@ -521,63 +564,42 @@ pub async fn restore(
             fix: "check the snapshot (kubeunit snapshot list) and the free space next to etcd's data dir".into(),
         });
     }
-    say("stopping the environment");
-    if let Err(e) = stop(env, sd).await {
-        let _ = std::fs::remove_dir_all(&fresh);
-        return Err(e);
-    }
-    let had_data = data.exists();
-    if had_data {
-        exchange(&fresh, &data)?;
+    Ok((data, fresh))
+}
+
+/// After a failed start on the restored data (`start` stopped what it started): back to the data
+/// from before and up again; the restored copy goes (the snapshot file is still there). What
+/// happened, for the error.
+async fn roll_back(
+    env: &Env,
+    sd: &Systemd,
+    timeout: Duration,
+    data: &Path,
+    fresh: &Path,
+    had_data: bool,
+) -> String {
+    let back = if had_data {
+        exchange(fresh, data)
     } else {
-        std::fs::rename(&fresh, &data).map_err(Error::io(&data, "rename into place"))?;
-    }
-    say("starting the environment on the restored data");
-    match start(env, sd, timeout, super::Until::Healthy, progress).await {
-        Ok(report) => {
-            if had_data {
-                // Now etcd's data from before the restore.
-                std::fs::remove_dir_all(&fresh).map_err(Error::io(&fresh, "delete"))?;
-            }
-            Ok(RestoreReport {
-                snapshot: file.to_path_buf(),
-                status,
-                data_dir: data,
-                start: report,
-                seconds: t0.elapsed().as_secs_f64(),
-            })
-        }
-        Err(e) => {
-            // `start` stopped what it started. Back to the data from before, and up again; the
-            // restored copy goes (the snapshot file is still there).
-            let back = if had_data {
-                exchange(&fresh, &data)
-            } else {
-                std::fs::rename(&data, &fresh)
-                    .map_err(Error::io(&fresh, "move the restored data away"))
-            };
-            let again = match back {
-                Ok(()) => {
-                    let _ = std::fs::remove_dir_all(&fresh);
-                    match start(env, sd, timeout, super::Until::Healthy, &mut |_| {}).await {
-                        Ok(_) => "etcd's data from before is back and the environment started on it".to_string(),
-                        Err(_) => format!(
-                            "etcd's data from before is back in {}; the environment did not start on it either: see `kubeunit status --state-dir {}`",
-                            data.display(),
-                            plan.state_dir.display()
-                        ),
-                    }
-                }
-                Err(swap) => format!(
-                    "swapping back failed ({swap}): the restored data is in {}, the data from before in {}",
+        std::fs::rename(data, fresh).map_err(Error::io(fresh, "move the restored data away"))
+    };
+    match back {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(fresh);
+            match start(env, sd, timeout, super::Until::Healthy, &mut |_| {}).await {
+                Ok(_) => "etcd's data from before is back and the environment started on it".to_string(),
+                Err(_) => format!(
+                    "etcd's data from before is back in {}; the environment did not start on it either: see `kubeunit status --state-dir {}`",
                     data.display(),
-                    fresh.display()
+                    env.plan.state_dir.display()
                 ),
-            };
-            Err(Error::Start(format!(
-                "the environment did not start on the restored data: {e}\nrolled back: {again}"
-            )))
+            }
         }
+        Err(swap) => format!(
+            "swapping back failed ({swap}): the restored data is in {}, the data from before in {}",
+            data.display(),
+            fresh.display()
+        ),
     }
 }
 
