@@ -254,33 +254,7 @@ pub fn save(plan: &Plan, req: &SaveRequest) -> Result<SaveReport, Error> {
             "keep at least 1 (--prune-to 1), or leave --prune-to out",
         ));
     }
-    let name = file_name(req.prefix, time::OffsetDateTime::now_utc());
-    let (dir, name) = match req.path {
-        None => (snapshot_dir(plan)?, name),
-        Some(p) if p.is_dir() => (p.to_path_buf(), name),
-        Some(p) => {
-            let parent = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let file = p.file_name().map(|n| n.to_string_lossy().into_owned());
-            match file {
-                Some(f) if parent.is_dir() && !p.exists() => (parent.to_path_buf(), f),
-                Some(_) if p.exists() => {
-                    return Err(usage(
-                        format!("{} exists", p.display()),
-                        "name a new file or a directory (the snapshot then gets a name with the time), or delete the old file",
-                    ))
-                }
-                _ => {
-                    return Err(usage(
-                        format!("{}: no such directory", parent.display()),
-                        "create the directory first, or leave PATH out to save into the snapshot dir",
-                    ))
-                }
-            }
-        }
-    };
+    let (dir, name) = destination(plan, req)?;
     let etcdctl = tool(plan, "etcdctl")?;
     tool(plan, "etcdutl")?;
     let etcd = components::find(components::ETCD)
@@ -347,6 +321,33 @@ pub fn save(plan: &Plan, req: &SaveRequest) -> Result<SaveReport, Error> {
         pruned,
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Where `save` writes: (directory, file name). A PATH that is a directory gets a name with the
+/// time, as the snapshot dir does; any other must be a new file in an existing directory.
+fn destination(plan: &Plan, req: &SaveRequest) -> Result<(PathBuf, String), Error> {
+    let name = file_name(req.prefix, time::OffsetDateTime::now_utc());
+    let Some(p) = req.path else {
+        return Ok((snapshot_dir(plan)?, name));
+    };
+    if p.is_dir() {
+        return Ok((p.to_path_buf(), name));
+    }
+    let parent = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match p.file_name().map(|n| n.to_string_lossy().into_owned()) {
+        Some(f) if parent.is_dir() && !p.exists() => Ok((parent.to_path_buf(), f)),
+        Some(_) if p.exists() => Err(usage(
+            format!("{} exists", p.display()),
+            "name a new file or a directory (the snapshot then gets a name with the time), or delete the old file",
+        )),
+        _ => Err(usage(
+            format!("{}: no such directory", parent.display()),
+            "create the directory first, or leave PATH out to save into the snapshot dir",
+        )),
+    }
 }
 
 /// Delete the oldest snapshots `save` named for `prefix` in `dir` beyond the newest `keep`.
