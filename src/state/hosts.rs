@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::import;
 use super::manifest::sha256_hex;
+use super::tree::Tree;
 use crate::error::Error;
 use crate::spec::paths;
 use crate::spec::profile::HostRole;
@@ -49,6 +50,47 @@ fn control_plane_only(rel: &str) -> bool {
         .iter()
         .any(|c| c.usage == crate::pki::Usage::Ca && paths::key(c.name) == rel);
     ca_key || rel == paths::SA_KEY || rel == paths::ENCRYPTION_KEY
+}
+
+/// One host's files: a control-plane-only key on a control-plane host alone, and each shared file
+/// the same as on the first host that has it (`seen`: path -> (sha256, that host)).
+fn check_files(
+    sub: &Path,
+    host: &str,
+    control_plane: bool,
+    tree: &Tree,
+    shared: &[String],
+    seen: &mut BTreeMap<String, (String, String)>,
+) -> Result<(), Error> {
+    for (rel, artifact) in tree {
+        if !control_plane && control_plane_only(rel) {
+            return Err(refuse(
+                sub,
+                format!(
+                    "{rel} is here, on host {host:?}, which is no control-plane host: its key belongs on those only"
+                ),
+            ));
+        }
+        if !shared.contains(rel) {
+            continue;
+        }
+        let sum = sha256_hex(&artifact.bytes);
+        match seen.get(rel) {
+            None => {
+                seen.insert(rel.clone(), (sum, host.to_string()));
+            }
+            Some((first, first_host)) if *first != sum => {
+                return Err(refuse(
+                    sub,
+                    format!(
+                        "{rel} differs from host {first_host:?}'s (sha256 {sum} against {first}): the hosts must share it"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn refuse(dir: &Path, problem: String) -> Error {
@@ -112,35 +154,7 @@ pub fn check(dir: &Path) -> Result<Vec<CheckedHost>, Error> {
             Some(_) => {}
         }
         let control_plane = host.roles.contains(&HostRole::ControlPlane);
-        for (rel, artifact) in &tree {
-            if !control_plane && control_plane_only(rel) {
-                return Err(refuse(
-                    sub,
-                    format!(
-                        "{rel} is here, on host {:?}, which is no control-plane host: its key belongs on those only",
-                        host.name
-                    ),
-                ));
-            }
-            if !shared.contains(rel) {
-                continue;
-            }
-            let sum = sha256_hex(&artifact.bytes);
-            match seen.get(rel) {
-                None => {
-                    seen.insert(rel.clone(), (sum, host.name.clone()));
-                }
-                Some((first, first_host)) if *first != sum => {
-                    return Err(refuse(
-                        sub,
-                        format!(
-                            "{rel} differs from host {first_host:?}'s (sha256 {sum} against {first}): the hosts must share it"
-                        ),
-                    ))
-                }
-                Some(_) => {}
-            }
-        }
+        check_files(sub, &host.name, control_plane, &tree, &shared, &mut seen)?;
         hosts.push(CheckedHost {
             host: host.name.clone(),
             dir: sub.clone(),
