@@ -84,6 +84,54 @@ struct Member {
     data: Option<Vec<u8>>,
 }
 
+/// Why a member could not be read to its end.
+enum MemberError {
+    Read(std::io::Error),
+    /// The bytes read before the archive ended.
+    Truncated(u64),
+}
+
+/// Read one file of the archive to its end: its first bytes (what kind of file it is), its sha256
+/// when `verify`, and its data when `keep` (metadata, small).
+fn read_member(
+    entry: &mut impl Read,
+    size: u64,
+    verify: bool,
+    keep: bool,
+) -> Result<Member, MemberError> {
+    let mut hasher = verify.then(Sha256::new);
+    let mut data = keep.then(Vec::new);
+    let mut head = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut read = 0u64;
+    loop {
+        let n = entry.read(&mut buf).map_err(MemberError::Read)?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        if head.len() < 8 {
+            head.extend(chunk.iter().take(8 - head.len()));
+        }
+        if let Some(h) = &mut hasher {
+            h.update(chunk);
+        }
+        if let Some(d) = &mut data {
+            d.extend_from_slice(chunk);
+        }
+        read += n as u64;
+    }
+    if read < size {
+        return Err(MemberError::Truncated(read));
+    }
+    Ok(Member {
+        size,
+        sha256: hasher.map(|h| hex::encode(h.finalize())),
+        head,
+        data,
+    })
+}
+
 /// The files and links of an archive, by their cleaned path.
 struct Contents {
     files: BTreeMap<String, Member>,
@@ -153,44 +201,15 @@ impl Contents {
                 );
                 continue;
             }
-            let mut hasher = verify.then(Sha256::new);
-            let mut data = keep.then(Vec::new);
-            let mut head = Vec::new();
-            let mut buf = vec![0u8; 1 << 16];
-            let mut read = 0u64;
-            loop {
-                let n = entry.read(&mut buf).map_err(not_tar)?;
-                if n == 0 {
-                    break;
-                }
-                let chunk = &buf[..n];
-                if head.len() < 8 {
-                    head.extend(chunk.iter().take(8 - head.len()));
-                }
-                if let Some(h) = &mut hasher {
-                    h.update(chunk);
-                }
-                if let Some(d) = &mut data {
-                    d.extend_from_slice(chunk);
-                }
-                read += n as u64;
-            }
-            if read < size {
-                return Err(Problem::Truncated {
-                    entry: raw,
+            let member = read_member(&mut entry, size, verify, keep).map_err(|e| match e {
+                MemberError::Read(e) => not_tar(e),
+                MemberError::Truncated(read) => Problem::Truncated {
+                    entry: raw.clone(),
                     read,
                     size,
-                });
-            }
-            out.files.insert(
-                name,
-                Member {
-                    size,
-                    sha256: hasher.map(|h| hex::encode(h.finalize())),
-                    head,
-                    data,
                 },
-            );
+            })?;
+            out.files.insert(name, member);
         }
         Ok(out)
     }
