@@ -121,16 +121,7 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
             text,
         })
     };
-    // `kubeunit COMMAND --state-dir DIR ARGS...`
-    let kubeunit_cmd = |args: &[&str]| -> String {
-        std::iter::once(kubeunit.to_string_lossy().into_owned())
-            .chain(args.first().map(|a| a.to_string()))
-            .chain(["--state-dir".into(), plan.state_dir.display().to_string()])
-            .chain(args.iter().skip(1).map(|a| a.to_string()))
-            .map(|a| systemd_word(&a))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let kubeunit_cmd = |args: &[&str]| kubeunit_command(kubeunit, &plan.state_dir, args);
     let mut out = vec![copy(&env.slice.name)?];
     let mut wants = Vec::new();
     for (i, unit) in &env.units {
@@ -156,6 +147,48 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
             text,
         });
     }
+    for (name, entry) in hook_units(env, &unit_dir, &r, kubeunit)? {
+        out.push(entry);
+        wants.push(name);
+    }
+    let text = r.render(
+        &render::TARGET,
+        &json!({ "version": version, "env": plan.name(), "wants": wants, "wanted_by": WANTED_BY }),
+    )?;
+    out.push(Entry::File {
+        path: unit_dir.join(&target),
+        text,
+    });
+    out.push(Entry::Link {
+        path: unit_dir.join(format!("{WANTED_BY}.wants")).join(&target),
+        target: place.booted(&target),
+    });
+    Ok(out)
+}
+
+/// `kubeunit COMMAND --state-dir DIR ARGS...`, as one ExecStart= line.
+fn kubeunit_command(kubeunit: &Path, state_dir: &Path, args: &[&str]) -> String {
+    std::iter::once(kubeunit.to_string_lossy().into_owned())
+        .chain(args.first().map(|a| a.to_string()))
+        .chain(["--state-dir".into(), state_dir.display().to_string()])
+        .chain(args.iter().skip(1).map(|a| a.to_string()))
+        .map(|a| systemd_word(&a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A oneshot unit per start hook (`kubeunit hook COMPONENT` once the component is healthy),
+/// ordered before what the hook gates: (unit name, its file).
+fn hook_units(
+    env: &Env,
+    unit_dir: &Path,
+    r: &Renderer,
+    kubeunit: &Path,
+) -> Result<Vec<(String, Entry)>, Error> {
+    let plan = &env.plan;
+    let version = env!("CARGO_PKG_VERSION");
+    let target = plan.target_name();
+    let mut out = Vec::new();
     for (i, unit) in &env.units {
         let Some(hook) = i.component.after_healthy else {
             continue;
@@ -184,29 +217,17 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
                 "unit": unit.name,
                 "before": before,
                 "target": target,
-                "exec": kubeunit_cmd(&["hook", &i.name]),
+                "exec": kubeunit_command(kubeunit, &plan.state_dir, &["hook", &i.name]),
                 "slice": env.slice.name,
                 "syslog_identifier": name.trim_end_matches(".service"),
             }),
         )?;
-        out.push(Entry::File {
+        let entry = Entry::File {
             path: unit_dir.join(&name),
             text,
-        });
-        wants.push(name);
+        };
+        out.push((name, entry));
     }
-    let text = r.render(
-        &render::TARGET,
-        &json!({ "version": version, "env": plan.name(), "wants": wants, "wanted_by": WANTED_BY }),
-    )?;
-    out.push(Entry::File {
-        path: unit_dir.join(&target),
-        text,
-    });
-    out.push(Entry::Link {
-        path: unit_dir.join(format!("{WANTED_BY}.wants")).join(&target),
-        target: place.booted(&target),
-    });
     Ok(out)
 }
 
