@@ -331,35 +331,8 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
                 .collect(),
         )),
         Kind::QuotedList => plain(Value::Strings(split_words(&value).map_err(|e| bad(&e))?)),
-        Kind::Exec => {
-            let mut cmds = Vec::new();
-            for mut words in split_commands(&value).map_err(|e| bad(&e))? {
-                let Some(first) = words.first_mut() else {
-                    continue;
-                };
-                let ignore = first.starts_with('-');
-                if ignore {
-                    first.remove(0);
-                }
-                let path = first.clone();
-                if path.starts_with(['@', ':', '+', '!']) {
-                    return Err(bad(&"command prefixes other than '-' are not supported"));
-                }
-                if !path.starts_with('/') {
-                    return Err(bad(&"the command must be an absolute path"));
-                }
-                // systemd's string_is_safe() on the executable name.
-                if path
-                    .chars()
-                    .any(|c| c.is_control() || matches!(c, '"' | '\'' | '\\'))
-                {
-                    return Err(bad(&"the command path holds quotes, backslashes or control characters, which systemd refuses"));
-                }
-                cmds.push((path, words, ignore));
-            }
-            // An empty assignment resets the list (`merge`).
-            plain(Value::Exec(cmds))
-        }
+        // An empty assignment resets the list (`merge`).
+        Kind::Exec => plain(Value::Exec(exec_commands(&value).map_err(|e| bad(&e))?)),
         // An empty assignment resets the list (`merge`).
         Kind::Calendar if value.is_empty() => {
             Ok(("TimersCalendar".to_string(), Value::Calendar(vec![])))
@@ -394,6 +367,51 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
             ))
         }
     }
+}
+
+/// Why systemd would refuse an Exec*= value.
+#[derive(Debug, thiserror::Error)]
+enum BadExec {
+    #[error("{0}")]
+    Syntax(#[from] super::words::SyntaxError),
+    #[error("command prefixes other than '-' are not supported")]
+    Prefix,
+    #[error("the command must be an absolute path")]
+    Relative,
+    #[error(
+        "the command path holds quotes, backslashes or control characters, which systemd refuses"
+    )]
+    Unsafe,
+}
+
+/// An Exec*= value's commands: (path, argv, whether a failure is ignored ('-')).
+fn exec_commands(value: &str) -> Result<Vec<(String, Vec<String>, bool)>, BadExec> {
+    let mut cmds = Vec::new();
+    for mut words in split_commands(value)? {
+        let Some(first) = words.first_mut() else {
+            continue;
+        };
+        let ignore = first.starts_with('-');
+        if ignore {
+            first.remove(0);
+        }
+        let path = first.clone();
+        if path.starts_with(['@', ':', '+', '!']) {
+            return Err(BadExec::Prefix);
+        }
+        if !path.starts_with('/') {
+            return Err(BadExec::Relative);
+        }
+        // systemd's string_is_safe() on the executable name.
+        if path
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '"' | '\'' | '\\'))
+        {
+            return Err(BadExec::Unsafe);
+        }
+        cmds.push((path, words, ignore));
+    }
+    Ok(cmds)
 }
 
 /// Repeated list keys accumulate; an empty assignment resets the list (systemd's rule).
