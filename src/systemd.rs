@@ -1,11 +1,10 @@
 //! systemd over D-Bus (zbus on tokio): transient units, jobs (waited for exactly, as systemd-run
 //! does) and unit state. A client only: it knows no kubeunit types.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use std::collections::HashMap;
-
 use zbus::fdo::PropertiesProxy;
 use zbus::proxy::CacheProperties;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant};
@@ -422,14 +421,8 @@ impl Systemd {
             return Ok(None);
         }
         let props = self.all_properties(name).await?;
-        let text = |key: &str| {
-            props
-                .get(key)
-                .and_then(|v| <&str>::try_from(v).ok())
-                .unwrap_or_default()
-                .to_string()
-        };
-        let number = |key: &str| props.get(key).and_then(|v| u64::try_from(v).ok());
+        let text = |key: &str| prop::<&str>(&props, key).unwrap_or_default().to_string();
+        let number = |key: &str| prop::<u64>(&props, key);
         let active_state = ActiveState::parse(&text("ActiveState"));
         // Asking for a unit by its path makes systemd load it; one it has no file or transient
         // definition for is "not-found", which is what GetUnit calls no such unit.
@@ -454,18 +447,9 @@ impl Systemd {
             }
         }
         if name.ends_with(".service") {
-            st.main_pid = props
-                .get("MainPID")
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(0);
-            st.restarts = props
-                .get("NRestarts")
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(0);
-            st.exec_main_status = props
-                .get("ExecMainStatus")
-                .and_then(|v| i32::try_from(v).ok())
-                .unwrap_or(0);
+            st.main_pid = prop(&props, "MainPID").unwrap_or(0);
+            st.restarts = prop(&props, "NRestarts").unwrap_or(0);
+            st.exec_main_status = prop(&props, "ExecMainStatus").unwrap_or(0);
             // u64::MAX means "not accounted".
             st.memory_bytes = number("MemoryCurrent").filter(|m| *m != u64::MAX);
             st.control_group = text("ControlGroup");
@@ -533,16 +517,6 @@ impl Systemd {
     /// any unit was unloaded (the manager's UnitRemoved). Subscribed before the state is read, so
     /// that no change between the read and the wait goes unseen (as systemd-run waits).
     async fn changes(&self, name: Option<&str>) -> Result<Changes, SystemdError> {
-        self.watch_optional(name).await
-    }
-
-    /// Changes of unit `name` (its properties, or its unloading), for a caller that polls
-    /// something else meanwhile and reads the unit's state only when it changed (`Changes::take`).
-    pub async fn watch(&self, name: &str) -> Result<Changes, SystemdError> {
-        self.watch_optional(Some(name)).await
-    }
-
-    async fn watch_optional(&self, name: Option<&str>) -> Result<Changes, SystemdError> {
         let removed = self
             .manager
             .receive_unit_removed()
@@ -568,6 +542,18 @@ impl Systemd {
         Ok(Changes::new(
             futures_util::stream::select(removed, changed).boxed(),
         ))
+    }
+
+    /// Unit `name`'s state, for a caller that polls something else meanwhile (a health probe):
+    /// read now, and again only when systemd signals a change.
+    pub async fn watch(&self, name: &str) -> Result<WatchedUnit, SystemdError> {
+        let changes = self.changes(Some(name)).await?;
+        let state = self.state(name).await?.unwrap_or_default();
+        Ok(WatchedUnit {
+            name: name.to_string(),
+            changes,
+            state,
+        })
     }
 
     /// Wait until systemd has unloaded an inactive transient unit, so that its name can be started
@@ -649,11 +635,28 @@ impl Systemd {
     }
 }
 
-/// Signals of `Systemd::changes` (or `watch`): wakes a waiter at each, and remembers that one came.
+/// A unit's state as `Systemd::watch` keeps it.
+pub struct WatchedUnit {
+    name: String,
+    changes: Changes,
+    state: UnitState,
+}
+
+impl WatchedUnit {
+    /// The unit's state: read again when systemd signalled a change since the last call.
+    pub async fn state(&mut self, sd: &Systemd) -> Result<&UnitState, SystemdError> {
+        if self.changes.take() {
+            self.state = sd.state(&self.name).await?.unwrap_or_default();
+        }
+        Ok(&self.state)
+    }
+}
+
+/// Signals of `Systemd::changes`: wakes a waiter at each, and remembers that one came.
 /// A task of its own reads the signals as they come: zbus queues a stream's signals until it is
 /// read, and a full queue holds up every other message of the connection, the replies to the
 /// waiter's own calls too.
-pub struct Changes {
+struct Changes {
     signalled: std::sync::Arc<tokio::sync::Notify>,
     /// Set at each signal, cleared by `take`.
     seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -681,13 +684,13 @@ impl Changes {
     }
 
     /// Until the next signal (or one since the last wait), or `deadline`.
-    pub async fn next(&self, deadline: tokio::time::Instant) {
+    async fn next(&self, deadline: tokio::time::Instant) {
         let _ = tokio::time::timeout_at(deadline, self.signalled.notified()).await;
     }
 
     /// Whether a signal came since the last call (or since the watch began): the state is worth
     /// reading again.
-    pub fn take(&self) -> bool {
+    fn take(&self) -> bool {
         self.seen.swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -696,6 +699,14 @@ impl Drop for Changes {
     fn drop(&mut self) {
         self.reader.abort();
     }
+}
+
+/// Property `key` as a `T`, when it is there and of that type.
+fn prop<'a, T: TryFrom<&'a OwnedVariant>>(
+    props: &'a HashMap<String, OwnedVariant>,
+    key: &str,
+) -> Option<T> {
+    props.get(key).and_then(|v| T::try_from(v).ok())
 }
 
 /// A unit's object path: systemd's own escaping of its name (bus_label_escape).

@@ -349,12 +349,9 @@ async fn wait_healthy(
     let prober = probe::Prober::new(&instance.plan, instance.component, Duration::from_secs(2))
         .map_err(|e| failed(instance, unit, &e.to_string()))?;
     // The unit's state is read again only when systemd signals a change: the probe is polled.
-    let changes = sd.watch(unit).await?;
-    let mut st = sd.state(unit).await?.unwrap_or_default();
+    let mut watched = sd.watch(unit).await?;
     loop {
-        if changes.take() {
-            st = sd.state(unit).await?.unwrap_or_default();
-        }
+        let st = watched.state(sd).await?;
         if st.active_state.is_stopped() || st.restarts > restarts_before {
             return Err(failed(
                 instance,

@@ -167,13 +167,10 @@ pub fn wait_healthy(
 /// `probe` off the async runtime.
 pub async fn probe_async(
     plan: &Plan,
-    component: &'static Component,
+    component: &Component,
     timeout: Duration,
 ) -> Result<(), Unhealthy> {
-    let plan = plan.clone();
-    tokio::task::spawn_blocking(move || probe(&plan, component, timeout))
-        .await
-        .unwrap_or_else(|e| Err(Unhealthy::Aborted(e.to_string())))
+    Prober::new(plan, component, timeout)?.probe_async().await
 }
 
 /// A process listening on a TCP port.

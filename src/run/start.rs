@@ -557,12 +557,9 @@ pub(super) async fn start_one(
         probe::Prober::new(plan, c, Duration::from_secs(2)).map_err(|e| fail(e.to_string()))?;
     // The unit's state is read again only when systemd signals a change: the probe is what is
     // polled.
-    let changes = sd.watch(&unit.name).await?;
-    let mut st = sd.state(&unit.name).await?.unwrap_or_default();
+    let mut watched = sd.watch(&unit.name).await?;
     loop {
-        if changes.take() {
-            st = sd.state(&unit.name).await?.unwrap_or_default();
-        }
+        let st = watched.state(sd).await?;
         if st.active_state.is_stopped() || st.restarts > 0 {
             return Err(fail(format!(
                 "the process exited (state {}/{}, Result={}, exit status {}, restarts {})",

@@ -51,13 +51,14 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     // Debug units (`kubeunit debug`) are in the slice too; they go with it and are cleared below.
     let debug_units: Vec<String> = env.units.iter().map(|(i, _)| i.debug_unit()).collect();
     let timers: Vec<&str> = env.timers.iter().map(|(_, u)| u.name.as_str()).collect();
-    for name in env
+    let names: Vec<&str> = env
         .units
         .iter()
         .map(|(_, u)| u.name.as_str())
         .chain(debug_units.iter().map(String::as_str))
         .chain(timers.iter().copied())
-    {
+        .collect();
+    for &name in &names {
         if sd.state(name).await?.is_some() {
             stopped.push(name.to_string());
         }
@@ -74,17 +75,13 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
     // that a caller sees no unit left (and a following start can reuse the names).
     // Installed units stay loaded (from their files): nothing to wait for.
-    let names: Vec<&str> = env
-        .units
-        .iter()
-        .rev()
-        .map(|(_, u)| u.name.as_str())
-        .chain(debug_units.iter().map(String::as_str))
-        .chain(timers.iter().copied())
-        .chain([env.slice.name.as_str()])
-        .collect();
     if !installed {
-        sd.collect(&names, Duration::from_secs(10)).await?;
+        let all: Vec<&str> = names
+            .iter()
+            .copied()
+            .chain([env.slice.name.as_str()])
+            .collect();
+        sd.collect(&all, Duration::from_secs(10)).await?;
     }
     let busy = ports_released(env).await;
     Ok(StopReport {
