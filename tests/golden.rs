@@ -247,3 +247,52 @@ fn profile_reference(base: &str) -> String {
     }
     out
 }
+
+/// docs/man: the pages `kubeunit man` writes. A flag or help text changed without the pages made again
+/// fails here (KUBEUNIT_UPDATE_GOLDEN=1 makes them).
+#[test]
+fn the_man_pages_are_made_by_kubeunit_man() {
+    let recorded_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/man");
+    let fresh = tempfile::tempdir().unwrap();
+    let out = run(kubeunit().arg("man").arg("--out-dir").arg(fresh.path()));
+    assert!(out.status.success(), "kubeunit man: {}", text(&out));
+    let pages = |dir: &Path| -> std::collections::BTreeMap<String, String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().path())
+                    .map(|p| {
+                        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                        (name, std::fs::read_to_string(&p).unwrap())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let made = pages(fresh.path());
+    assert!(
+        made.contains_key("kubeunit.1") && made.contains_key("kubeunit-images-load.1"),
+        "{:?}",
+        made.keys()
+    );
+    // Every page the command listed is one it wrote.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        made.len()
+    );
+    if std::env::var_os("KUBEUNIT_UPDATE_GOLDEN").is_some() {
+        let _ = std::fs::remove_dir_all(&recorded_dir);
+        let out = run(kubeunit().arg("man").arg("--out-dir").arg(&recorded_dir));
+        assert!(out.status.success(), "kubeunit man: {}", text(&out));
+    }
+    let recorded = pages(&recorded_dir);
+    let differing: Vec<&String> = made
+        .keys()
+        .chain(recorded.keys())
+        .filter(|name| made.get(*name) != recorded.get(*name))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "docs/man differs from what `kubeunit man` makes in {differing:?}: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden"
+    );
+}

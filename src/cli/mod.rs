@@ -16,6 +16,7 @@ mod import;
 mod install;
 mod kubeconfig;
 mod logs;
+mod man;
 mod profile;
 mod restart;
 mod snapshot;
@@ -122,6 +123,9 @@ pub enum Command {
     /// Print a shell completion script (bash, zsh, fish, ...).
     #[command(after_help = completion::AFTER_HELP)]
     Completion(completion::Args),
+    /// Write man pages (kubeunit.1 and one per command) into a directory.
+    #[command(after_help = man::AFTER_HELP)]
+    Man(man::Args),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -149,6 +153,7 @@ pub fn run() -> i32 {
         Command::Hosts { command } => hosts::exec(command),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),
+        Command::Man(args) => man::exec(args, Cli::command()),
     };
     match result {
         Ok(code) => code,
