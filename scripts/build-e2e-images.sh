@@ -400,7 +400,7 @@ etcd_part() {
     go.etcd.io/etcd/server/v3 &&
     go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ver" -o "$tmp/etcdctl" \
       go.etcd.io/etcd/etcdctl/v3)
-  "$tmp/etcd" --version | grep -qx "etcd Version: ${ver#v}" || die "the etcd built is not $ver"
+  grep -qx "etcd Version: ${ver#v}" <<<"$("$tmp/etcd" --version)" || die "the etcd built is not $ver"
 }
 
 sample_apiserver_part() {

@@ -209,8 +209,8 @@ e2e_build() (
   ldflags=$(k8s_version_ldflags "$ver")
   go test -c -trimpath -ldflags "-s -w $ldflags" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e
   go build -trimpath -ldflags "-s -w" -o "$tmp/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
-  "$tmp/ginkgo" version | grep -qx "Ginkgo Version ${ginkgo#v}" || die "the ginkgo built is not $ginkgo"
-  "$tmp/e2e.test" --version 2>/dev/null | grep -q "$ver" || die "the e2e.test built does not report $ver"
+  grep -qx "Ginkgo Version ${ginkgo#v}" <<<"$("$tmp/ginkgo" version)" || die "the ginkgo built is not $ginkgo"
+  grep -q "$ver" <<<"$("$tmp/e2e.test" --version 2>/dev/null)" || die "the e2e.test built does not report $ver"
   echo "ginkgo $ginkgo" >"$tmp/versions.txt"
 )
 
@@ -248,7 +248,7 @@ etcd_build() {
   for t in "$@"; do
     (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$t" "$(etcd_pkg "$t")")
   done
-  "$tmp/etcdutl" version | grep -qx "etcdutl version: ${ver#v}" || die "the etcdutl built is not $ver"
+  grep -qx "etcdutl version: ${ver#v}" <<<"$("$tmp/etcdutl" version)" || die "the etcdutl built is not $ver"
 }
 
 # --- the node: containerd, runc, CNI plugins, crictl, CoreDNS, images ---
@@ -269,7 +269,7 @@ runc_build() {
   (cd "$work" && CGO_ENABLED=1 go build -trimpath -buildmode=pie -tags "seccomp urfave_cli_no_docs netgo osusergo" \
     -ldflags "-s -w -linkmode external -extldflags -static-pie" \
     -o "$tmp/runc" "$m")
-  "$tmp/runc" --version | grep -q '^libseccomp: ' || die "runc $ver was built without seccomp"
+  grep -q '^libseccomp: ' <<<"$("$tmp/runc" --version)" || die "runc $ver was built without seccomp"
 }
 
 cni_build() {
@@ -292,7 +292,7 @@ coredns_build() {
   go_get "$m@$ver"
   own_main coredns
   (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" ./coredns)
-  "$tmp/coredns" -plugins | grep -qx kubernetes || die "the coredns built has no kubernetes plugin"
+  grep -qx kubernetes <<<"$("$tmp/coredns" -plugins)" || die "the coredns built has no kubernetes plugin"
 }
 
 # The node's registry, as upstream's Makefile builds it (without cgo, PIE and the revision it reads from git), and
@@ -303,7 +303,7 @@ registry_build() {
   own_main registry
   (cd "$work" && go build -trimpath \
     -ldflags "-s -w -X $m/version.version=$ver -X $m/version.mainpkg=$m" -o "$tmp/registry" ./registry)
-  "$tmp/registry" --version | grep -q " $ver\$" || die "the registry built is not $ver"
+  grep -q " $ver\$" <<<"$("$tmp/registry" --version)" || die "the registry built is not $ver"
 }
 
 # The pins that must agree with upstream sources: checked on every run (cheap once the modules are cached),
@@ -399,7 +399,7 @@ dlv_build() {
   local m=github.com/go-delve/delve
   go_get "$m/cmd/dlv@$DLV_VERSION"
   (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/dlv" "$m/cmd/dlv")
-  "$tmp/dlv" version | grep -qx "Version: ${DLV_VERSION#v}" || die "the dlv built is not $DLV_VERSION"
+  grep -qx "Version: ${DLV_VERSION#v}" <<<"$("$tmp/dlv" version)" || die "the dlv built is not $DLV_VERSION"
 }
 
 # The debug builds: no -s -w, so DWARF and the symbol table stay, and -gcflags=all=-N -l (no optimizations, no

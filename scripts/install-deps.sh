@@ -17,7 +17,7 @@ for pair in gcc:gcc pkg-config:pkg-config python3:python3 dpkg-deb:dpkg; do
 done
 # kubeunit itself: libssl-dev (+ pkg-config) for the openssl crate (RSA prime search, src/pki/key.rs).
 for pkg in libc6-dev libseccomp-dev libssl-dev; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need+=("$pkg")
+  grep -q 'ok installed' <<<"$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2
