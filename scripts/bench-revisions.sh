@@ -60,7 +60,7 @@ one() {
   # Every node Ready: one kubelet unit per node.
   local want
   want=$(find "$dir/units" -name '*-kubelet.service' -o -name '*-kubelet@*.service' | wc -l)
-  want=$(yes True | head -n "$want" | paste -sd' ' -)
+  want=$(seq "$want" | sed 's/.*/True/' | paste -sd' ' -) # not `yes | head`: pipefail sees yes's SIGPIPE
   until [ "$("$kubectl" --kubeconfig "$kc" get nodes \
     -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = "$want" ]; do
     sleep 0.1
