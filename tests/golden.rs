@@ -1,9 +1,12 @@
 //! Golden state dirs: for each built-in profile (and one with every optional part switched on), the
 //! state dir that `gen` writes with a fixed seed, epoch, advertise address, bin dir and state-dir path
-//! must hash exactly as recorded under `tests/golden/`. A refactoring must not change a byte.
+//! must match two records under `tests/golden/`:
+//! - `NAME.sha256` pins every byte and mode: a refactoring must not change a byte;
+//! - `NAME.txt` holds the files a reviewer reads (units, configs, kubeconfigs with their key data
+//!   redacted, the manifest, each certificate's fields), so a changed template line is a changed line.
+//!   Secrets (keys, the encryption config) are in the hashes only.
 //!
-//! Update the records only on purpose, after reading the diff of the rendered files:
-//!   KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden
+//! Update the records only on purpose, and read their diff: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden
 
 mod common;
 
@@ -74,6 +77,172 @@ fn tree_record(dir: &Path) -> String {
     lines.join("\n") + "\n"
 }
 
+/// The readable record: every file's path and mode, then its text. Secrets (files only their owner may
+/// read, but kubeconfigs) show no content; a kubeconfig's embedded `*-data` values are redacted; a
+/// certificate shows its fields rather than its PEM.
+fn text_record(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.unwrap();
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(e.path()).unwrap();
+        let mode = e.metadata().unwrap().permissions().mode() & 0o7777;
+        let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+        let body = if rel == "manifest.json" {
+            // Its hashes are the .sha256 record's: here they would turn one changed line into two.
+            hashes_left_out(&String::from_utf8(bytes).unwrap())
+        } else if rel.ends_with(".kubeconfig") {
+            redact_kubeconfig(&String::from_utf8(bytes).unwrap())
+        } else if mode & 0o044 == 0 {
+            format!(
+                "(owner-only: {} bytes, pinned by the .sha256 record only)\n",
+                bytes.len()
+            )
+        } else if rel.ends_with(".crt") {
+            certificate_fields(&bytes)
+        } else {
+            match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(e) => format!("(binary: {} bytes)\n", e.as_bytes().len()),
+            }
+        };
+        out.push_str(&format!("=== {rel} ({mode:04o})\n{body}"));
+        if !out.ends_with('\n') {
+            out.push_str("\n(no newline at the end)\n");
+        }
+    }
+    out
+}
+
+fn hashes_left_out(manifest: &str) -> String {
+    manifest
+        .lines()
+        .map(|line| match line.split_once("\"sha256\": ") {
+            Some((indent, _)) => format!("{indent}\"sha256\": (in the .sha256 record),\n"),
+            None => format!("{line}\n"),
+        })
+        .collect()
+}
+
+fn redact_kubeconfig(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.split_once("-data: ") {
+            Some((key, _)) => format!("{key}-data: <redacted>\n"),
+            None => format!("{line}\n"),
+        })
+        .collect()
+}
+
+/// What a reviewer checks in a certificate: names, validity, SANs and usages, one per line.
+fn certificate_fields(pem: &[u8]) -> String {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).expect("a PEM certificate");
+    let cert = pem.parse_x509().expect("an X.509 certificate");
+    let mut lines = vec![
+        format!("subject: {}", cert.subject()),
+        format!("issuer: {}", cert.issuer()),
+        format!("serial: {}", cert.raw_serial_as_string()),
+        format!(
+            "validity: {} .. {}",
+            cert.validity().not_before,
+            cert.validity().not_after
+        ),
+        format!(
+            "public key: {}",
+            match cert
+                .public_key()
+                .algorithm
+                .algorithm
+                .to_id_string()
+                .as_str()
+            {
+                "1.2.840.10045.2.1" => "EC".to_string(),
+                "1.2.840.113549.1.1.1" => "RSA".to_string(),
+                other => other.to_string(),
+            }
+        ),
+    ];
+    if let Ok(Some(bc)) = cert.basic_constraints() {
+        lines.push(format!(
+            "CA: {} (path length {:?})",
+            bc.value.ca, bc.value.path_len_constraint
+        ));
+    }
+    if let Ok(Some(ku)) = cert.key_usage() {
+        lines.push(format!("key usage: {}", ku.value));
+    }
+    if let Ok(Some(eku)) = cert.extended_key_usage() {
+        let e = eku.value;
+        let names: Vec<&str> = [
+            (e.server_auth, "server auth"),
+            (e.client_auth, "client auth"),
+            (e.any, "any"),
+        ]
+        .iter()
+        .filter_map(|(on, name)| on.then_some(*name))
+        .collect();
+        lines.push(format!("extended key usage: {}", names.join(", ")));
+    }
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            lines.push(format!("SAN: {name}"));
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// `diff -u` of the record and what was made, at most 60 lines.
+fn line_diff(want: &str, got: &str) -> String {
+    let diff = similar::TextDiff::from_lines(want, got)
+        .unified_diff()
+        .context_radius(2)
+        .header("recorded", "made")
+        .to_string();
+    let mut lines: Vec<&str> = diff.lines().take(61).collect();
+    if lines.len() > 60 {
+        lines[60] = "...";
+    }
+    lines.join("\n")
+}
+
+/// The point of the text record: one changed line in a rendered file is one changed line in it, not
+/// also a hash somewhere else (the manifest's).
+#[test]
+fn one_changed_line_is_a_one_line_diff_in_the_text_record() {
+    let dir = tempfile::tempdir().unwrap();
+    gen_ok(dir.path(), &["--profile", "dev", "--seed", "42"]);
+    let before = text_record(dir.path());
+    let unit = std::fs::read_dir(dir.path().join("units"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-kube-apiserver.service"))
+        .unwrap();
+    let text = std::fs::read_to_string(&unit).unwrap();
+    std::fs::write(&unit, text.replacen("[Service]", "[Service]\nNice=5", 1)).unwrap();
+    // What gen would write next to it: the manifest records the new hash.
+    let manifest = dir.path().join("manifest.json");
+    let m = std::fs::read_to_string(&manifest).unwrap();
+    let rel = unit.strip_prefix(dir.path()).unwrap().display().to_string();
+    let at = m.find(&format!("\"{rel}\"")).unwrap();
+    let hash_at = at + m[at..].find("\"sha256\": \"").unwrap() + 11;
+    std::fs::write(
+        &manifest,
+        format!("{}{}{}", &m[..hash_at], "0".repeat(64), &m[hash_at + 64..]),
+    )
+    .unwrap();
+    let after = text_record(dir.path());
+    let diff = line_diff(&before, &after);
+    assert!(diff.contains("\n+Nice=5"), "{diff}");
+    let (before_lines, after_lines) = (before.lines().count(), after.lines().count());
+    assert_eq!(after_lines, before_lines + 1);
+    let added: Vec<&str> = after
+        .lines()
+        .filter(|l| !before.lines().any(|b| b == *l))
+        .collect();
+    assert_eq!(added, ["Nice=5"]);
+}
+
 /// A fixed state-dir path (paths are part of flags, units and the manifest), held under a lock so
 /// two test runs on one machine do not write it at once.
 fn fixed_dir(name: &str) -> (PathBuf, std::fs::File) {
@@ -110,40 +279,33 @@ fn every_profile_renders_the_recorded_state_dir() {
         ];
         all.extend_from_slice(args);
         gen_ok(&dir, &all);
-        let got = tree_record(&dir);
-        let record = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/golden")
-            .join(format!("{name}.sha256"));
-        if update {
-            std::fs::create_dir_all(record.parent().unwrap()).unwrap();
-            std::fs::write(&record, &got).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&record).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (create it with KUBEUNIT_UPDATE_GOLDEN=1)",
-                record.display()
-            )
-        });
-        if got != want {
-            let differing: Vec<String> = got
-                .lines()
-                .filter(|l| !want.lines().any(|w| w == *l))
-                .chain(
-                    want.lines()
-                        .filter(|w| !got.lines().any(|l| l == *w))
-                        .map(|w| w.to_string())
-                        .collect::<Vec<_>>()
-                        .iter()
-                        .map(|s| s.as_str()),
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        let mut differs = false;
+        for (record, got) in [
+            (golden.join(format!("{name}.sha256")), tree_record(&dir)),
+            (golden.join(format!("{name}.txt")), text_record(&dir)),
+        ] {
+            if update {
+                std::fs::write(&record, &got).unwrap();
+                continue;
+            }
+            let want = std::fs::read_to_string(&record).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (create it with KUBEUNIT_UPDATE_GOLDEN=1)",
+                    record.display()
                 )
-                .map(|l| l.rsplit("  ").next().unwrap_or(l).to_string())
-                .collect();
-            failures.push(format!(
-                "{name}: differs from {} in {differing:?} (state dir kept in {})",
-                record.display(),
-                dir.display()
-            ));
+            });
+            if got != want {
+                differs = true;
+                failures.push(format!(
+                    "{name}: differs from {}:\n{}",
+                    record.display(),
+                    line_diff(&want, &got)
+                ));
+            }
+        }
+        if differs {
+            failures.push(format!("{name}: state dir kept in {}", dir.display()));
         } else {
             let _ = std::fs::remove_dir_all(&dir);
         }
