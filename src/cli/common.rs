@@ -8,6 +8,7 @@ use clap::ValueEnum;
 
 use crate::error::Error;
 use crate::run::Env;
+pub use crate::spec::host::default_state_dir;
 use crate::spec::{paths, HostFacts};
 use crate::state::{self, Access, Found, Lock};
 use crate::systemd::{Bus, Systemd};
@@ -112,15 +113,6 @@ pub fn lock_wait() -> Result<Duration, Error> {
 /// A line for the user on stderr (progress that is not the command's output).
 pub fn say(message: &str) {
     eprintln!("kubeunit: {message}");
-}
-
-/// Default state dir: `$KUBEUNIT_STATE_DIR`, else `/var/lib/kubeunit/<name>` for root and
-/// `$XDG_STATE_HOME/kubeunit/<name>` (default `~/.local/state`) otherwise.
-pub fn default_state_dir(name: &str) -> PathBuf {
-    if let Some(d) = std::env::var_os("KUBEUNIT_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    crate::spec::host::state_home().join(name)
 }
 
 /// Run an async command to completion on a single-threaded runtime.

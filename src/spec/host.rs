@@ -177,3 +177,12 @@ pub fn absolute(p: &Path) -> Result<PathBuf, Error> {
         )
     })
 }
+
+/// Default state dir: `$KUBEUNIT_STATE_DIR`, else `/var/lib/kubeunit/<name>` for root and
+/// `$XDG_STATE_HOME/kubeunit/<name>` (default `~/.local/state`) otherwise.
+pub fn default_state_dir(name: &str) -> PathBuf {
+    if let Some(d) = std::env::var_os("KUBEUNIT_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    state_home().join(name)
+}

@@ -1,6 +1,8 @@
 //! The pipeline, in one place: profile -> plan -> artifacts -> state dir. `gen`, `gen --check` and
 //! `start`'s preflight all go through these functions; nothing else loads, validates or generates.
 
+pub mod request;
+
 use std::path::Path;
 use std::time::Duration;
 
