@@ -281,65 +281,97 @@ enum Event<'e> {
     HookDone(&'e Instance<'static>, Hook, f64, Result<HookReport, Error>),
 }
 
-/// Start every instance not running, each as soon as everything it needs is healthy (and its
-/// gating hook done); spawn each one's other hook the moment it is healthy. What it needs is
-/// named by instance: a per-node component's needs on its own node.
+/// Which instances may start: each once what it is ordered after is healthy (and its gating hook
+/// done) and what it starts alongside is started. What it needs is named by instance: a per-node
+/// component's needs on its own node.
+struct StartOrder<'e> {
+    env: &'e Env,
+    /// Healthy, and past the hook that gates their dependents.
+    ready_for_dependents: BTreeSet<&'e str>,
+    /// Started (their start call made).
+    launched: BTreeSet<&'e str>,
+    pending: Vec<&'e (Instance<'static>, UnitFile)>,
+}
+
+impl<'e> StartOrder<'e> {
+    fn new(env: &'e Env, running: &Running<'e>) -> Self {
+        StartOrder {
+            env,
+            ready_for_dependents: running.clone(),
+            launched: running.clone(),
+            pending: env
+                .units
+                .iter()
+                .filter(|(i, _)| !running.contains(i.name.as_str()))
+                .collect(),
+        }
+    }
+
+    /// Those that may go now, marked launched. Launching one may let those alongside it go in the
+    /// same round.
+    fn take_ready(&mut self) -> Vec<&'e (Instance<'static>, UnitFile)> {
+        let mut taken = Vec::new();
+        loop {
+            let env = self.env;
+            let (ready, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|(i, _)| {
+                    let c = i.component;
+                    env.deps_of(i, &c.ordered_after(&i.plan))
+                        .iter()
+                        .all(|d| self.ready_for_dependents.contains(d))
+                        && env
+                            .deps_of(i, &c.deps(&i.plan))
+                            .iter()
+                            .all(|d| self.launched.contains(d))
+                });
+            self.pending = rest;
+            if ready.is_empty() {
+                return taken;
+            }
+            self.launched
+                .extend(ready.iter().map(|(i, _)| i.name.as_str()));
+            taken.extend(ready);
+        }
+    }
+
+    fn ready_for_dependents(&mut self, instance: &'e Instance<'static>) {
+        self.ready_for_dependents.insert(instance.name.as_str());
+    }
+}
+
+/// Start every instance not running, each as soon as `StartOrder` lets it; spawn each one's other
+/// hook the moment it is healthy.
 async fn start_components<'e>(
     env: &'e Env,
-    sd: &Systemd,
+    sd: &'e Systemd,
     running: &Running<'e>,
     t0: Instant,
     deadline: Instant,
-    progress: &ProgressCell<'_>,
+    progress: &'e ProgressCell<'_>,
     hook_tasks: &mut Vec<tokio::task::JoinHandle<Result<HookReport, Error>>>,
 ) -> Result<(Vec<Timing>, HookReport), Error> {
-    let mut ready_for_dependents: BTreeSet<&str> = running.clone();
-    // Started (their start call made); of those, where systemd has them (`Milestones`).
-    let mut launched: BTreeSet<&str> = running.clone();
     let milestones = &Milestones::new(running);
-    let mut pending: Vec<&(Instance<'static>, UnitFile)> = env
-        .units
-        .iter()
-        .filter(|(i, _)| !running.contains(i.name.as_str()))
-        .collect();
+    let mut order = StartOrder::new(env, running);
     let mut timings = Vec::new();
     let mut gated = HookReport::default();
     let mut events: FuturesUnordered<LocalBoxFuture<'_, Event>> = FuturesUnordered::new();
     loop {
-        // An instance goes once what it is ordered after is healthy and what it starts alongside
-        // is started; launching one may let those alongside it go in the same round.
-        loop {
-            let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(i, _)| {
-                let c = i.component;
-                env.deps_of(i, &c.ordered_after(&i.plan))
-                    .iter()
-                    .all(|d| ready_for_dependents.contains(d))
-                    && env
-                        .deps_of(i, &c.deps(&i.plan))
-                        .iter()
-                        .all(|d| launched.contains(d))
-            });
-            pending = rest;
-            if ready.is_empty() {
-                break;
-            }
-            for (i, unit) in ready {
-                launched.insert(i.name.as_str());
-                let timer = env.timer(&i.name);
-                let deps = env.deps_of(i, &i.component.deps(&i.plan));
-                let once_up = env.deps_of(i, i.component.starts_once_up);
-                events.push(Box::pin(async move {
-                    // Its own start call after theirs (systemd then knows the units it Wants=),
-                    // and after those it starts once up are.
-                    milestones.wait(Milestone::Submitted, &deps).await;
-                    milestones.wait(Milestone::Up, &once_up).await;
-                    let result = start_one(i, sd, unit, timer, t0, deadline, progress, |m| {
-                        milestones.reached(m, &i.name)
-                    })
-                    .await;
-                    Event::Healthy(i, result)
-                }));
-            }
+        for (i, unit) in order.take_ready() {
+            let timer = env.timer(&i.name);
+            let deps = env.deps_of(i, &i.component.deps(&i.plan));
+            let once_up = env.deps_of(i, i.component.starts_once_up);
+            events.push(Box::pin(async move {
+                // Its own start call after theirs (systemd then knows the units it Wants=), and
+                // after those it starts once up are.
+                milestones.wait(Milestone::Submitted, &deps).await;
+                milestones.wait(Milestone::Up, &once_up).await;
+                let result = start_one(i, sd, unit, timer, t0, deadline, progress, |m| {
+                    milestones.reached(m, &i.name)
+                })
+                .await;
+                Event::Healthy(i, result)
+            }));
         }
         let Some(event) = events.next().await else {
             break;
@@ -348,7 +380,7 @@ async fn start_components<'e>(
             Event::Healthy(i, result) => {
                 let timing = match result {
                     Err(Error::Start(why)) => {
-                        let needs = unhealthy_needs(env, sd, i, &ready_for_dependents).await;
+                        let needs = unhealthy_needs(env, sd, i, &order.ready_for_dependents).await;
                         return Err(Error::Start(why + &needs));
                     }
                     result => result?,
@@ -367,7 +399,7 @@ async fn start_components<'e>(
                     Some(hook) => hook_tasks.push(hooks::spawn(i, hook)),
                     None => {}
                 }
-                ready_for_dependents.insert(i.name.as_str());
+                order.ready_for_dependents(i);
             }
             Event::HookDone(i, hook, seconds, result) => {
                 let done = result?;
@@ -378,11 +410,11 @@ async fn start_components<'e>(
                     seconds,
                 });
                 gated.add(done);
-                ready_for_dependents.insert(i.name.as_str());
+                order.ready_for_dependents(i);
             }
         }
     }
-    if !pending.is_empty() {
+    if !order.pending.is_empty() {
         return Err(Error::Internal(
             "component dependencies form a cycle".into(),
         ));
@@ -493,19 +525,50 @@ pub(super) async fn start_one(
     progress: &ProgressCell<'_>,
     mut milestone: impl FnMut(Milestone),
 ) -> Result<Timing, Error> {
-    let (plan, c) = (&instance.plan, instance.component);
     let submitted = t0.elapsed().as_secs_f64();
     let unit = timer.unwrap_or(service);
-    let fail = |reason: String| {
-        Error::Start(format!(
-            "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
-            instance.name,
-            unit.name,
-            journal_tail(plan, &unit.name, 20),
-            unit.name
-        ))
-    };
-    // An installed environment's units are loaded from their files (`kubeunit install`).
+    let result = submit(instance, sd, service, timer, || {
+        milestone(Milestone::Submitted)
+    })
+    .await?;
+    let job_done = t0.elapsed().as_secs_f64();
+    if result != JobResult::Done {
+        let st = sd.state(&unit.name).await?.unwrap_or_default();
+        return Err(start_failed(
+            instance,
+            unit,
+            format!(
+                "start job {result} (Result={}, exit status {})",
+                st.result, st.exec_main_status
+            ),
+        ));
+    }
+    milestone(Milestone::Up);
+    (progress.borrow_mut())(Progress::Running {
+        component: &instance.name,
+        seconds: job_done,
+    });
+    wait_healthy(instance, sd, unit, deadline).await?;
+    Ok(Timing {
+        component: instance.name.clone(),
+        unit: unit.name.clone(),
+        submitted,
+        job_done,
+        healthy: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The start call and its job: a transient unit from the unit file (a timer's with its service
+/// alongside), or an installed environment's unit loaded from its file (`kubeunit install`).
+async fn submit(
+    instance: &Instance<'static>,
+    sd: &Systemd,
+    service: &UnitFile,
+    timer: Option<&UnitFile>,
+    on_submitted: impl FnOnce(),
+) -> Result<JobResult, Error> {
+    let (plan, c) = (&instance.plan, instance.component);
+    let unit = timer.unwrap_or(service);
     let installed = super::env::installed(plan, sd).await?;
     // Alongside what it retries by itself: past its After= on them (the caller started them, and
     // waited for the health of everything else it is ordered after, or for the start jobs of what
@@ -515,77 +578,73 @@ pub(super) async fn start_one(
     } else {
         StartMode::InOrder
     };
-    let on_submitted = || milestone(Milestone::Submitted);
     let result = match timer {
         _ if installed => sd.start_unit_then(&unit.name, mode, on_submitted).await?,
         Some(timer) => {
             let aux = vec![(service.name.clone(), unit::properties(service)?)];
-            sd.start_transient_then(
-                &timer.name,
-                unit::properties(timer)?,
-                aux,
-                mode,
-                on_submitted,
-            )
-            .await?
+            let props = unit::properties(timer)?;
+            sd.start_transient_then(&timer.name, props, aux, mode, on_submitted)
+                .await?
         }
         None => {
-            sd.start_transient_then(
-                &unit.name,
-                unit::properties(unit)?,
-                vec![],
-                mode,
-                on_submitted,
-            )
-            .await?
+            let props = unit::properties(unit)?;
+            sd.start_transient_then(&unit.name, props, vec![], mode, on_submitted)
+                .await?
         }
     };
-    let job_done = t0.elapsed().as_secs_f64();
-    if result != JobResult::Done {
-        let st = sd.state(&unit.name).await?.unwrap_or_default();
-        return Err(fail(format!(
-            "start job {result} (Result={}, exit status {})",
-            st.result, st.exec_main_status
-        )));
-    }
-    milestone(Milestone::Up);
-    (progress.borrow_mut())(Progress::Running {
-        component: &instance.name,
-        seconds: job_done,
-    });
-    let prober =
-        probe::Prober::new(plan, c, Duration::from_secs(2)).map_err(|e| fail(e.to_string()))?;
-    // The unit's state is read again only when systemd signals a change: the probe is what is
-    // polled.
+    Ok(result)
+}
+
+/// Until its health probe answers, or it exits, or `deadline`. The unit's state is read again
+/// only when systemd signals a change: the probe is what is polled.
+async fn wait_healthy(
+    instance: &Instance<'static>,
+    sd: &Systemd,
+    unit: &UnitFile,
+    deadline: Instant,
+) -> Result<(), Error> {
+    let prober = probe::Prober::new(&instance.plan, instance.component, Duration::from_secs(2))
+        .map_err(|e| start_failed(instance, unit, e.to_string()))?;
     let mut watched = sd.watch(&unit.name).await?;
     loop {
         let st = watched.state(sd).await?;
         if st.active_state.is_stopped() || st.restarts > 0 {
-            return Err(fail(format!(
-                "the process exited (state {}/{}, Result={}, exit status {}, restarts {})",
-                st.active_state.as_str(),
-                st.sub_state,
-                st.result,
-                st.exec_main_status,
-                st.restarts
-            )));
+            return Err(start_failed(
+                instance,
+                unit,
+                format!(
+                    "the process exited (state {}/{}, Result={}, exit status {}, restarts {})",
+                    st.active_state.as_str(),
+                    st.sub_state,
+                    st.result,
+                    st.exec_main_status,
+                    st.restarts
+                ),
+            ));
         }
         match prober.probe_async().await {
-            Ok(()) => {
-                return Ok(Timing {
-                    component: instance.name.clone(),
-                    unit: unit.name.clone(),
-                    submitted,
-                    job_done,
-                    healthy: t0.elapsed().as_secs_f64(),
-                })
-            }
+            Ok(()) => return Ok(()),
             Err(e) if Instant::now() >= deadline => {
-                return Err(fail(format!("not healthy before the timeout: {e}")))
+                return Err(start_failed(
+                    instance,
+                    unit,
+                    format!("not healthy before the timeout: {e}"),
+                ))
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
+}
+
+/// A failed start, with the tail of the unit's journal.
+fn start_failed(instance: &Instance<'static>, unit: &UnitFile, reason: String) -> Error {
+    Error::Start(format!(
+        "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
+        instance.name,
+        unit.name,
+        journal_tail(&instance.plan, &unit.name, 20),
+        unit.name
+    ))
 }
 
 fn monotonic_us() -> u64 {
