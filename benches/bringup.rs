@@ -11,7 +11,7 @@
 //! kube-apiserver's own exec to /readyz; the rest of the total is kubeunit's overhead (preflight,
 //! D-Bus, probes). scripts/bench-peers.sh measures that floor with etcd already running.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //!
 //!   cargo bench --bench nodes            # KUBEUNIT_BENCH_RUNS=N rounds (default 3)
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -13,7 +13,7 @@
 //! can be ready even with nothing else running; each environment's time is reported against it
 //! (issue 25's goal: the median within 1.1x of it).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

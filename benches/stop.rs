@@ -9,7 +9,7 @@
 //!
 //! Without a baseline it times this build alone.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -20,7 +20,7 @@
 //!
 //!   cargo bench --bench time_to_k8s      # KUBEUNIT_BENCH_RUNS=N runs (default 5)
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

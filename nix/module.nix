@@ -12,7 +12,7 @@
 # environment stops, its units go, its state dir stays.
 #
 # Untested here (no nixpkgs on the machines that test kubeunit): this file. setupScript, which
-# holds every command it runs, is tested (tests/nix.rs).
+# holds every command it runs, is tested (tests/it/nix.rs).
 { config, lib, pkgs, ... }:
 
 let

@@ -2,7 +2,7 @@
 # systemd as PID 1 in a systemd-nspawn container on the cached Debian rootfs (scripts/build-rootfs.sh),
 # sharing the host network. The one implementation of booting, finding, entering and stopping such a
 # container: scripts/systemd-host.sh (the dev container of scripts/up.sh) and the tests
-# (tests/common/container.rs) use it. The rootfs is mounted with a volatile overlay, so containers never
+# (tests/it/common/container.rs) use it. The rootfs is mounted with a volatile overlay, so containers never
 # change it and several can run at once.
 #
 #   container.sh boot NAME [--node] [--persist=DIR] [--network=...] [--log=FILE] [--bind=DIR[:PATH] | --bind-ro=DIR ...]

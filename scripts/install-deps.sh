@@ -7,7 +7,7 @@ for pair in systemd-nspawn:systemd-container debootstrap:debootstrap openssl:ope
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
-# nix-bin: Nix 2.8, single-user, for tests/nix.rs (builds lib.mkState with real nix-build; no nixpkgs).
+# nix-bin: Nix 2.8, single-user, for tests/it/nix.rs (builds lib.mkState with real nix-build; no nixpkgs).
 # The node build (scripts/build-test-binaries.sh): gcc and libc6-dev for the static pause binary and the
 # static runc, libseccomp-dev + pkg-config for runc's seccomp support, python3 for the image tars.
 # Debian's busybox-static is fetched there with `apt-get download` (installing it would replace busybox).

@@ -9,10 +9,20 @@ keep_test_networks_local
 start=$(date +%s)
 scripts/build-test-binaries.sh
 echo "test binaries ready after $(( $(date +%s) - start ))s"
-# The images of the upstream [Conformance] specs, for tests/conformance.rs (and scripts/conformance.sh).
+# The images of the upstream [Conformance] specs, for tests/it/conformance.rs (and scripts/conformance.sh).
 scripts/build-e2e-images.sh
 echo "conformance images ready after $(( $(date +%s) - start ))s"
 scripts/build-rootfs.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --locked -- --test-threads="${KUBEUNIT_TEST_THREADS:-2}"
+threads=${KUBEUNIT_TEST_THREADS:-2}
+cargo test --locked --no-run
+cargo test --locked --lib --bins -- --test-threads="$threads"
+cargo test --locked --doc
+# The integration tests are one binary (tests/it); its areas run one after another, each with two tests at a
+# time, so that two areas' containers never share this machine's two cores (as when each area was a binary).
+for area in $(sed -n 's/^mod \([a-z_]*\);$/\1/p' tests/it/main.rs); do
+  echo "==> tests/it: $area"
+  cargo test --locked --test it -- --test-threads="$threads" "$area::"
+done
+echo "tests done after $(( $(date +%s) - start ))s"

@@ -1,6 +1,6 @@
 //! `kubeunit man --out-dir DIR`: man pages from the clap definition, one per command (`kubeunit.1`,
 //! `kubeunit-gen.1`, `kubeunit-images-load.1`, ...). The pages in docs/man are made by this command and
-//! tests/golden.rs checks they match it.
+//! tests/it/golden.rs checks they match it.
 
 use std::path::{Path, PathBuf};
 

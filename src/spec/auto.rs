@@ -11,7 +11,7 @@ use sha2::Digest;
 use super::profile::{Nodes, PortSpec, Ports, Profile};
 
 /// `ports: auto` takes a block of ports, one per port the component table declares, from
-/// 12000-20999: below the tests' blocks (`END_PORT` and up, tests/common/ports.rs) and the kernel's
+/// 12000-20999: below the tests' blocks (`END_PORT` and up, tests/it/common/ports.rs) and the kernel's
 /// ephemeral range (32768 and up, where outgoing connections take their ports), above the
 /// well-known ones of Kubernetes (2379, 6443, 10248-10259).
 pub const FIRST_PORT: u16 = 12000;

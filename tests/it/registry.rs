@@ -4,16 +4,14 @@
 //! missing or damaged one without changing anything), `stop` leaves nothing of it, and two dev
 //! environments side by side each have their own.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::container::{dev_args, gen_in, Container, Env};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{dev_args, gen_in, Container, Env};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 impl Env<'_> {
     /// A recorded value of the state dir's profile.yaml (`containerd.socket`).

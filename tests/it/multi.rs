@@ -5,14 +5,12 @@
 //! node, a removed node leaves nothing, a second `multi` runs beside the first, and `stop` leaves
 //! nothing of any node.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::container::{dev_args, gen_in, Container, Env};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{dev_args, gen_in, Container, Env};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 /// A `multi` environment in a test container, with the names kubeunit gives its nodes' things.
 struct Multi<'c> {

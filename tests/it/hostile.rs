@@ -2,13 +2,11 @@
 //! that point outside, concurrent and interrupted runs, values that try to break out of the files
 //! they land in. Every refusal is checked for its exit code, its message and an unchanged state dir.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 const ADVERTISE: &str = "network.advertiseAddress=192.0.2.10";
 

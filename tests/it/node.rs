@@ -3,14 +3,12 @@
 //! minors. Pods run, talk to Services and DNS, survive crashes of the node's components, and `stop`
 //! leaves nothing of them behind.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::container::{dev_args, gen_in, Container, Env};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{dev_args, gen_in, Container, Env};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 /// An environment with a node: `Env`'s commands, and the environment's name.
 struct Node<'c> {

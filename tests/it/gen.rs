@@ -1,14 +1,12 @@
 //! `kubeunit gen`: the state dir it writes, checked with the tools that consume it (openssl, kubectl,
 //! systemd-analyze) and by parsing the certificates.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::*;
 

@@ -4,16 +4,14 @@
 //! the API server under dlv still serves the others. Also `cmdline`, `restart --binary` and the bad
 //! inputs of `debug`.
 
-mod common;
-
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::container::{control_plane_args, gen_in, Container, Env};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{control_plane_args, gen_in, Container, Env};
+use crate::common::ports::Ports;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// dlv's JSON-RPC API (version 2): Go's net/rpc JSON codec, one object per request and reply.
@@ -327,7 +325,7 @@ fn restart_with_another_binary_is_an_override() {
     let c = Container::boot("restart-binary");
     let ports = Ports::allocate();
     // A name of its own: test containers share one cgroup tree, where two environments of one name
-    // would have the same unit cgroups (see tests/common/container.rs).
+    // would have the same unit cgroups (see tests/it/common/container.rs).
     let mut args = control_plane_args(&version);
     args.extend(["--set".into(), "name=restart-binary".into()]);
     let state = gen_in(&c, "cp", &ports, &args);

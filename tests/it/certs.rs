@@ -5,16 +5,14 @@
 //! the new certificates served, the cluster healthy throughout. Then the bad inputs: exit 2 and
 //! nothing changed.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::container::{control_plane_args, gen_in, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{control_plane_args, gen_in, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 /// How long the leaf certificates of the running environment last: a few minutes, long enough for
 /// a start and three renewals on a loaded machine.

@@ -1,14 +1,12 @@
 //! start/stop/status/logs against a real systemd (PID 1 in a container) with the pinned etcd:
 //! an etcd-only environment, TLS with the generated certificates.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::container::{gen_in, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{gen_in, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 /// Generate an etcd-only environment `name` inside the container, on `ports`.
 fn gen_etcd_env(c: &Container, name: &str, ports: &Ports) -> PathBuf {

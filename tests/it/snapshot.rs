@@ -2,15 +2,13 @@
 //! create an object -> restore brings back what was there before and drops what came after; the
 //! scheduled snapshot's timer runs and its retention keeps the newest N; bad input changes nothing.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::container::{control_plane_args, gen_in, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{control_plane_args, gen_in, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 use serde_json::Value;
 
 struct Env<'a> {

@@ -5,14 +5,12 @@
 //! proxy subresources), DNS, Services, hostPort, ImageVolume with PullAlways, sig-cli and pod networking.
 //! The whole suite is the script's (its dated results are under benches/results/).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::container::{dev_args, gen_in, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{dev_args, gen_in, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 /// The archives of a built images dir (its images.txt names them).
 fn archives(dir: &Path) -> Vec<String> {

@@ -6,14 +6,12 @@
 //! serving with one control-plane host's power cut, and the host rejoins when it is back; a worker's
 //! pods move to the other worker once it is gone.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::container::{dev_args, Container};
-use common::*;
+use crate::common::container::{dev_args, Container};
+use crate::common::*;
 
 const BRIDGE: &str = "ku-hosts";
 const GATEWAY: &str = "198.19.254.1";

@@ -5,16 +5,14 @@
 //! and starts an environment and its stop script takes it down. What needs nixpkgs (the package
 //! build, the module's evaluation) cannot run here: nix/README.md lists it.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::container::{control_plane_args, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{control_plane_args, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,14 +3,12 @@
 //! $XDG_STATE_HOME; it starts, serves and stops, and nothing outside the user's directories is
 //! written. A node is refused at `gen`, which then writes nothing.
 
-mod common;
-
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::container::{control_plane_args, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{control_plane_args, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 const USER: &str = "ku";
 const HOME: &str = "/home/ku";

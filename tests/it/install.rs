@@ -3,15 +3,13 @@
 //! comes back by itself, with what was created before; `uninstall` leaves /etc/systemd/system as it
 //! was. Bad input changes nothing.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::container::{dev_args, gen_in, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{dev_args, gen_in, Container};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 struct Env {
     c: Container,

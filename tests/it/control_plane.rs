@@ -2,15 +2,15 @@
 //! (both pinned minors): what kube-apiserver, the controller-manager and the scheduler do with the
 //! flags, certificates and configs kubeunit generates.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::container::{control_plane_args, gen_in, show_unit, unit_differences, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{
+    control_plane_args, gen_in, show_unit, unit_differences, Container,
+};
+use crate::common::ports::Ports;
+use crate::common::*;
 
 fn k8s_dir(version: &str) -> PathBuf {
     let dir = cache_dir()

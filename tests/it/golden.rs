@@ -6,14 +6,12 @@
 //!   redacted, the manifest, each certificate's fields), so a changed template line is a changed line.
 //!   Secrets (keys, the encryption config) are in the hashes only.
 //!
-//! Update the records only on purpose, and read their diff: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden
-
-mod common;
+//! Update the records only on purpose, and read their diff: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test it golden::
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use sha2::{Digest, Sha256};
 
 /// (record name, gen arguments after the fixed ones).
@@ -327,7 +325,7 @@ fn the_profile_reference_is_made_from_base_yaml() {
     let recorded = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         recorded == page,
-        "docs/profiles.md is not what profiles/base.yaml makes: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden"
+        "docs/profiles.md is not what profiles/base.yaml makes: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test it golden::"
     );
 }
 
@@ -385,7 +383,7 @@ fn profile_reference(base: &str) -> String {
     let cell = |s: &str| s.replace('|', "\\|").replace('<', "&lt;");
     let mut out = String::from(
         "# Profile reference\n\n\
-         Made from `profiles/base.yaml` by `KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden`, and checked \
+         Made from `profiles/base.yaml` by `KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test it golden::`, and checked \
          against it by that test: do not edit it by hand.\n\n",
     );
     out.push_str(&intro.join(" "));
@@ -455,6 +453,6 @@ fn the_man_pages_are_made_by_kubeunit_man() {
         .collect();
     assert!(
         differing.is_empty(),
-        "docs/man differs from what `kubeunit man` makes in {differing:?}: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test golden"
+        "docs/man differs from what `kubeunit man` makes in {differing:?}: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test it golden::"
     );
 }

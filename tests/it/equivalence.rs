@@ -3,14 +3,14 @@
 //! `systemctl show` agrees on every configuration property. Runs kubeunit's own translation and D-Bus
 //! client against the systemd of a container; the components need not (and here do not) run.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::container::{exec_argv, exec_argv_of, gen_in, show_unit, unit_differences, Container};
-use common::ports::Ports;
-use common::*;
+use crate::common::container::{
+    exec_argv, exec_argv_of, gen_in, show_unit, unit_differences, Container,
+};
+use crate::common::ports::Ports;
+use crate::common::*;
 use kubeunit::systemd::{Bus, Systemd};
 use kubeunit::unit::properties;
 use kubeunit::unit::UnitFile;
