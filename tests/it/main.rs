@@ -11,6 +11,7 @@ mod certs;
 mod conformance;
 mod control_plane;
 mod debug;
+mod docs;
 mod equivalence;
 mod gen;
 mod golden;
