@@ -61,27 +61,42 @@ pub fn node_entries(p: &Profile) -> Option<Vec<NodeEntry>> {
 
 /// Every wrong value of `hosts:` and `host:`, and of what an environment across hosts cannot have.
 pub fn errors(p: &Profile) -> Vec<FieldError> {
-    let mut errs = Vec::new();
     if p.hosts.is_empty() {
-        if !p.host.is_empty() {
-            errs.push(FieldError::new(
-                "host",
-                format!("{:?}", p.host),
-                "names a host, but the profile has no hosts",
-                "drop host:, or list the hosts under hosts:",
-            ));
-        }
-        return errs;
+        return host_without_hosts(p).into_iter().collect();
     }
+    // Past the limit the hosts are not checked one by one: one error says it all.
     if p.hosts.len() > MAX_HOSTS {
-        errs.push(FieldError::new(
+        return vec![FieldError::new(
             "hosts",
             p.hosts.len(),
             format!("an environment has at most {MAX_HOSTS} hosts"),
             "list fewer hosts",
-        ));
-        return errs;
+        )];
     }
+    let mut errs = each_host_errors(p);
+    errs.extend(control_plane_host_missing(p));
+    errs.extend(host_not_listed(p));
+    errs.extend(nodes_errors(p));
+    errs.extend(across_hosts_errors(p));
+    errs
+}
+
+/// `host:` without `hosts:` names nothing.
+fn host_without_hosts(p: &Profile) -> Option<FieldError> {
+    (!p.host.is_empty()).then(|| {
+        FieldError::new(
+            "host",
+            format!("{:?}", p.host),
+            "names a host, but the profile has no hosts",
+            "drop host:, or list the hosts under hosts:",
+        )
+    })
+}
+
+/// Every host's own errors, host by host (name, address, roles), in host order. Names and
+/// addresses are checked against the hosts before, so the second of two alike is the one named.
+fn each_host_errors(p: &Profile) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let mut names = BTreeSet::new();
     let mut addresses = BTreeSet::new();
     let cluster_nets: Vec<(&str, Option<ipnet::IpNet>)> = vec![
@@ -89,121 +104,163 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
         ("network.serviceCIDR", p.network.service_cidr.parse().ok()),
     ];
     for (i, h) in p.hosts.iter().enumerate() {
-        let field = |f: &str| format!("hosts[{i}].{f}");
-        // Its node's name, its units' instance elsewhere, and an interface's hash: a DNS label.
-        if !super::names::is_subdomain(&h.name) || h.name.len() > 63 || h.name.contains('.') {
+        errs.extend(host_name_error(i, h, &mut names));
+        errs.extend(host_address_errors(i, h, &mut addresses, &cluster_nets));
+        errs.extend(host_roles_errors(i, h));
+    }
+    errs
+}
+
+/// `hosts[i].name`: a DNS label no host before has. `names` holds the names seen so far.
+fn host_name_error<'h>(
+    i: usize,
+    h: &'h HostEntry,
+    names: &mut BTreeSet<&'h str>,
+) -> Option<FieldError> {
+    let field = format!("hosts[{i}].name");
+    // Its node's name, its units' instance elsewhere, and an interface's hash: a DNS label.
+    if !super::names::is_subdomain(&h.name) || h.name.len() > 63 || h.name.contains('.') {
+        Some(FieldError::new(
+            field,
+            format!("{:?}", h.name),
+            "not a host name (a DNS label of at most 63 characters)",
+            "use lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. cp-1",
+        ))
+    } else if !names.insert(h.name.as_str()) {
+        Some(FieldError::new(
+            field,
+            format!("{:?}", h.name),
+            "another host has this name",
+            "give every host its own name",
+        ))
+    } else {
+        None
+    }
+}
+
+/// `hosts[i].address`: an IPv4 address the other hosts can reach, no host before has, and
+/// outside the cluster's own networks. `addresses` holds the addresses seen so far.
+fn host_address_errors(
+    i: usize,
+    h: &HostEntry,
+    addresses: &mut BTreeSet<Ipv4Addr>,
+    cluster_nets: &[(&str, Option<ipnet::IpNet>)],
+) -> Vec<FieldError> {
+    let field = format!("hosts[{i}].address");
+    let mut errs = Vec::new();
+    match h.address.parse::<Ipv4Addr>() {
+        Ok(a) if a.is_loopback() || a.is_unspecified() || a.is_multicast() || a.is_broadcast() => {
             errs.push(FieldError::new(
-                field("name"),
-                format!("{:?}", h.name),
-                "not a host name (a DNS label of at most 63 characters)",
-                "use lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. cp-1",
-            ));
-        } else if !names.insert(h.name.as_str()) {
-            errs.push(FieldError::new(
-                field("name"),
-                format!("{:?}", h.name),
-                "another host has this name",
-                "give every host its own name",
-            ));
+                field,
+                &h.address,
+                "not an address other hosts can reach",
+                "give the host's own IPv4 address on the network the hosts share",
+            ))
         }
-        match h.address.parse::<Ipv4Addr>() {
-            Ok(a) if a.is_loopback() || a.is_unspecified() || a.is_multicast() || a.is_broadcast() => {
+        Ok(a) => {
+            if !addresses.insert(a) {
                 errs.push(FieldError::new(
-                    field("address"),
+                    field.clone(),
                     &h.address,
-                    "not an address other hosts can reach",
-                    "give the host's own IPv4 address on the network the hosts share",
-                ))
+                    "another host has this address",
+                    "give every host its own address",
+                ));
             }
-            Ok(a) => {
-                if !addresses.insert(a) {
+            for (net_field, net) in cluster_nets {
+                if net.is_some_and(|n| n.contains(&std::net::IpAddr::V4(a))) {
                     errs.push(FieldError::new(
-                        field("address"),
+                        field.clone(),
                         &h.address,
-                        "another host has this address",
-                        "give every host its own address",
+                        format!("inside {net_field}, which the cluster routes itself"),
+                        format!("give the host an address outside {net_field}, or move {net_field}"),
                     ));
                 }
-                for (net_field, net) in &cluster_nets {
-                    if net.is_some_and(|n| n.contains(&std::net::IpAddr::V4(a))) {
-                        errs.push(FieldError::new(
-                            field("address"),
-                            &h.address,
-                            format!("inside {net_field}, which the cluster routes itself"),
-                            format!("give the host an address outside {net_field}, or move {net_field}"),
-                        ));
-                    }
-                }
             }
-            Err(_) => errs.push(FieldError::new(
-                field("address"),
-                format!("{:?}", h.address),
-                "not an IPv4 address (the hosts' routes to each other's pods are made to it; DNS names are not taken yet)",
-                "write the host's address, e.g. 192.168.60.21",
-            )),
         }
-        if h.roles.is_empty() {
-            errs.push(FieldError::new(
-                field("roles"),
-                "[]",
-                "a host without a role",
-                "give it roles: [etcd, control-plane] or [worker]",
-            ));
-        }
-        let distinct: BTreeSet<&str> = h.roles.iter().map(|r| r.as_str()).collect();
-        if distinct.len() != h.roles.len() {
-            errs.push(FieldError::new(
-                field("roles"),
-                format!(
-                    "{:?}",
-                    h.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()
-                ),
-                "a role is listed twice",
-                "list each role once",
-            ));
-        }
-        let etcd = h.roles.contains(&HostRole::Etcd);
-        let cp = h.roles.contains(&HostRole::ControlPlane);
-        if etcd != cp {
-            errs.push(FieldError::new(
-                field("roles"),
-                format!("{:?}", h.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()),
-                "etcd and control-plane go together: etcd runs stacked on the control-plane hosts (kubeadm's default HA topology); a host of one alone is not taken yet",
-                "give it both etcd and control-plane, or neither",
-            ));
-        }
+        Err(_) => errs.push(FieldError::new(
+            field,
+            format!("{:?}", h.address),
+            "not an IPv4 address (the hosts' routes to each other's pods are made to it; DNS names are not taken yet)",
+            "write the host's address, e.g. 192.168.60.21",
+        )),
     }
-    if !p
+    errs
+}
+
+/// `hosts[i].roles`: at least one, each once, etcd and control-plane together.
+fn host_roles_errors(i: usize, h: &HostEntry) -> Vec<FieldError> {
+    let field = format!("hosts[{i}].roles");
+    let listed = || {
+        format!(
+            "{:?}",
+            h.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()
+        )
+    };
+    let mut errs = Vec::new();
+    if h.roles.is_empty() {
+        errs.push(FieldError::new(
+            field.clone(),
+            "[]",
+            "a host without a role",
+            "give it roles: [etcd, control-plane] or [worker]",
+        ));
+    }
+    let distinct: BTreeSet<&str> = h.roles.iter().map(|r| r.as_str()).collect();
+    if distinct.len() != h.roles.len() {
+        errs.push(FieldError::new(
+            field.clone(),
+            listed(),
+            "a role is listed twice",
+            "list each role once",
+        ));
+    }
+    let etcd = h.roles.contains(&HostRole::Etcd);
+    let cp = h.roles.contains(&HostRole::ControlPlane);
+    if etcd != cp {
+        errs.push(FieldError::new(
+            field,
+            listed(),
+            "etcd and control-plane go together: etcd runs stacked on the control-plane hosts (kubeadm's default HA topology); a host of one alone is not taken yet",
+            "give it both etcd and control-plane, or neither",
+        ));
+    }
+    errs
+}
+
+/// Without a control-plane host there is no cluster to join.
+fn control_plane_host_missing(p: &Profile) -> Option<FieldError> {
+    let any = p
         .hosts
         .iter()
-        .any(|h| h.roles.contains(&HostRole::ControlPlane))
-    {
-        errs.push(FieldError::new(
+        .any(|h| h.roles.contains(&HostRole::ControlPlane));
+    (!any).then(|| {
+        FieldError::new(
             "hosts",
             p.hosts.len(),
             "no host has the control-plane role",
             "give one host (or three, for a control plane that survives the loss of one) roles: [etcd, control-plane]",
-        ));
+        )
+    })
+}
+
+/// `host:` names the host a state dir is for: one of `hosts:`.
+fn host_not_listed(p: &Profile) -> Option<FieldError> {
+    if p.host.is_empty() || p.hosts.iter().any(|h| h.name == p.host) {
+        return None;
     }
-    if !p.host.is_empty() && !p.hosts.iter().any(|h| h.name == p.host) {
-        errs.push(FieldError::new(
-            "host",
-            format!("{:?}", p.host),
-            "not the name of one of hosts",
-            format!(
-                "use one of: {}",
-                p.hosts
-                    .iter()
-                    .map(|h| h.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
-    }
-    // The nodes are the hosts': a count says nothing, a list (gen records one) names them in order.
+    Some(FieldError::new(
+        "host",
+        format!("{:?}", p.host),
+        "not the name of one of hosts",
+        format!("use one of: {}", names(&p.hosts).join(", ")),
+    ))
+}
+
+/// The nodes are the hosts': a count says nothing, a list (gen records one) names them in order.
+fn nodes_errors(p: &Profile) -> Option<FieldError> {
     match &p.nodes {
-        Nodes::Count(1) => {}
-        Nodes::Count(n) => errs.push(FieldError::new(
+        Nodes::Count(1) => None,
+        Nodes::Count(n) => Some(FieldError::new(
             "nodes",
             n,
             "with hosts, every host runs one node, named after it",
@@ -211,19 +268,25 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
         )),
         Nodes::List(l) => {
             let named: Vec<&str> = l.iter().map(|e| e.name.as_str()).collect();
-            let hosts: Vec<&str> = p.hosts.iter().map(|h| h.name.as_str()).collect();
+            let hosts = names(&p.hosts);
             let fits = named.len() == hosts.len()
                 && named.iter().zip(&hosts).all(|(n, h)| n.is_empty() || n == h);
-            if !fits {
-                errs.push(FieldError::new(
+            (!fits).then(|| {
+                FieldError::new(
                     "nodes",
                     format!("{named:?}"),
                     format!("with hosts, the nodes are the hosts' ({hosts:?}), one each, in order"),
                     "drop nodes:, or list one entry per host in host order",
-                ));
-            }
+                )
+            })
         }
     }
+}
+
+/// What an environment across hosts cannot have: ports picked on one host, a rootless node, one
+/// node name for all, an etcd of its own elsewhere.
+fn across_hosts_errors(p: &Profile) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     if p.ports == PortSpec::Auto {
         errs.push(FieldError::new(
             "ports",
