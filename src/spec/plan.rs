@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use super::host::HostFacts;
 use super::nodes::{ResolvedNode, Taint};
 use super::paths;
-use super::profile::{parse_epoch, HostRole, PortSpec, Ports, Profile, Role};
+use super::profile::{parse_epoch, HostRole, Network, PortSpec, Ports, Profile, Role};
 use crate::error::{Error, FieldError};
 
 #[derive(Debug, Clone)]
@@ -331,145 +331,31 @@ impl Plan {
         } else {
             profile.instance.clone()
         };
-        let ports = match &profile.ports {
-            PortSpec::Fixed(p) => p.clone(),
-            PortSpec::Auto => {
-                return Err(Error::field(
-                    "profile",
-                    FieldError::new(
-                        "ports",
-                        "auto",
-                        "not resolved: `kubeunit gen` picks free ports for `auto` and records them in the state dir's profile.yaml",
-                        format!(
-                            "run `kubeunit gen --state-dir {}` (keeps the ports it recorded), or name the ports",
-                            state_dir.display()
-                        ),
-                    ),
-                ))
-            }
-        };
-        let net = &profile.network;
+        let ports = fixed_ports(&profile, state_dir)?;
         // The profile was validated; parse failures below cannot happen, but are not unwrapped either.
-        let bad = |f: &str| Error::Internal(format!("unvalidated profile field {f}"));
-        let service_cidr: IpNet = net.service_cidr.parse().map_err(|_| bad("serviceCIDR"))?;
-        let pod_cidr: IpNet = net.pod_cidr.parse().map_err(|_| bad("podCIDR"))?;
-        let first_service_ip = nth_address(&service_cidr, 1);
-        let dns_ip = if net.dns_ip.is_empty() {
-            nth_address(&service_cidr, 10)
-        } else {
-            net.dns_ip.parse().map_err(|_| bad("dnsIP"))?
-        };
-        let bind: IpAddr = net.bind_address.parse().map_err(|_| bad("bindAddress"))?;
-        let local = if bind.is_unspecified() {
-            loopback_of(&bind)
-        } else {
-            bind
-        };
-        let advertise = if !net.advertise_address.is_empty() {
-            net.advertise_address
-                .parse()
-                .map_err(|_| bad("advertiseAddress"))?
-        } else if !bind.is_unspecified() && !bind.is_loopback() {
-            bind
-        } else {
-            host.address(service_cidr.network().is_ipv6()).ok_or_else(|| {
-                Error::field(
-                    "profile",
-                    FieldError::new(
-                        "network.advertiseAddress",
-                        "\"\"",
-                        "empty, and no host address to default to (this host has no global one, or `gen --hermetic` reads none)",
-                        "set network.advertiseAddress to this host's address (kube-apiserver rejects loopback \
-                         addresses in the `kubernetes` Service endpoints)",
-                    ),
-                )
-            })?
-        };
+        let networks = Networks::of(&profile.network)?;
+        let listeners = Listeners::of(&profile.network, &networks.service_cidr, host)?;
         let data_dir = match &profile.data_dir {
             Some(d) if !d.as_os_str().is_empty() => d.clone(),
             _ => state_dir.join(paths::DATA),
         };
-        let explicit = profile
-            .pki
-            .epoch
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .and_then(parse_epoch);
-        let epoch = explicit.unwrap_or(host.epoch);
-        if explicit.is_none() {
-            // SOURCE_DATE_EPOCH (or the clock) must leave room for the validity too.
-            let errs = validity_errors(&profile, epoch, "SOURCE_DATE_EPOCH");
-            if !errs.is_empty() {
-                return Err(Error::Profile(crate::error::FieldErrors {
-                    source_name: "profile".into(),
-                    errors: errs,
-                }));
-            }
-        }
-        let dur = |s: &str| humantime::parse_duration(s).map_err(|_| bad("pki validity"));
+        let epoch = epoch(&profile, host)?;
+        let dur = |s: &str| humantime::parse_duration(s).map_err(|_| unvalidated("pki validity"));
         let ca_validity = dur(&profile.pki.ca_validity)?;
         let cert_validity = dur(&profile.pki.cert_validity)?;
         let runtime = match &profile.containerd.runtime {
             r if r.as_os_str().is_empty() => profile.bin_dir.join("runc"),
             r => r.clone(),
         };
-        let resolved = super::nodes::resolve(&profile).map_err(|errors| {
-            Error::Profile(crate::error::FieldErrors {
-                source_name: "profile".into(),
-                errors,
-            })
-        })?;
+        let resolved = super::nodes::resolve(&profile).map_err(profile_errors)?;
         let host_name = host_name(&profile.name, &instance);
         let hosts = host_plans(&profile, &host_name, &resolved)?;
-        let (nodes, etcd_members, host_index, bind, local, advertise) = if hosts.is_empty() {
-            let etcd = EtcdMember {
-                name: resolved[0].name.clone(),
-                // Its peer listener serves no one else on a single host: on loopback whatever the
-                // bind. Its clients (kube-apiserver, etcdctl) are on this host too.
-                peer_address: loopback_of(&local),
-                client_address: local,
-            };
-            let nodes = resolved
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| NodePlan::new(&profile, &host_name, &data_dir, i, n))
-                .collect::<Result<Vec<_>, Error>>()?;
-            links_apart(&nodes)?;
-            (nodes, vec![etcd], 0, bind, local, advertise)
+        let topology = if hosts.is_empty() {
+            Topology::one_host(&profile, &host_name, &data_dir, resolved, listeners)?
         } else {
-            // One host's view: its node, the etcd members of every etcd host, its listeners on
-            // its address (every address when the profile binds them all).
-            let index = hosts.iter().position(|h| h.name == profile.host).ok_or_else(|| {
-                Error::field(
-                    "profile",
-                    FieldError::new(
-                        "host",
-                        format!("{:?}", profile.host),
-                        "a profile with hosts is planned for one of them",
-                        "generate with `kubeunit gen --out DIR`, which renders a state dir per host (DIR/HOST)",
-                    ),
-                )
-            })?;
-            let here = &hosts[index];
-            let mut node =
-                NodePlan::new(&profile, &host_name, &data_dir, 0, resolved[index].clone())?;
-            node.link = here.link.clone();
-            let etcd = hosts
-                .iter()
-                .filter(|h| h.roles.contains(&HostRole::Etcd))
-                .map(|h| EtcdMember {
-                    name: h.name.clone(),
-                    peer_address: IpAddr::V4(h.address),
-                    client_address: IpAddr::V4(h.address),
-                })
-                .collect();
-            let address = IpAddr::V4(here.address);
-            let (bind, local) = if bind.is_unspecified() {
-                (bind, loopback_of(&bind))
-            } else {
-                (address, address)
-            };
-            (vec![node], etcd, index, bind, local, address)
+            Topology::across_hosts(
+                &profile, &host_name, &data_dir, &hosts, &resolved, listeners,
+            )?
         };
         let snapshot_dir = match &profile.etcd.snapshot.dir {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
@@ -479,20 +365,20 @@ impl Plan {
             instance,
             ports,
             snapshot_dir,
-            nodes,
+            nodes: topology.nodes,
             node_index: 0,
-            etcd_members,
+            etcd_members: topology.etcd_members,
             hosts,
-            host_index,
+            host_index: topology.host_index,
             state_dir: state_dir.to_path_buf(),
             data_dir,
-            service_cidr,
-            first_service_ip,
-            dns_ip,
-            pod_cidr,
-            bind,
-            advertise,
-            local,
+            service_cidr: networks.service_cidr,
+            first_service_ip: networks.first_service_ip,
+            dns_ip: networks.dns_ip,
+            pod_cidr: networks.pod_cidr,
+            bind: topology.listeners.bind,
+            advertise: topology.listeners.advertise,
+            local: topology.listeners.local,
             epoch,
             ca_validity,
             cert_validity,
@@ -776,6 +662,233 @@ fn slice_cgroup(name: &str) -> String {
         path.push_str(".slice");
     }
     path
+}
+
+/// A profile field that validation should have refused, found wrong while planning.
+fn unvalidated(field: &str) -> Error {
+    Error::Internal(format!("unvalidated profile field {field}"))
+}
+
+/// Field errors found while planning, reported as the profile's.
+fn profile_errors(errors: Vec<FieldError>) -> Error {
+    Error::Profile(crate::error::FieldErrors {
+        source_name: "profile".into(),
+        errors,
+    })
+}
+
+/// The profile's ports: `gen` resolves `auto` before planning, so a plan never picks them.
+fn fixed_ports(profile: &Profile, state_dir: &Path) -> Result<Ports, Error> {
+    match &profile.ports {
+        PortSpec::Fixed(p) => Ok(p.clone()),
+        PortSpec::Auto => Err(Error::field(
+            "profile",
+            FieldError::new(
+                "ports",
+                "auto",
+                "not resolved: `kubeunit gen` picks free ports for `auto` and records them in the state dir's profile.yaml",
+                format!(
+                    "run `kubeunit gen --state-dir {}` (keeps the ports it recorded), or name the ports",
+                    state_dir.display()
+                ),
+            ),
+        )),
+    }
+}
+
+/// The epoch certificates start at: `pki.epoch`, else the host's (SOURCE_DATE_EPOCH or the
+/// clock), which validation has not seen, so it is checked here.
+fn epoch(profile: &Profile, host: &HostFacts) -> Result<OffsetDateTime, Error> {
+    let explicit = profile
+        .pki
+        .epoch
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .and_then(parse_epoch);
+    let epoch = explicit.unwrap_or(host.epoch);
+    if explicit.is_none() {
+        // SOURCE_DATE_EPOCH (or the clock) must leave room for the validity too.
+        let errs = validity_errors(profile, epoch, "SOURCE_DATE_EPOCH");
+        if !errs.is_empty() {
+            return Err(profile_errors(errs));
+        }
+    }
+    Ok(epoch)
+}
+
+/// The cluster's networks and the Service IPs in them.
+struct Networks {
+    service_cidr: IpNet,
+    pod_cidr: IpNet,
+    first_service_ip: IpAddr,
+    dns_ip: IpAddr,
+}
+
+impl Networks {
+    /// `network:`'s CIDRs, the `kubernetes` Service's IP (the first of the service CIDR) and the
+    /// DNS Service's (`dnsIP`, else the tenth).
+    fn of(net: &Network) -> Result<Networks, Error> {
+        let service_cidr: IpNet = net
+            .service_cidr
+            .parse()
+            .map_err(|_| unvalidated("serviceCIDR"))?;
+        let pod_cidr: IpNet = net.pod_cidr.parse().map_err(|_| unvalidated("podCIDR"))?;
+        let first_service_ip = nth_address(&service_cidr, 1);
+        let dns_ip = if net.dns_ip.is_empty() {
+            nth_address(&service_cidr, 10)
+        } else {
+            net.dns_ip.parse().map_err(|_| unvalidated("dnsIP"))?
+        };
+        Ok(Networks {
+            service_cidr,
+            pod_cidr,
+            first_service_ip,
+            dns_ip,
+        })
+    }
+}
+
+/// Where the environment's listeners bind, where clients on this host reach them, and the address
+/// the API server advertises (`Plan`'s fields of those names).
+#[derive(Debug, Clone, Copy)]
+struct Listeners {
+    bind: IpAddr,
+    local: IpAddr,
+    advertise: IpAddr,
+}
+
+impl Listeners {
+    /// On one host, as `network:` names them. The advertised address defaults to the bind
+    /// address, else to the host's own (of the service CIDR's family): never loopback.
+    fn of(net: &Network, service_cidr: &IpNet, host: &HostFacts) -> Result<Listeners, Error> {
+        let bind: IpAddr = net
+            .bind_address
+            .parse()
+            .map_err(|_| unvalidated("bindAddress"))?;
+        let local = if bind.is_unspecified() {
+            loopback_of(&bind)
+        } else {
+            bind
+        };
+        let advertise = if !net.advertise_address.is_empty() {
+            net.advertise_address
+                .parse()
+                .map_err(|_| unvalidated("advertiseAddress"))?
+        } else if !bind.is_unspecified() && !bind.is_loopback() {
+            bind
+        } else {
+            host.address(service_cidr.network().is_ipv6()).ok_or_else(|| {
+                Error::field(
+                    "profile",
+                    FieldError::new(
+                        "network.advertiseAddress",
+                        "\"\"",
+                        "empty, and no host address to default to (this host has no global one, or `gen --hermetic` reads none)",
+                        "set network.advertiseAddress to this host's address (kube-apiserver rejects loopback \
+                         addresses in the `kubernetes` Service endpoints)",
+                    ),
+                )
+            })?
+        };
+        Ok(Listeners {
+            bind,
+            local,
+            advertise,
+        })
+    }
+}
+
+/// What the plan's view of the environment's layout is: its nodes, the etcd members, which host
+/// it is, and its listeners there.
+struct Topology {
+    nodes: Vec<NodePlan>,
+    etcd_members: Vec<EtcdMember>,
+    host_index: usize,
+    listeners: Listeners,
+}
+
+impl Topology {
+    /// On one host: every node of `resolved`, and one etcd member named after the first.
+    fn one_host(
+        profile: &Profile,
+        host_name: &str,
+        data_dir: &Path,
+        resolved: Vec<ResolvedNode>,
+        listeners: Listeners,
+    ) -> Result<Topology, Error> {
+        let etcd = EtcdMember {
+            name: resolved[0].name.clone(),
+            // Its peer listener serves no one else on a single host: on loopback whatever the
+            // bind. Its clients (kube-apiserver, etcdctl) are on this host too.
+            peer_address: loopback_of(&listeners.local),
+            client_address: listeners.local,
+        };
+        let nodes = resolved
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| NodePlan::new(profile, host_name, data_dir, i, n))
+            .collect::<Result<Vec<_>, Error>>()?;
+        links_apart(&nodes)?;
+        Ok(Topology {
+            nodes,
+            etcd_members: vec![etcd],
+            host_index: 0,
+            listeners,
+        })
+    }
+
+    /// One host's view of an environment across hosts (`profile.host`): its node, the etcd
+    /// members of every etcd host, its listeners on its address (every address when the profile
+    /// binds them all), which it also advertises.
+    fn across_hosts(
+        profile: &Profile,
+        host_name: &str,
+        data_dir: &Path,
+        hosts: &[HostPlan],
+        resolved: &[ResolvedNode],
+        listeners: Listeners,
+    ) -> Result<Topology, Error> {
+        let index = hosts.iter().position(|h| h.name == profile.host).ok_or_else(|| {
+            Error::field(
+                "profile",
+                FieldError::new(
+                    "host",
+                    format!("{:?}", profile.host),
+                    "a profile with hosts is planned for one of them",
+                    "generate with `kubeunit gen --out DIR`, which renders a state dir per host (DIR/HOST)",
+                ),
+            )
+        })?;
+        let here = &hosts[index];
+        let mut node = NodePlan::new(profile, host_name, data_dir, 0, resolved[index].clone())?;
+        node.link = here.link.clone();
+        let etcd_members = hosts
+            .iter()
+            .filter(|h| h.roles.contains(&HostRole::Etcd))
+            .map(|h| EtcdMember {
+                name: h.name.clone(),
+                peer_address: IpAddr::V4(h.address),
+                client_address: IpAddr::V4(h.address),
+            })
+            .collect();
+        let address = IpAddr::V4(here.address);
+        let bind = listeners.bind;
+        let (bind, local) = if bind.is_unspecified() {
+            (bind, loopback_of(&bind))
+        } else {
+            (address, address)
+        };
+        Ok(Topology {
+            nodes: vec![node],
+            etcd_members,
+            host_index: index,
+            listeners: Listeners {
+                bind,
+                local,
+                advertise: address,
+            },
+        })
+    }
 }
 
 /// Two nodes of one environment never share a link: a further node's is picked by the hash of its
