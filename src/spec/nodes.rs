@@ -178,96 +178,145 @@ fn overlaps(a: &IpNet, b: &IpNet) -> bool {
 
 /// Every wrong value of `nodes:` (empty: they resolve).
 pub fn errors(p: &Profile) -> Vec<FieldError> {
-    let mut errs = Vec::new();
     let count = p.nodes.count();
+    // Out of range, the nodes are not checked one by one: one error says it all.
     if count == 0 || count > MAX_NODES {
-        errs.push(FieldError::new(
+        return vec![FieldError::new(
             "nodes",
             count,
             format!("an environment has 1 to {MAX_NODES} nodes"),
             "write a number from 1 to 64, or a list of nodes",
-        ));
-        return errs;
+        )];
     }
     let written: Vec<NodeEntry> = match &p.nodes {
         super::profile::Nodes::List(l) => l.clone(),
         super::profile::Nodes::Count(n) => vec![NodeEntry::default(); *n as usize],
     };
-    if let Some(first) = written.first() {
-        if !first.name.is_empty() && !p.node.name.is_empty() && first.name != p.node.name {
-            errs.push(FieldError::new(
-                "nodes[0].name",
-                format!("{:?}", first.name),
-                format!(
-                    "differs from node.name {:?}, which names the first node too",
-                    p.node.name
-                ),
-                "name the first node in one place: drop node.name, or nodes[0].name",
-            ));
-        }
-    }
+    let mut errs: Vec<FieldError> = first_name_twice(p, &written).into_iter().collect();
     let cluster: Option<IpNet> = p.network.pod_cidr.parse().ok();
     for (i, e) in written.iter().enumerate() {
-        let field = |f: &str| format!("nodes[{i}].{f}");
-        // A further node's name is in its units' and network namespace's names (at most 63).
-        if !e.name.is_empty() && (!super::names::is_subdomain(&e.name) || e.name.len() > 63) {
+        errs.extend(entry_name_error(i, e));
+        errs.extend(entry_label_errors(i, e));
+        errs.extend(entry_taint_errors(i, e));
+        errs.extend(entry_pod_cidr_error(i, e, cluster));
+    }
+    // Names and roles as resolved (a count's nodes, the hosts'), not as written.
+    let entries = entries(p);
+    errs.extend(duplicate_name_errors(&entries));
+    errs.extend(second_control_plane(p, &entries));
+    errs.extend(overlapping_pod_cidr_errors(&written));
+    if count > 1 && !p.component("kubelet").enabled {
+        errs.push(FieldError::new(
+            "nodes",
+            count,
+            "several nodes, but components.kubelet is not enabled (a node is a kubelet)",
+            "enable the node components (extend the dev profile), or write nodes: 1",
+        ));
+    }
+    errs
+}
+
+/// `nodes[0].name` and `node.name` both name the first node: they must agree.
+fn first_name_twice(p: &Profile, written: &[NodeEntry]) -> Option<FieldError> {
+    let first = written.first()?;
+    let differs = !first.name.is_empty() && !p.node.name.is_empty() && first.name != p.node.name;
+    differs.then(|| {
+        FieldError::new(
+            "nodes[0].name",
+            format!("{:?}", first.name),
+            format!(
+                "differs from node.name {:?}, which names the first node too",
+                p.node.name
+            ),
+            "name the first node in one place: drop node.name, or nodes[0].name",
+        )
+    })
+}
+
+/// `nodes[i].name`, when written: a further node's name is in its units' and network
+/// namespace's names (at most 63).
+fn entry_name_error(i: usize, e: &NodeEntry) -> Option<FieldError> {
+    let wrong = !e.name.is_empty() && (!super::names::is_subdomain(&e.name) || e.name.len() > 63);
+    wrong.then(|| {
+        FieldError::new(
+            format!("nodes[{i}].name"),
+            format!("{:?}", e.name),
+            "not a node name of at most 63 characters (an RFC 1123 subdomain)",
+            "use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, e.g. worker-1",
+        )
+    })
+}
+
+/// `nodes[i].labels`: Kubernetes labels, but not the role label, which `role` sets.
+fn entry_label_errors(i: usize, e: &NodeEntry) -> Vec<FieldError> {
+    let field = format!("nodes[{i}].labels");
+    let mut errs = Vec::new();
+    for (key, value) in &e.labels {
+        if !is_label_key(key) || !is_label_value(value) {
             errs.push(FieldError::new(
-                field("name"),
-                format!("{:?}", e.name),
-                "not a node name of at most 63 characters (an RFC 1123 subdomain)",
-                "use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, e.g. worker-1",
+                field.clone(),
+                format!("{key:?}: {value:?}"),
+                "not a Kubernetes label (a key of [prefix/]name, a value of at most 63 characters)",
+                "write e.g. topology.kubernetes.io/zone: zone-a",
+            ));
+        } else if key.starts_with("node-role.kubernetes.io/") {
+            errs.push(FieldError::new(
+                field.clone(),
+                format!("{key:?}"),
+                "a node role label, which `role` sets",
+                format!("set nodes[{i}].role instead (control-plane or worker)"),
             ));
         }
-        for (key, value) in &e.labels {
-            if !is_label_key(key) || !is_label_value(value) {
-                errs.push(FieldError::new(
-                    field("labels"),
-                    format!("{key:?}: {value:?}"),
-                    "not a Kubernetes label (a key of [prefix/]name, a value of at most 63 characters)",
-                    "write e.g. topology.kubernetes.io/zone: zone-a",
-                ));
-            } else if key.starts_with("node-role.kubernetes.io/") {
-                errs.push(FieldError::new(
-                    field("labels"),
-                    format!("{key:?}"),
-                    "a node role label, which `role` sets",
-                    format!("set {} instead (control-plane or worker)", field("role")),
-                ));
-            }
-        }
-        for t in e.taints.iter().flatten() {
-            if Taint::parse(t).is_none() {
-                errs.push(FieldError::new(
-                    field("taints"),
-                    format!("{t:?}"),
-                    "not a taint as `kubectl taint` writes it",
-                    "write key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute, e.g. dedicated=gpu:NoSchedule",
-                ));
-            }
-        }
-        if !e.pod_cidr.is_empty() {
-            match (e.pod_cidr.parse::<IpNet>(), cluster) {
-                (Ok(net), Some(c)) if c.contains(&net) && net == net.trunc() => {}
-                (Ok(_), Some(c)) => errs.push(FieldError::new(
-                    field("podCIDR"),
-                    &e.pod_cidr,
-                    format!("not a network inside network.podCIDR {c}"),
-                    format!(
-                        "use a part of {c}, e.g. its first /24, or \"\" to let kubeunit pick one"
-                    ),
-                )),
-                (Err(_), _) => errs.push(FieldError::new(
-                    field("podCIDR"),
-                    &e.pod_cidr,
-                    "not a network",
-                    "write e.g. 10.88.1.0/24, or \"\" to let kubeunit pick one",
-                )),
-                (Ok(_), None) => {} // network.podCIDR's own error says it
-            }
-        }
     }
-    let entries = entries(p);
+    errs
+}
+
+/// `nodes[i].taints`: each as `kubectl taint` writes it.
+fn entry_taint_errors(i: usize, e: &NodeEntry) -> Vec<FieldError> {
+    e.taints
+        .iter()
+        .flatten()
+        .filter(|t| Taint::parse(t).is_none())
+        .map(|t| {
+            FieldError::new(
+                format!("nodes[{i}].taints"),
+                format!("{t:?}"),
+                "not a taint as `kubectl taint` writes it",
+                "write key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute, e.g. dedicated=gpu:NoSchedule",
+            )
+        })
+        .collect()
+}
+
+/// `nodes[i].podCIDR`, when written: a network inside the cluster's (`cluster`, `None` when
+/// `network.podCIDR` is wrong itself).
+fn entry_pod_cidr_error(i: usize, e: &NodeEntry, cluster: Option<IpNet>) -> Option<FieldError> {
+    if e.pod_cidr.is_empty() {
+        return None;
+    }
+    let field = format!("nodes[{i}].podCIDR");
+    match (e.pod_cidr.parse::<IpNet>(), cluster) {
+        (Ok(net), Some(c)) if c.contains(&net) && net == net.trunc() => None,
+        (Ok(_), Some(c)) => Some(FieldError::new(
+            field,
+            &e.pod_cidr,
+            format!("not a network inside network.podCIDR {c}"),
+            format!("use a part of {c}, e.g. its first /24, or \"\" to let kubeunit pick one"),
+        )),
+        (Err(_), _) => Some(FieldError::new(
+            field,
+            &e.pod_cidr,
+            "not a network",
+            "write e.g. 10.88.1.0/24, or \"\" to let kubeunit pick one",
+        )),
+        (Ok(_), None) => None, // network.podCIDR's own error says it
+    }
+}
+
+/// Two nodes of one name: the second (and any after) is named.
+fn duplicate_name_errors(entries: &[NodeEntry]) -> Vec<FieldError> {
     let mut seen = BTreeSet::new();
+    let mut errs = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         if !seen.insert(e.name.as_str()) {
             errs.push(FieldError::new(
@@ -278,26 +327,37 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
             ));
         }
     }
-    let control_planes: Vec<usize> = entries
+    errs
+}
+
+/// On one host the control plane runs once: a second control-plane node is named. Across
+/// hosts, each control-plane host has one (`hosts::node_entries`).
+fn second_control_plane(p: &Profile, entries: &[NodeEntry]) -> Option<FieldError> {
+    if !p.hosts.is_empty() {
+        return None;
+    }
+    let second = entries
         .iter()
         .enumerate()
         .filter(|(_, e)| e.role == Some(Role::ControlPlane))
         .map(|(i, _)| i)
-        .collect();
-    // Across hosts, each control-plane host has one (`hosts::node_entries`).
-    if let ([_, second, ..], true) = (control_planes.as_slice(), p.hosts.is_empty()) {
-        errs.push(FieldError::new(
-            format!("nodes[{second}].role"),
-            "control-plane",
-            "a second control-plane node: the control plane runs once on this host",
-            "make it a worker (role: worker)",
-        ));
-    }
+        .nth(1)?;
+    Some(FieldError::new(
+        format!("nodes[{second}].role"),
+        "control-plane",
+        "a second control-plane node: the control plane runs once on this host",
+        "make it a worker (role: worker)",
+    ))
+}
+
+/// Written pod networks that overlap one written before.
+fn overlapping_pod_cidr_errors(written: &[NodeEntry]) -> Vec<FieldError> {
     let given: Vec<(usize, IpNet)> = written
         .iter()
         .enumerate()
         .filter_map(|(i, e)| Some((i, e.pod_cidr.parse::<IpNet>().ok()?)))
         .collect();
+    let mut errs = Vec::new();
     for (a, (i, x)) in given.iter().enumerate() {
         if let Some((j, _)) = given[..a].iter().find(|(_, y)| overlaps(x, y)) {
             errs.push(FieldError::new(
@@ -307,14 +367,6 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
                 "give each node a range of its own, or \"\" to let kubeunit pick one",
             ));
         }
-    }
-    if count > 1 && !p.component("kubelet").enabled {
-        errs.push(FieldError::new(
-            "nodes",
-            count,
-            "several nodes, but components.kubelet is not enabled (a node is a kubelet)",
-            "enable the node components (extend the dev profile), or write nodes: 1",
-        ));
     }
     errs
 }
