@@ -9,7 +9,7 @@ use std::path::Path;
 use ipnet::IpNet;
 
 pub use super::names::{is_dns_name, is_subdomain};
-use super::profile::{Profile, AUDIT_LEVELS};
+use super::profile::{Network, Profile, AUDIT_LEVELS};
 use crate::error::FieldError;
 
 /// Every wrong field of `p` (empty when it is valid).
@@ -367,33 +367,11 @@ fn coredns_forward_problem(value: &str) -> Option<&'static str> {
     (!value.split_whitespace().all(address)).then_some("neither an absolute path nor IP addresses")
 }
 
+/// `network:` and `node.link`: the ranges, each on its own and against the others, and the
+/// addresses and names in them.
 fn network(p: &Profile, errs: &mut Vec<FieldError>) {
     let n = &p.network;
-    let service = cidr(
-        "network.serviceCIDR",
-        &n.service_cidr,
-        "10.0.0.0/24 or fd00:10::/108",
-        errs,
-    );
-    if let Some(service) = service {
-        let host_bits = u32::from(service.max_prefix_len() - service.prefix_len());
-        if host_bits < 4 {
-            errs.push(FieldError::new(
-                "network.serviceCIDR",
-                &n.service_cidr,
-                "too small for the kubernetes and DNS service addresses",
-                "use a prefix of /28 or shorter",
-            ));
-        }
-        if host_bits > 20 {
-            errs.push(FieldError::new(
-                "network.serviceCIDR",
-                &n.service_cidr,
-                "too large: kube-apiserver accepts at most 20 host bits",
-                "use a smaller range, e.g. /12 for IPv4 or /108 for IPv6",
-            ));
-        }
-    }
+    let service = service_cidr(&n.service_cidr, errs);
     let pod = cidr("network.podCIDR", &n.pod_cidr, "10.88.0.0/16", errs);
     if let (Some(pod), Some(service)) = (pod, service) {
         if pod.contains(&service.network()) || service.contains(&pod.network()) {
@@ -406,74 +384,10 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
         }
     }
     if p.node.link != "auto" {
-        let bad = |why: String, fix: &str| FieldError::new("node.link", &p.node.link, why, fix);
-        if let Some(link) = cidr("node.link", &p.node.link, "198.18.0.0/30", errs) {
-            if link.network().is_ipv6() {
-                errs.push(bad(
-                    "not an IPv4 network".into(),
-                    "write an IPv4 /30 such as 198.18.0.0/30, or auto",
-                ));
-            } else if matches!(link.network(), IpAddr::V4(a) if a.is_loopback() || a.is_link_local() || a.is_multicast() || a.is_unspecified() || a.is_broadcast())
-            {
-                errs.push(bad(
-                    "a loopback, link-local, multicast or reserved range (the kubelet refuses such a node address)".into(),
-                    "use a private or benchmarking range such as 198.18.0.0/30, or auto",
-                ));
-            } else if link.prefix_len() > 30 {
-                errs.push(bad(
-                    "too small: the host and the node need an address each".into(),
-                    "use a /30 such as 198.18.0.0/30, or auto",
-                ));
-            }
-            for (field, other) in [("network.podCIDR", pod), ("network.serviceCIDR", service)] {
-                if other.is_some_and(|o| o.contains(&link.network()) || link.contains(&o.network()))
-                {
-                    errs.push(bad(
-                        format!("overlaps {field}"),
-                        "pick a range of its own, e.g. 198.18.0.0/30, or auto",
-                    ));
-                }
-            }
-        }
+        node_link(&p.node.link, pod, service, errs);
     }
     if !n.dns_ip.is_empty() {
-        match n.dns_ip.parse::<IpAddr>() {
-            Err(_) => errs.push(FieldError::new(
-                "network.dnsIP",
-                &n.dns_ip,
-                "not an IP address",
-                "write an address inside network.serviceCIDR, or leave it empty",
-            )),
-            Ok(ip) => {
-                if let Some(service) = service {
-                    let first = super::plan::nth_address(&service, 1);
-                    let broadcast = service.network().is_ipv4() && ip == service.broadcast();
-                    let why = if !service.contains(&ip) || ip == service.network() {
-                        Some(format!(
-                            "not a usable address of network.serviceCIDR {service}"
-                        ))
-                    } else if ip == first {
-                        Some(format!(
-                            "the address of the `kubernetes` Service ({first}, the first of network.serviceCIDR)"
-                        ))
-                    } else if broadcast {
-                        Some(format!(
-                            "the broadcast address of network.serviceCIDR {service}"
-                        ))
-                    } else {
-                        None
-                    };
-                    if let Some(why) = why {
-                        errs.push(FieldError::new(
-                            "network.dnsIP",
-                            ip,
-                            why,
-                            "pick another address inside the service CIDR (the default is its 10th address)",
-                        ));
-                    }
-                }
-            }
-        }
+        dns_ip(&n.dns_ip, service, errs);
     }
     if !is_dns_name(&n.dns_domain) {
         errs.push(FieldError::new(
@@ -483,6 +397,118 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
             "write a domain such as cluster.local",
         ));
     }
+    listen_addresses(n, errs);
+    for san in &n.extra_sans {
+        if san.parse::<IpAddr>().is_err() && !is_dns_name(san.trim_start_matches("*.")) {
+            errs.push(FieldError::new(
+                "network.extraSANs",
+                san,
+                "neither an IP address nor a DNS name",
+                "list IPs or DNS names",
+            ));
+        }
+    }
+}
+
+/// `network.serviceCIDR`: a network with room for the `kubernetes` and DNS Services, and no more
+/// than kube-apiserver takes. The network, when it is one (even of a wrong size: the other
+/// checks are made against it).
+fn service_cidr(value: &str, errs: &mut Vec<FieldError>) -> Option<IpNet> {
+    let field = "network.serviceCIDR";
+    let service = cidr(field, value, "10.0.0.0/24 or fd00:10::/108", errs)?;
+    let host_bits = u32::from(service.max_prefix_len() - service.prefix_len());
+    if host_bits < 4 {
+        errs.push(FieldError::new(
+            field,
+            value,
+            "too small for the kubernetes and DNS service addresses",
+            "use a prefix of /28 or shorter",
+        ));
+    }
+    if host_bits > 20 {
+        errs.push(FieldError::new(
+            field,
+            value,
+            "too large: kube-apiserver accepts at most 20 host bits",
+            "use a smaller range, e.g. /12 for IPv4 or /108 for IPv6",
+        ));
+    }
+    Some(service)
+}
+
+/// `node.link` written as a network: an IPv4 range the kubelet takes a node address from, with
+/// room for the host's and the node's, apart from the pod and service ranges.
+fn node_link(value: &str, pod: Option<IpNet>, service: Option<IpNet>, errs: &mut Vec<FieldError>) {
+    let bad = |why: String, fix: &str| FieldError::new("node.link", value, why, fix);
+    let Some(link) = cidr("node.link", value, "198.18.0.0/30", errs) else {
+        return;
+    };
+    if link.network().is_ipv6() {
+        errs.push(bad(
+            "not an IPv4 network".into(),
+            "write an IPv4 /30 such as 198.18.0.0/30, or auto",
+        ));
+    } else if matches!(link.network(), IpAddr::V4(a) if a.is_loopback() || a.is_link_local() || a.is_multicast() || a.is_unspecified() || a.is_broadcast())
+    {
+        errs.push(bad(
+            "a loopback, link-local, multicast or reserved range (the kubelet refuses such a node address)".into(),
+            "use a private or benchmarking range such as 198.18.0.0/30, or auto",
+        ));
+    } else if link.prefix_len() > 30 {
+        errs.push(bad(
+            "too small: the host and the node need an address each".into(),
+            "use a /30 such as 198.18.0.0/30, or auto",
+        ));
+    }
+    for (field, other) in [("network.podCIDR", pod), ("network.serviceCIDR", service)] {
+        if other.is_some_and(|o| o.contains(&link.network()) || link.contains(&o.network())) {
+            errs.push(bad(
+                format!("overlaps {field}"),
+                "pick a range of its own, e.g. 198.18.0.0/30, or auto",
+            ));
+        }
+    }
+}
+
+/// `network.dnsIP` written: an address of the service range (`service`, unchecked when that is
+/// wrong itself) that no other address there is.
+fn dns_ip(value: &str, service: Option<IpNet>, errs: &mut Vec<FieldError>) {
+    let Ok(ip) = value.parse::<IpAddr>() else {
+        errs.push(FieldError::new(
+            "network.dnsIP",
+            value,
+            "not an IP address",
+            "write an address inside network.serviceCIDR, or leave it empty",
+        ));
+        return;
+    };
+    let Some(service) = service else {
+        return;
+    };
+    let first = super::plan::nth_address(&service, 1);
+    let broadcast = service.network().is_ipv4() && ip == service.broadcast();
+    let why = if !service.contains(&ip) || ip == service.network() {
+        format!("not a usable address of network.serviceCIDR {service}")
+    } else if ip == first {
+        format!(
+            "the address of the `kubernetes` Service ({first}, the first of network.serviceCIDR)"
+        )
+    } else if broadcast {
+        format!("the broadcast address of network.serviceCIDR {service}")
+    } else {
+        return;
+    };
+    errs.push(FieldError::new(
+        "network.dnsIP",
+        ip,
+        why,
+        "pick another address inside the service CIDR (the default is its 10th address)",
+    ));
+}
+
+/// `network.bindAddress` and `network.advertiseAddress` (which may be empty): unicast addresses,
+/// and an advertised one that other hosts can reach.
+fn listen_addresses(n: &Network, errs: &mut Vec<FieldError>) {
     for (field, v, may_be_empty) in [
         ("network.bindAddress", &n.bind_address, false),
         ("network.advertiseAddress", &n.advertise_address, true),
@@ -512,16 +538,6 @@ fn network(p: &Profile, errs: &mut Vec<FieldError>) {
                 ))
             }
             Ok(_) => {}
-        }
-    }
-    for san in &n.extra_sans {
-        if san.parse::<IpAddr>().is_err() && !is_dns_name(san.trim_start_matches("*.")) {
-            errs.push(FieldError::new(
-                "network.extraSANs",
-                san,
-                "neither an IP address nor a DNS name",
-                "list IPs or DNS names",
-            ));
         }
     }
 }
