@@ -188,18 +188,18 @@ pub fn certificates(
     g: &mut Generated,
 ) -> Result<Issued, Error> {
     let CertKeys { keys, keyless } = keys;
-    let explicit_epoch = plan
-        .profile
-        .pki
-        .epoch
-        .as_deref()
-        .is_some_and(|e| !e.is_empty());
+    let run = Against {
+        plan,
+        old,
+        opts,
+        renewal,
+    };
+    // The table lists each CA before what it signs: a CA issued here signs the rows below it.
     let mut cas: BTreeMap<String, Ca> = BTreeMap::new();
     let mut issued = Issued::new();
     for (spec, (key, reused)) in specs.iter().zip(keys) {
-        let crt = spec.cert_path.clone();
-        let key_path = &spec.key_path;
-        let old_cert = if opts.force { None } else { old.read(&crt) };
+        let crt = &spec.cert_path;
+        let old_cert = if opts.force { None } else { old.read(crt) };
         let issuer =
             match spec.ca {
                 None => None,
@@ -208,10 +208,83 @@ pub fn certificates(
                 })?),
             };
         let digest = issue::spec_digest(spec, plan, &key, issuer.map(|ca| ca.cert_pem.as_str()));
+        let choice = Choice::of(run, spec, reused, digest, old_cert.as_deref());
+        note_ca_choice(plan, spec, &key, &choice, &mut g.notes);
+        record_renewal(plan, spec, &choice, &mut g.renewed);
+        refuse_without_ca_key(plan, spec, choice.decision, &keyless)?;
+        let (cert_pem, key) = match (choice.decision, old_cert) {
+            (Decision::Kept, Some(c)) => (c, key),
+            _ => issue::issue_renewing(spec, plan, key, &choice.digest, issuer, choice.renewing)
+                .map_err(pki_err(plan, crt))?,
+        };
+        let key_pem = put_pair(
+            plan,
+            spec,
+            choice.decision,
+            choice.digest,
+            &cert_pem,
+            &key,
+            g,
+        )?;
+        if spec.usage == Usage::Ca {
+            let ca = Ca::from_existing(&cert_pem, key).map_err(pki_err(plan, crt))?;
+            cas.insert(spec.name.clone(), ca);
+        }
+        issued.insert(spec.name.clone(), (cert_pem, key_pem));
+    }
+    Ok(issued)
+}
+
+/// What each certificate is decided against: the plan, the previous run, the options, and the
+/// `certs renew` renewal if this run is one.
+#[derive(Clone, Copy)]
+struct Against<'a> {
+    plan: &'a Plan,
+    old: &'a Previous,
+    opts: &'a Options,
+    renewal: Option<&'a Renewal>,
+}
+
+/// What becomes of one certificate of the table (kept, reissued, created, renewed), with what
+/// that takes: the digest to record, the renewals, and a start that pki.epoch moved from.
+struct Choice<'a> {
+    decision: Decision,
+    /// The renewal that renews it now.
+    renewing: Option<&'a Renewal>,
+    /// Its earlier renewal (none with --force), which a kept certificate keeps.
+    renewed_before: Option<&'a Renewed>,
+    /// The digest of its inputs to record; a kept CA's is the one it was issued with.
+    digest: String,
+    /// The previous certificate's start, when an explicit pki.epoch moved away from it.
+    moved_start: Option<time::OffsetDateTime>,
+}
+
+impl<'a> Choice<'a> {
+    /// The choice for `spec`, with its key (`reused`: the previous run's), the digest of its
+    /// inputs, and its previous certificate (none with --force).
+    fn of(
+        run: Against<'a>,
+        spec: &CertSpec,
+        reused: bool,
+        digest: String,
+        old_cert: Option<&str>,
+    ) -> Choice<'a> {
+        let Against {
+            plan,
+            old,
+            opts,
+            renewal,
+        } = run;
+        let explicit_epoch = plan
+            .profile
+            .pki
+            .epoch
+            .as_deref()
+            .is_some_and(|e| !e.is_empty());
         let previous_digest = old.cert_digest(&spec.name);
         // An explicit pki.epoch that differs from the certificate's start reissues a leaf; a
         // renewed one started later on purpose, and moves when the epoch it was renewed at does.
-        let starts = old_cert.as_deref().and_then(issue::not_before);
+        let starts = old_cert.and_then(issue::not_before);
         let renewed_before = old.renewed(&spec.name).filter(|_| !opts.force);
         let epoch_moved = explicit_epoch
             && match renewed_before {
@@ -222,7 +295,7 @@ pub fn certificates(
             exists: old_cert.is_some(),
             key_reused: reused,
             same_inputs: previous_digest.as_deref() == Some(digest.as_str()),
-            intact: old.intact(&crt),
+            intact: old.intact(&spec.cert_path),
             epoch_moved,
         };
         let renewing = renewal
@@ -232,89 +305,125 @@ pub fn certificates(
             Some(_) => Decision::Renewed,
             None => issue::decide(spec.usage, &prior),
         };
-        match (decision, spec.usage) {
-            (Decision::Kept, Usage::Ca) => {
-                if let Some(t) = starts.filter(|_| epoch_moved) {
-                    g.notes.push(format!(
-                        "{crt}: kept; it starts at {t}, not at pki.epoch (--force replaces the CA)"
-                    ));
-                }
-                if key.algorithm_kind() != plan.profile.pki.algorithm {
-                    g.notes.push(format!(
-                        "{crt}: kept; its key is {}, the profile's pki.algorithm {} (leaf keys follow the profile)",
-                        key.algorithm_kind().as_str(),
-                        plan.profile.pki.algorithm.as_str()
-                    ));
-                }
-            }
-            (Decision::Reissued, Usage::Ca) => {
-                g.notes
-                    .push(format!("{crt} was missing: reissued with the CA's key"));
-            }
-            _ => {}
-        }
         // A kept CA keeps the digest it was issued with.
         let digest = match (decision, spec.usage) {
             (Decision::Kept, Usage::Ca) => previous_digest.unwrap_or_default(),
             _ => digest,
         };
-        match (decision, renewing, renewed_before) {
-            (Decision::Renewed, Some(r), _) => {
-                let start = issue::renewal_start(r.at);
-                g.renewed
-                    .insert(spec.name.clone(), Renewed::new(start, plan.epoch));
-            }
-            (Decision::Kept, _, Some(r)) => {
-                g.renewed.insert(spec.name.clone(), r.clone());
-            }
-            _ => {}
+        Choice {
+            decision,
+            renewing,
+            renewed_before,
+            digest,
+            moved_start: starts.filter(|_| epoch_moved),
         }
-        let signer = if spec.usage == Usage::Ca {
-            Some(spec.name.as_str())
-        } else {
-            spec.ca
-        };
-        if decision != Decision::Kept && signer.is_some_and(|ca| keyless.iter().any(|k| k == ca)) {
-            return Err(Error::state(
-                &plan.state_dir,
-                format!(
-                    "{crt} would be {}, but the key of its CA {} is on the control-plane hosts only",
-                    decision.as_str(),
-                    signer.unwrap_or_default()
-                ),
-                "render every host's state dir again from the profile with `kubeunit gen --out DIR`, and import this host's",
-            ));
+    }
+}
+
+/// What the user should hear about a CA: kept against the profile (its start is not pki.epoch,
+/// its key not pki.algorithm), since only --force replaces a CA; or reissued for its key.
+fn note_ca_choice(
+    plan: &Plan,
+    spec: &CertSpec,
+    key: &Key,
+    choice: &Choice,
+    notes: &mut Vec<String>,
+) {
+    let crt = &spec.cert_path;
+    match (choice.decision, spec.usage) {
+        (Decision::Kept, Usage::Ca) => {
+            if let Some(t) = choice.moved_start {
+                notes.push(format!(
+                    "{crt}: kept; it starts at {t}, not at pki.epoch (--force replaces the CA)"
+                ));
+            }
+            if key.algorithm_kind() != plan.profile.pki.algorithm {
+                notes.push(format!(
+                    "{crt}: kept; its key is {}, the profile's pki.algorithm {} (leaf keys follow the profile)",
+                    key.algorithm_kind().as_str(),
+                    plan.profile.pki.algorithm.as_str()
+                ));
+            }
         }
-        let (cert_pem, key) = match (decision, old_cert) {
-            (Decision::Kept, Some(c)) => (c, key),
-            _ => issue::issue_renewing(spec, plan, key, &digest, issuer, renewing)
-                .map_err(pki_err(plan, &crt))?,
-        };
-        g.certs.push((crt.clone(), decision));
-        g.cert_digests.insert(spec.name.clone(), digest);
-        let key_pem = key.private_pem().map_err(pki_err(plan, key_path))?;
+        (Decision::Reissued, Usage::Ca) => {
+            notes.push(format!("{crt} was missing: reissued with the CA's key"));
+        }
+        _ => {}
+    }
+}
+
+/// The renewal the manifest records for the certificate: one made now, or the earlier one of a
+/// certificate kept since (a reissued certificate is no longer renewed).
+fn record_renewal(
+    plan: &Plan,
+    spec: &CertSpec,
+    choice: &Choice,
+    renewed: &mut BTreeMap<String, Renewed>,
+) {
+    match (choice.decision, choice.renewing, choice.renewed_before) {
+        (Decision::Renewed, Some(r), _) => {
+            let start = issue::renewal_start(r.at);
+            renewed.insert(spec.name.clone(), Renewed::new(start, plan.epoch));
+        }
+        (Decision::Kept, _, Some(r)) => {
+            renewed.insert(spec.name.clone(), r.clone());
+        }
+        _ => {}
+    }
+}
+
+/// Across hosts, a host without a CA's key (`keyless`) cannot issue the CA or what it signs:
+/// anything but keeping such a certificate is refused, with where to get it instead.
+fn refuse_without_ca_key(
+    plan: &Plan,
+    spec: &CertSpec,
+    decision: Decision,
+    keyless: &[String],
+) -> Result<(), Error> {
+    let signer = if spec.usage == Usage::Ca {
+        Some(spec.name.as_str())
+    } else {
+        spec.ca
+    };
+    match signer.filter(|ca| keyless.iter().any(|k| k == ca)) {
+        Some(ca) if decision != Decision::Kept => Err(Error::state(
+            &plan.state_dir,
+            format!(
+                "{} would be {}, but the key of its CA {ca} is on the control-plane hosts only",
+                spec.cert_path,
+                decision.as_str(),
+            ),
+            "render every host's state dir again from the profile with `kubeunit gen --out DIR`, and import this host's",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The certificate and its key into `g`, with its decision and digest; returns the key's PEM.
+fn put_pair(
+    plan: &Plan,
+    spec: &CertSpec,
+    decision: Decision,
+    digest: String,
+    cert_pem: &str,
+    key: &Key,
+    g: &mut Generated,
+) -> Result<String, Error> {
+    let crt = &spec.cert_path;
+    g.certs.push((crt.clone(), decision));
+    g.cert_digests.insert(spec.name.clone(), digest);
+    let key_pem = key.private_pem().map_err(pki_err(plan, &spec.key_path))?;
+    put(&mut g.tree, crt, cert_pem.as_bytes().to_vec(), MODE_PUBLIC);
+    // A CA's key stays on the control-plane hosts (kube-controller-manager signs with it).
+    if spec.usage != Usage::Ca || plan.here_has(HostRole::ControlPlane) {
         put(
             &mut g.tree,
-            &crt,
-            cert_pem.clone().into_bytes(),
-            MODE_PUBLIC,
+            &spec.key_path,
+            key_pem.clone().into_bytes(),
+            MODE_SECRET,
         );
-        // A CA's key stays on the control-plane hosts (kube-controller-manager signs with it).
-        if spec.usage != Usage::Ca || plan.here_has(HostRole::ControlPlane) {
-            put(
-                &mut g.tree,
-                key_path,
-                key_pem.clone().into_bytes(),
-                MODE_SECRET,
-            );
-        }
-        if spec.usage == Usage::Ca {
-            let ca = Ca::from_existing(&cert_pem, key).map_err(pki_err(plan, &crt))?;
-            cas.insert(spec.name.clone(), ca);
-        }
-        issued.insert(spec.name.clone(), (cert_pem, key_pem));
     }
-    Ok(issued)
+    Ok(key_pem)
 }
 
 /// A key Secrets or tokens depend on that is there but unusable: refused, not replaced.
