@@ -381,3 +381,63 @@ fn the_reader_takes_use_items_not_strings_that_say_use() {
     found.sort();
     assert_eq!(found, ["crate::spec::Plan", "crate::spec::profile::Ports"]);
 }
+
+/// A function says one thing: none in src/ (tests aside) is over 100 lines, from its `fn` line to
+/// its closing brace. Read from the source: rustfmt puts that brace alone on a line, at the
+/// indentation of the `fn` line.
+#[test]
+fn no_function_in_src_is_over_100_lines() {
+    const MAX: usize = 100;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut long = Vec::new();
+    for entry in walkdir::WalkDir::new(&src).sort_by_file_name() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "rs") || path.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
+        // A file's unit tests sit at its end, in `#[cfg(test)] mod tests` (test helpers elsewhere count).
+        let code = text
+            .split("\n#[cfg(test)]\nmod ")
+            .next()
+            .unwrap_or_default();
+        let lines: Vec<&str> = code.lines().collect();
+        for (start, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let is_fn = [
+                "fn ",
+                "pub fn ",
+                "async fn ",
+                "pub async fn ",
+                "const fn ",
+                "unsafe fn ",
+            ]
+            .iter()
+            .any(|p| body.starts_with(p))
+                || (body.starts_with("pub(")
+                    && (body.contains(") fn ") || body.contains(") async fn ")));
+            if !is_fn || body.ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            if let Some(len) = lines[start..].iter().position(|l| *l == close) {
+                if len + 1 > MAX {
+                    let name = body.split('(').next().unwrap_or(body);
+                    let rel = path.strip_prefix(&src).unwrap().display();
+                    long.push(format!(
+                        "src/{rel}:{}: {name} is {} lines",
+                        start + 1,
+                        len + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these (at most {MAX} lines each):\n{}",
+        long.join("\n")
+    );
+}
