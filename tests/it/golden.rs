@@ -56,17 +56,25 @@ const CASES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Every file below `dir`, sorted by path: (path relative to `dir`, mode, bytes).
+fn files(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            let mode = e.metadata().unwrap().permissions().mode() & 0o7777;
+            (rel, mode, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
 /// `<sha256>  <mode>  <path>` for every file below `dir`, sorted by path.
 fn tree_record(dir: &Path) -> String {
     let mut lines = Vec::new();
-    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
-        let e = e.unwrap();
-        if !e.file_type().is_file() {
-            continue;
-        }
-        let bytes = std::fs::read(e.path()).unwrap();
-        let mode = e.metadata().unwrap().permissions().mode() & 0o7777;
-        let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+    for (rel, mode, bytes) in files(dir) {
         lines.push(format!(
             "{}  {mode:04o}  {rel}",
             hex::encode(Sha256::digest(&bytes))
@@ -80,14 +88,7 @@ fn tree_record(dir: &Path) -> String {
 /// certificate shows its fields rather than its PEM.
 fn text_record(dir: &Path) -> String {
     let mut out = String::new();
-    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
-        let e = e.unwrap();
-        if !e.file_type().is_file() {
-            continue;
-        }
-        let bytes = std::fs::read(e.path()).unwrap();
-        let mode = e.metadata().unwrap().permissions().mode() & 0o7777;
-        let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+    for (rel, mode, bytes) in files(dir) {
         let body = if rel == "manifest.json" {
             // Its hashes are the .sha256 record's: here they would turn one changed line into two.
             hashes_left_out(&String::from_utf8(bytes).unwrap())
