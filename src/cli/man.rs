@@ -19,6 +19,12 @@ pub struct Args {
 
 /// `cli`: the whole command line's definition.
 pub fn exec(args: Args, cli: clap::Command) -> Result<i32, Error> {
+    if std::fs::metadata(&args.out_dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::Usage {
+            message: format!("--out-dir {} is not a directory", args.out_dir.display()),
+            fix: "name a directory (it is created if missing)".into(),
+        });
+    }
     std::fs::create_dir_all(&args.out_dir).map_err(Error::io(&args.out_dir, "create"))?;
     let mut cli = cli;
     // Propagates the version and global settings down to the subcommands, as parsing does.

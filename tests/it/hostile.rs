@@ -1130,3 +1130,15 @@ fn hermetic_refuses_ports_auto_naming_the_field() {
     // The auto range (spec::auto): 12000-20999.
     assert!((12000..21000).contains(&port), "etcdClient {port}");
 }
+
+/// `man --out-dir` naming a file: refused with exit 2, the file untouched.
+#[test]
+fn man_refuses_an_out_dir_that_is_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "mine\n").unwrap();
+    let out = run(kubeunit().arg("man").arg("--out-dir").arg(&file));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("is not a directory"), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
+}
