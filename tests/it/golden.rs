@@ -91,9 +91,13 @@ fn text_record(dir: &Path) -> String {
     for (rel, mode, bytes) in files(dir) {
         let body = if rel == "manifest.json" {
             // Its hashes are the .sha256 record's: here they would turn one changed line into two.
-            hashes_left_out(&String::from_utf8(bytes).unwrap())
+            values_replaced(
+                &String::from_utf8(bytes).unwrap(),
+                "\"sha256\": ",
+                "(in the .sha256 record),",
+            )
         } else if rel.ends_with(".kubeconfig") {
-            redact_kubeconfig(&String::from_utf8(bytes).unwrap())
+            values_replaced(&String::from_utf8(bytes).unwrap(), "-data: ", "<redacted>")
         } else if mode & 0o044 == 0 {
             format!(
                 "(owner-only: {} bytes, pinned by the .sha256 record only)\n",
@@ -115,20 +119,11 @@ fn text_record(dir: &Path) -> String {
     out
 }
 
-fn hashes_left_out(manifest: &str) -> String {
-    manifest
-        .lines()
-        .map(|line| match line.split_once("\"sha256\": ") {
-            Some((indent, _)) => format!("{indent}\"sha256\": (in the .sha256 record),\n"),
-            None => format!("{line}\n"),
-        })
-        .collect()
-}
-
-fn redact_kubeconfig(text: &str) -> String {
+/// `text` with what follows `marker` on each line replaced by `with` (the line's start kept).
+fn values_replaced(text: &str, marker: &str, with: &str) -> String {
     text.lines()
-        .map(|line| match line.split_once("-data: ") {
-            Some((key, _)) => format!("{key}-data: <redacted>\n"),
+        .map(|line| match line.split_once(marker) {
+            Some((start, _)) => format!("{start}{marker}{with}\n"),
             None => format!("{line}\n"),
         })
         .collect()
