@@ -587,10 +587,16 @@ impl Plan {
     /// with the short unit names of a default state dir unless the sets name an instance.
     #[cfg(test)]
     pub fn for_tests(profile: &str, sets: &[&str]) -> Plan {
-        let sets: Vec<String> = std::iter::once("instance=")
-            .chain(sets.iter().copied())
-            .map(String::from)
-            .collect();
+        // Directories gen would fill in (`pipeline::binaries`), before the test's own.
+        let sets: Vec<String> = [
+            "instance=",
+            "binDir=/usr/local/bin",
+            "containerd.cniBinDir=/opt/cni/bin",
+        ]
+        .into_iter()
+        .chain(sets.iter().copied())
+        .map(String::from)
+        .collect();
         let (_, p) = super::load::layered(profile, &sets).unwrap_or_else(|e| panic!("{e}"));
         Plan::new(p, Path::new("/s"), &HostFacts::fixed(Some("192.0.2.5")))
             .unwrap_or_else(|e| panic!("{e}"))
