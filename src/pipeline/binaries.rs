@@ -54,8 +54,8 @@ pub fn fills(profile: &Profile, cache: Option<&Path>) -> Result<Vec<String>, Err
             FieldError::new(
                 "binDir",
                 "\"\"",
-                "empty means the fetched binaries in this machine's cache, which --hermetic does not read",
-                "give binDir (--bin-dir DIR), e.g. a directory of the release binaries",
+                "empty means the release binaries fetched into this machine's cache, and there is none to read here (--hermetic reads none; without it, none of KUBEUNIT_CACHE_DIR, XDG_CACHE_HOME and HOME is set)",
+                "give binDir (--bin-dir DIR), or set KUBEUNIT_CACHE_DIR to the cache `kubeunit fetch` filled",
             ),
         ));
     };

@@ -256,6 +256,10 @@ pub struct NodeLink {
     pub netns: String,
 }
 
+/// A /24 of 198.18.0.0/15 that no `node.link: auto` takes: the simulated internet of the tests
+/// (tests/it/common/internet.rs) lives there, next to environments whose links are picked.
+pub const SIMULATED_INTERNET: &str = "198.19.255.0/24";
+
 impl NodeLink {
     /// `spec`: `auto` or a /30 (`node.link`); `on_host`: the node's name on this host (the
     /// environment's `Plan::host_name` for the first node). `hashed`: the interface is always
@@ -264,8 +268,12 @@ impl NodeLink {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(on_host.as_bytes());
         let net = if spec == "auto" {
-            // One of the 32768 /30s of 198.18.0.0/15 (RFC 2544: never routed, rarely used).
-            let block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
+            // One of the 32768 /30s of 198.18.0.0/15 (RFC 2544: never routed, rarely used), but
+            // not in its last /24: the tests' simulated internet is there (SIMULATED_INTERNET).
+            let mut block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
+            if block >= 0x7fc0 {
+                block ^= 0x4000;
+            }
             let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
             ipnet::Ipv4Net::new((base + block * 4).into(), 30)
                 .map_err(|e| Error::Internal(format!("node link: {e}")))?
@@ -1274,6 +1282,16 @@ mod tests {
         let yaml = plan.resolved_profile().to_yaml();
         assert!(yaml.contains(&format!("apiserver: {apiserver}")), "{yaml}");
         assert!(!yaml.contains("auto"), "{yaml}");
+    }
+
+    #[test]
+    fn no_picked_node_link_is_in_the_simulated_internets_range() {
+        let sim: ipnet::Ipv4Net = SIMULATED_INTERNET.parse().unwrap();
+        // 3000 names cover each of the last /24's 64 blocks about 6 times.
+        for i in 0..3000 {
+            let link = NodeLink::new("auto", &format!("env-{i}"), false).unwrap();
+            assert!(!sim.contains(&link.net), "env-{i}: {}", link.net);
+        }
     }
 
     #[test]
