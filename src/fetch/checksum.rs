@@ -68,6 +68,8 @@ impl Hasher {
 /// What is wrong with a checksum file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadSums {
+    #[error("it is not there (HTTP {0}), and kubeunit uses no download it cannot check")]
+    Missing(u16),
     #[error("it lists no digest for {0}")]
     NoEntry(String),
     #[error("it lists {0} twice, with different digests")]

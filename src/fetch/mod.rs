@@ -250,14 +250,18 @@ fn stage(
         let sums_url = format!("{}/{}", w.base, sources::expand(d.sums, &w.version, arch));
         let name = file.rsplit('/').next().unwrap_or(&file).to_string();
         // The checksum first: a release without one is refused before its file is downloaded.
-        let expected =
-            checksum::digest_for(&client.text(&sums_url)?, &name).map_err(|problem| {
-                FetchError::Sums {
-                    sums: sums_url.clone(),
-                    file: name.clone(),
-                    problem,
-                }
-            })?;
+        let sums_error = |problem| FetchError::Sums {
+            sums: sums_url.clone(),
+            file: name.clone(),
+            problem,
+        };
+        let text = match client.text(&sums_url) {
+            Err(FetchError::Status { status, .. }) if status == 404 || status == 410 => {
+                return Err(sums_error(BadSums::Missing(status)))
+            }
+            other => other?,
+        };
+        let expected = checksum::digest_for(&text, &name).map_err(sums_error)?;
         let download_path = tmp.path().join(format!(".download.{name}"));
         let got = download_checked(client, &url, &sums_url, &download_path, &expected, on)?;
         total += got;
