@@ -5,8 +5,8 @@
 //! (during or after), the leak counter counts what it should and reads 0 through all of this, and a
 //! dropped `Internet` leaves nothing behind.
 
-use std::io::Read;
-use std::net::{Ipv4Addr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -235,15 +235,24 @@ fn dns_answers_the_given_names_and_logs_them() {
         query_a(server, "dl.sim.example", SOON),
         Ok((0, vec![files]))
     );
-    // Any other name: NXDOMAIN (3), nothing forwarded anywhere.
+    // Another name: NXDOMAIN (3) in a zone it has, REFUSED (5) elsewhere; nothing is forwarded.
     assert_eq!(query_a(server, "absent.sim.test", SOON), Ok((3, vec![])));
+    assert_eq!(query_a(server, "elsewhere.invalid", SOON), Ok((5, vec![])));
 
     wait_for("CoreDNS's query log", SOON, || {
-        inet.dns_queries().len() == 3
+        inet.dns_queries().len() == 4
     });
+    // In order within a zone only.
+    let mut asked = inet.dns_queries();
+    asked.sort();
     assert_eq!(
-        inet.dns_queries(),
-        ["web.sim.test", "dl.sim.example", "absent.sim.test"]
+        asked,
+        [
+            "absent.sim.test",
+            "dl.sim.example",
+            "elsewhere.invalid",
+            "web.sim.test"
+        ]
     );
     inet.assert_no_leak();
 }
@@ -292,9 +301,27 @@ fn routes_go_through_the_veth_and_nothing_is_left_after_drop() {
     assert_eq!(routes.lines().count(), 2, "{routes}");
     inet.assert_no_leak();
     assert!(leftovers(4).len() >= 3, "{:?}", leftovers(4));
+    // A connection still open at the drop is reset by it, not left to send to addresses gone.
+    let mut open = TcpStream::connect((inet.addr(Site::Http), 80)).unwrap();
+    let slot_net = format!("{}/28", slot_addr(4, 0));
+    let sockets = || {
+        let o = run(Command::new("ss").args(["-tanH", "dst", &slot_net]));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("TIME-WAIT"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sockets().len(), 1, "{:?}", sockets());
 
     drop(inet);
     assert_eq!(leftovers(4), Vec::<String>::new());
+    assert_eq!(sockets(), Vec::<String>::new());
+    let mut buf = [0u8; 1];
+    assert!(
+        open.read(&mut buf).is_err() || open.write_all(b"GET / HTTP/1.0\r\n\r\n").is_err(),
+        "the connection outlived the drop"
+    );
     for pid in pids {
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),

@@ -32,7 +32,6 @@ mod dns;
 mod leak;
 mod tls;
 
-use dns::check_reserved;
 // Not every user of `common` (the benches include it) uses these.
 #[allow(unused_imports)]
 pub use dns::query_a;
@@ -518,20 +517,11 @@ impl Internet {
     }
 
     /// Start the DNS server (the pinned CoreDNS, port 53) answering each `(name, address)` with an A
-    /// record and everything else with NXDOMAIN (it forwards nothing); its address.
+    /// record, another name of the same reserved top-level domain with NXDOMAIN and any other name with
+    /// REFUSED: it forwards nothing. Its address.
     pub fn dns(&self, names: &[(&str, Ipv4Addr)]) -> Ipv4Addr {
         let addr = self.addr(Site::Dns);
-        let mut hosts = String::new();
-        for (name, a) in names {
-            check_reserved(name);
-            hosts.push_str(&format!("{a} {name}\n"));
-        }
-        let hosts_file = self.work.join("dns.hosts");
-        std::fs::write(&hosts_file, hosts).unwrap();
-        let corefile = format!(
-            ".:53 {{\n    bind {addr}\n    hosts {} {{\n        no_reverse\n    }}\n    log\n    errors\n}}\n",
-            hosts_file.display()
-        );
+        let corefile = dns::corefile(&self.work, addr, names);
         let conf = self.work.join("Corefile");
         std::fs::write(&conf, corefile).unwrap();
         let argv: Vec<OsString> = vec![
@@ -543,7 +533,8 @@ impl Internet {
         addr
     }
 
-    /// The names the DNS server was asked (without the final dot), in order (its `log` plugin).
+    /// The names the DNS server was asked (without the final dot), from its `log` plugin: in order
+    /// within a zone, not across zones.
     pub fn dns_queries(&self) -> Vec<String> {
         self.requests(Site::Dns)
     }
@@ -660,11 +651,13 @@ impl Internet {
 
 impl Drop for Internet {
     fn drop(&mut self) {
-        // This host's TCP connections to the slot (a test's client, a node's containerd), reset while
-        // the veth still carries the resets: closed later, they would send to addresses no longer here.
+        // This host's TCP connections to the slot (a test's client, a node's containerd: all from the
+        // veth's host end), reset while the veth still carries the resets: closed later, they would
+        // send to addresses no longer here. Nothing else matches: no other socket has that source.
+        let host = self.host_addr().to_string();
         let slot_net = format!("{}/28", slot_addr(self.slot, 0));
         let _ = Command::new("ss")
-            .args(["-K", "-t", "-n", "dst", &slot_net])
+            .args(["-K", "-t", "-n", "src", &host, "dst", &slot_net])
             .output();
         let servers = std::mem::take(&mut *self.servers.lock().unwrap_or_else(|e| e.into_inner()));
         for (_, mut child) in servers {
