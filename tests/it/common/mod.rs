@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: run the kubeunit binary, snapshot a directory, find the
 //! pinned test binaries (built by scripts/build-test-binaries.sh; missing ones are an install error).
+//! `container` boots systemd, `ports` hands out ports, `internet` is a simulated internet.
 #![allow(dead_code)]
 
 pub mod container;
+pub mod internet;
 pub mod ports;
 
 use std::collections::BTreeMap;
