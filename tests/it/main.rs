@@ -13,6 +13,7 @@ mod control_plane;
 mod debug;
 mod docs;
 mod equivalence;
+mod fetch;
 mod gen;
 mod golden;
 mod hostile;

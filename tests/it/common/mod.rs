@@ -6,6 +6,7 @@
 pub mod container;
 pub mod internet;
 pub mod ports;
+pub mod releases;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

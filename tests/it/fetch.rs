@@ -1,0 +1,449 @@
+//! `kubeunit fetch` against the simulated internet (common::internet: an HTTPS file server in a
+//! network namespace of its own, under a test CA that SSL_CERT_FILE names), serving release
+//! downloads made from the binaries built here, each in its project's layout and checksum format
+//! (common::releases). Every file fetched equals what was published, a second fetch asks nothing,
+//! a changed cache is caught, each kind of broken download is refused with the cache left as it
+//! was, two fetches at once download once, and dev comes up from the fetched set with no binDir.
+//! Nothing leaves this host: the default-route interface's packet counter reads 0.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::container::{Container, Env};
+use crate::common::internet::{Fault, Internet};
+use crate::common::ports::Ports;
+use crate::common::releases::{self, BASES, K8S_BINARIES};
+use crate::common::*;
+
+/// A cache and the simulated mirror it fetches from.
+struct Mirror {
+    net: Internet,
+    cache: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Mirror {
+    fn start(slot: u8) -> Mirror {
+        let net = Internet::start(slot);
+        releases::link_into(&net.docroot());
+        let tmp = tempfile::tempdir().unwrap();
+        Mirror {
+            net,
+            cache: tmp.path().join("cache"),
+            _tmp: tmp,
+        }
+    }
+
+    /// `kubeunit fetch --profile PROFILE ARGS...` from this mirror (profile keys) into the cache.
+    fn command(&self, profile: &str, args: &[&str]) -> Command {
+        let mut cmd = kubeunit();
+        cmd.args(["fetch", "--profile", profile])
+            .args(releases::mirror_sets(&self.net.files_url()))
+            .args(args)
+            .env("KUBEUNIT_CACHE_DIR", &self.cache)
+            .env("SSL_CERT_FILE", self.net.ca_pem())
+            .env("KUBEUNIT_FETCH_TIMEOUT", "5");
+        for (source, _) in BASES {
+            cmd.env_remove(format!(
+                "KUBEUNIT_MIRROR_{}",
+                source.to_uppercase().replace('-', "_")
+            ));
+        }
+        cmd
+    }
+
+    fn fetch(&self, profile: &str, args: &[&str]) -> Output {
+        run(&mut self.command(profile, args))
+    }
+
+    /// The path of a release file below the mirror's root, and its URL path.
+    fn file(&self, source: &str, rel: &str) -> (PathBuf, String) {
+        let base = BASES.iter().find(|(s, _)| *s == source).unwrap().1;
+        let url_path = format!("/{base}/{rel}");
+        (self.net.docroot().join(&url_path[1..]), url_path)
+    }
+
+    /// Set dirs and staging dirs in the cache.
+    fn sets(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for sub in ["bin", "tmp"] {
+            if let Ok(entries) = std::fs::read_dir(self.cache.join(sub)) {
+                for e in entries.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    // A set's lock file stays (empty; the kernel holds the lock).
+                    if !name.ends_with(".lock") {
+                        found.push(format!("{sub}/{name}"));
+                    }
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+}
+
+fn k8s() -> String {
+    pinned("KUBERNETES_VERSIONS")[0].clone()
+}
+
+fn etcd_archive() -> String {
+    let v = pinned("ETCD_VERSION")[0].clone();
+    format!("{v}/etcd-{v}-linux-amd64.tar.gz")
+}
+
+/// Each file of each fetched set equals the built file it was made from.
+fn assert_same_as_built(cache: &Path) {
+    let bin = cache.join("bin");
+    let mut checked = 0;
+    for e in std::fs::read_dir(&bin).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((source, _)) = BASES
+            .iter()
+            .find(|(s, _)| name.strip_prefix(s).is_some_and(|v| v.starts_with("-v")))
+        else {
+            continue;
+        };
+        for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+            let file = f.file_name().to_string_lossy().into_owned();
+            if file.starts_with('.') {
+                continue;
+            }
+            let built = releases::built_file(source, &file);
+            assert!(
+                std::fs::read(f.path()).unwrap() == std::fs::read(&built).unwrap(),
+                "{} differs from {}",
+                f.path().display(),
+                built.display()
+            );
+            let mode =
+                std::os::unix::fs::PermissionsExt::mode(&f.metadata().unwrap().permissions());
+            assert_eq!(mode & 0o777, 0o755, "{}", f.path().display());
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no fetched file in {}", bin.display());
+}
+
+#[test]
+fn a_fetch_checks_every_file_and_a_second_asks_nothing() {
+    let m = Mirror::start(7);
+    let out = m.fetch("control-plane", &["-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sets: Vec<(String, bool)> = json["sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["source"].as_str().unwrap().to_string(),
+                s["cached"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sets,
+        [
+            ("kubernetes".to_string(), false),
+            ("etcd".to_string(), false)
+        ]
+    );
+    assert_same_as_built(&m.cache);
+    // Each file was asked for once, after its checksum file.
+    let asked = m.net.file_requests();
+    for b in K8S_BINARIES {
+        let (_, file) = m.file("kubernetes", &format!("{}/bin/linux/amd64/{b}", k8s()));
+        let sums = format!("{file}.sha256");
+        let at = |p: &str| asked.iter().position(|r| r == p);
+        assert!(
+            at(&sums) < at(&file) && at(&file).is_some(),
+            "{file}: {asked:?}"
+        );
+        assert_eq!(asked.iter().filter(|r| **r == file).count(), 1, "{asked:?}");
+    }
+    // A second fetch finds both sets, checks them and asks nothing.
+    let before = asked.len();
+    let out = m.fetch("control-plane", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("cached"), "{}", text(&out));
+    assert_eq!(
+        m.net.file_requests().len(),
+        before,
+        "{:?}",
+        m.net.file_requests()
+    );
+
+    // A cached binary changed: refused (exit 2) naming it and the fix; --refresh restores it.
+    let kubelet = m.cache.join(format!("bin/kubernetes-{}/kubelet", k8s()));
+    let mut bytes = std::fs::read(&kubelet).unwrap();
+    bytes.extend_from_slice(b"changed");
+    std::fs::write(&kubelet, bytes).unwrap();
+    let out = m.fetch("control-plane", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains(&kubelet.display().to_string()) && t.contains("--refresh"),
+        "{t}"
+    );
+    let out = m.fetch("control-plane", &["--refresh"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_same_as_built(&m.cache);
+    assert_eq!(
+        m.sets().iter().filter(|s| s.starts_with("tmp/")).count(),
+        0,
+        "{:?}",
+        m.sets()
+    );
+    assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+/// One broken download: what the mirror does wrong, the exit code, and words the error must have.
+struct Case {
+    name: &'static str,
+    exit: i32,
+    words: &'static [&'static str],
+}
+
+#[test]
+fn each_broken_download_is_refused_and_leaves_the_cache_as_it_was() {
+    let m = Mirror::start(8);
+    let (sums, _) = m.file("etcd", &format!("{}/SHA256SUMS", pinned("ETCD_VERSION")[0]));
+    let (_, archive) = m.file("etcd", &etcd_archive());
+    let (apiserver_sums, apiserver_sums_url) = m.file(
+        "kubernetes",
+        &format!("{}/bin/linux/amd64/kube-apiserver.sha256", k8s()),
+    );
+    let (_, scheduler) = m.file(
+        "kubernetes",
+        &format!("{}/bin/linux/amd64/kube-scheduler", k8s()),
+    );
+    let original = |p: &Path| std::fs::read(p).unwrap();
+    let sums_text = original(&sums);
+    let apiserver_sums_text = original(&apiserver_sums);
+    let cases = [
+        // etcd comes after Kubernetes: its six binaries were downloaded and checked, and still
+        // nothing of them is left.
+        Case {
+            name: "wrong checksum",
+            exit: 2,
+            words: &["etcd-v", "sha256", "says", "fix: use another mirror"],
+        },
+        Case {
+            name: "truncated",
+            exit: 1,
+            words: &["truncated", "fix: run kubeunit fetch again"],
+        },
+        Case {
+            name: "404",
+            exit: 2,
+            words: &["kube-scheduler", "HTTP 404", "fix: check the version"],
+        },
+        Case {
+            name: "hang",
+            exit: 1,
+            words: &["kube-apiserver.sha256", "no answer in time", "fix:"],
+        },
+        Case {
+            name: "missing checksum file",
+            exit: 2,
+            words: &["kube-apiserver.sha256", "not there", "cannot check", "fix:"],
+        },
+    ];
+    for case in &cases {
+        match case.name {
+            "wrong checksum" => {
+                let text = String::from_utf8(sums_text.clone()).unwrap();
+                let wrong: String = text
+                    .lines()
+                    .map(|l| {
+                        if l.ends_with(".tar.gz") && l.contains("linux-amd64") {
+                            format!(
+                                "{}  {}\n",
+                                "e".repeat(64),
+                                l.split_whitespace().nth(1).unwrap()
+                            )
+                        } else {
+                            format!("{l}\n")
+                        }
+                    })
+                    .collect();
+                releases::replace(&sums, wrong.as_bytes());
+            }
+            "truncated" => m.net.fault(&archive, Fault::Truncate),
+            "404" => m.net.fault(&scheduler, Fault::NotFound),
+            "hang" => m.net.fault(&apiserver_sums_url, Fault::Hang),
+            "missing checksum file" => std::fs::remove_file(&apiserver_sums).unwrap(),
+            _ => unreachable!(),
+        }
+        let out = m.fetch("control-plane", &[]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(case.exit), "{}: {t}", case.name);
+        for w in case.words {
+            assert!(t.contains(w), "{}: no {w:?} in:\n{t}", case.name);
+        }
+        assert!(!t.contains("panicked"), "{t}");
+        assert_eq!(
+            m.sets(),
+            Vec::<String>::new(),
+            "{}: the cache changed",
+            case.name
+        );
+        // Undo it for the next case.
+        releases::replace(&sums, &sums_text);
+        releases::replace(&apiserver_sums, &apiserver_sums_text);
+        for path in [&archive, &scheduler, &apiserver_sums_url] {
+            m.net.fault(path, Fault::None);
+        }
+    }
+    // The mirror mended, the same cache takes the sets.
+    let out = m.fetch("control-plane", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_same_as_built(&m.cache);
+    assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+#[test]
+fn two_fetches_at_once_download_each_file_once() {
+    let m = Mirror::start(9);
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            m.command("control-plane", &[])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let asked = m.net.file_requests();
+    let (_, kubelet) = m.file("kubernetes", &format!("{}/bin/linux/amd64/kubelet", k8s()));
+    assert_eq!(
+        asked.iter().filter(|r| **r == kubelet).count(),
+        1,
+        "{asked:?}"
+    );
+    assert_same_as_built(&m.cache);
+    assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+#[test]
+fn the_pinned_releases_are_the_versions_the_tests_build() {
+    // fetch downloads what the suite is run against (scripts/versions.env builds the same).
+    let out = run(kubeunit().args(["fetch", "--help"]));
+    assert!(out.status.success());
+    for (source, key) in [
+        ("kubernetes", "KUBERNETES_VERSIONS"),
+        ("etcd", "ETCD_VERSION"),
+        ("containerd", "CONTAINERD_VERSION"),
+        ("runc", "RUNC_VERSION"),
+        ("cni-plugins", "CNI_PLUGINS_VERSION"),
+        ("registry", "REGISTRY_VERSION"),
+    ] {
+        let s = kubeunit::fetch::sources::find(source).unwrap();
+        assert_eq!(s.version, pinned(key)[0], "{source}");
+    }
+}
+
+#[test]
+fn dev_comes_up_from_the_fetched_binaries() {
+    let _turn = node_lock();
+    let m = Mirror::start(10);
+    let c = Container::boot_node("fetch-dev");
+    let cache = c.work.join("cache");
+    let images: Vec<String> = std::fs::read_dir(built_dir("images-"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
+        .map(|p| p.display().to_string())
+        .collect();
+    let exe = env!("CARGO_BIN_EXE_kubeunit");
+    let cache_env = format!("KUBEUNIT_CACHE_DIR={}", cache.display());
+    let ports = Ports::allocate();
+    let args = |state: &Path| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "env",
+            &cache_env,
+            exe,
+            "gen",
+            "--profile",
+            "dev",
+            "--state-dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(state.display().to_string());
+        a.extend(ports.sets());
+        for set in [
+            format!("images=[{}]", images.join(",")),
+            "addons.corednsForward=".into(),
+        ] {
+            a.push("--set".into());
+            a.push(set);
+        }
+        a
+    };
+    let state = c.work.join("dev");
+    let gen = |state: &Path| {
+        let argv = args(state);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = c.run(&argv);
+        assert!(out.status.success(), "gen: {}", text(&out));
+    };
+    let env = Env {
+        c: &c,
+        state: state.clone(),
+        kubectl: cache.join(format!("bin/kubernetes-{}/kubectl", k8s())),
+    };
+
+    // Nothing fetched yet: start names the missing binary and `kubeunit fetch`, and starts nothing.
+    gen(&state);
+    let out = env.ku(&["start", "--timeout", "60"]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains(&cache.display().to_string()) && t.contains("kubeunit fetch"),
+        "{t}"
+    );
+    assert_eq!(
+        c.list_units(&format!("{}*", unit_prefix(&state))),
+        "",
+        "nothing started"
+    );
+
+    // Fetch (on this host, into the container's cache), then the same gen and start.
+    let t0 = std::time::Instant::now();
+    let out = run(m.command("dev", &[]).env("KUBEUNIT_CACHE_DIR", &cache));
+    assert!(out.status.success(), "fetch: {}", text(&out));
+    let fetched = t0.elapsed();
+    assert_same_as_built(&cache);
+    gen(&state);
+    let unit =
+        std::fs::read_to_string(state.join("units").join(unit(&state, "kube-apiserver"))).unwrap();
+    assert!(
+        unit.contains(&format!("ExecStart={}/bin/kubernetes-", cache.display())),
+        "{unit}"
+    );
+    let out = env.ku(&["start", "--timeout", "180"]);
+    let t = text(&out);
+    assert!(out.status.success(), "start: {t}");
+    assert!(t.contains("CoreDNS ready behind kube-dns"), "{t}");
+    eprintln!(
+        "from an empty cache to DNS answering: fetch {:.1}s, then gen and start: {:.1}s in all",
+        fetched.as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
+    let nodes = env.kubectl_ok(&[
+        "get",
+        "nodes",
+        "-o",
+        "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+    ]);
+    assert_eq!(nodes, "True");
+    env.ku_ok(&["stop"]);
+    assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
