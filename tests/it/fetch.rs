@@ -330,6 +330,50 @@ fn two_fetches_at_once_download_each_file_once() {
 }
 
 #[test]
+fn a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes() {
+    let m = Mirror::start(11);
+    // etcd's archive hangs: the fetch has staged Kubernetes and waits there, to be killed.
+    let (_, archive) = m.file("etcd", &etcd_archive());
+    m.net.fault(&archive, Fault::Hang);
+    let mut child = m
+        .command("control-plane", &[])
+        .env("KUBEUNIT_FETCH_TIMEOUT", "600")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the fetch to ask for etcd's archive",
+        std::time::Duration::from_secs(120),
+        || m.net.file_requests().contains(&archive),
+    );
+    let staged = m.sets();
+    assert!(
+        staged.iter().any(|s| s.starts_with("tmp/kubernetes-")),
+        "{staged:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !m.sets().iter().any(|s| s.starts_with("bin/")),
+        "a killed fetch put a set in place: {:?}",
+        m.sets()
+    );
+    // The next fetch removes what the killed one staged, and completes.
+    m.net.fault(&archive, Fault::None);
+    let out = m.fetch("control-plane", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_same_as_built(&m.cache);
+    assert_eq!(
+        m.sets().iter().filter(|s| s.starts_with("tmp/")).count(),
+        0,
+        "{:?}",
+        m.sets()
+    );
+    assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+#[test]
 fn the_pinned_releases_are_the_versions_the_tests_build() {
     // fetch downloads what the suite is run against (scripts/versions.env builds the same).
     let out = run(kubeunit().args(["fetch", "--help"]));

@@ -72,6 +72,10 @@ pub const SLOTS: &[(u8, &str)] = &[
     ),
     (9, "fetch::two_fetches_at_once_download_each_file_once"),
     (10, "fetch::dev_comes_up_from_the_fetched_binaries"),
+    (
+        11,
+        "fetch::a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes",
+    ),
 ];
 
 /// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link
