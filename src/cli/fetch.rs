@@ -44,7 +44,8 @@ pub struct Args {
         long,
         env = "KUBEUNIT_FETCH_TIMEOUT",
         value_name = "SECONDS",
-        default_value_t = 30
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub timeout: u64,
     /// The cache [default: $KUBEUNIT_CACHE_DIR, $XDG_CACHE_HOME/kubeunit, ~/.cache/kubeunit].
@@ -81,7 +82,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
     let request = fetch::Request {
         cache,
         wanted: binaries::fetch_wanted(&profile, &flags)?,
-        timeout: Duration::from_secs(args.timeout.max(1)),
+        timeout: Duration::from_secs(args.timeout),
         refresh: args.refresh,
     };
     let mut progress = Progress::new();

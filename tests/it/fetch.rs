@@ -374,6 +374,79 @@ fn a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes() {
 }
 
 #[test]
+fn bad_input_is_refused_before_any_request() {
+    let m = Mirror::start(12);
+    let file = m.cache.with_file_name("a-file");
+    std::fs::write(&file, "").unwrap();
+    let huge = "9".repeat(40);
+    let long_url = format!("--mirror=etcd=https://x.invalid/{}", "a".repeat(100_000));
+    let cases: Vec<(Vec<String>, Vec<(&str, String)>, &str)> = vec![
+        (vec!["--timeout".into(), huge.clone()], vec![], "--timeout"),
+        (vec![], vec![("KUBEUNIT_FETCH_TIMEOUT", huge)], "--timeout"),
+        (
+            vec!["--mirror".into(), "nope=https://x.invalid".into()],
+            vec![],
+            "no such source",
+        ),
+        (
+            vec!["--mirror".into(), "etcd=http://x.invalid".into()],
+            vec![],
+            "https://",
+        ),
+        (
+            vec!["--mirror".into(), "etcd=https://x.invalid/a\nb".into()],
+            vec![],
+            "https://",
+        ),
+        (
+            vec![long_url.replace("https://", "ftp://")],
+            vec![],
+            "https://",
+        ),
+        (
+            vec!["--set".into(), "versions.kubernetes=v1.36.3/../../x".into()],
+            vec![],
+            "not a release version",
+        ),
+        (
+            vec!["--set".into(), "versions.etcd=3.5".into()],
+            vec![],
+            "names no release",
+        ),
+        (
+            vec!["--set".into(), "fetch.mirrors.etcd=https://a b".into()],
+            vec![],
+            "fetch.mirrors.etcd",
+        ),
+        (
+            vec!["--cache-dir".into(), file.display().to_string()],
+            vec![],
+            "not a directory",
+        ),
+        (
+            vec![],
+            vec![("SSL_CERT_FILE", file.display().to_string())],
+            "SSL_CERT_FILE",
+        ),
+    ];
+    for (args, env, words) in cases {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut cmd = m.command("control-plane", &argv);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let out = run(&mut cmd);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {t}");
+        assert!(t.contains(words), "{args:?} {env:?}: no {words:?} in {t}");
+        assert!(!t.contains("panicked"), "{t}");
+    }
+    assert_eq!(m.net.file_requests(), Vec::<String>::new());
+    assert_eq!(m.sets(), Vec::<String>::new());
+    assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+#[test]
 fn the_pinned_releases_are_the_versions_the_tests_build() {
     // fetch downloads what the suite is run against (scripts/versions.env builds the same).
     let out = run(kubeunit().args(["fetch", "--help"]));

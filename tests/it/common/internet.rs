@@ -76,6 +76,7 @@ pub const SLOTS: &[(u8, &str)] = &[
         11,
         "fetch::a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes",
     ),
+    (12, "fetch::bad_input_is_refused_before_any_request"),
 ];
 
 /// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link
