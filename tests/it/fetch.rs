@@ -373,6 +373,9 @@ fn a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes() {
     assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
 }
 
+/// Arguments, environment, and what the error must say.
+type BadInput = (Vec<String>, Vec<(&'static str, String)>, &'static str);
+
 #[test]
 fn bad_input_is_refused_before_any_request() {
     let m = Mirror::start(12);
@@ -380,7 +383,7 @@ fn bad_input_is_refused_before_any_request() {
     std::fs::write(&file, "").unwrap();
     let huge = "9".repeat(40);
     let long_url = format!("--mirror=etcd=https://x.invalid/{}", "a".repeat(100_000));
-    let cases: Vec<(Vec<String>, Vec<(&str, String)>, &str)> = vec![
+    let cases: Vec<BadInput> = vec![
         (vec!["--timeout".into(), huge.clone()], vec![], "--timeout"),
         (vec![], vec![("KUBEUNIT_FETCH_TIMEOUT", huge)], "--timeout"),
         (
