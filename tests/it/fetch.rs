@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::container::{Container, Env};
+use crate::common::container::{offline_images, Container, Env};
 use crate::common::internet::{Fault, Internet};
 use crate::common::ports::Ports;
 use crate::common::releases::{self, BASES, K8S_BINARIES};
@@ -473,13 +473,7 @@ fn dev_comes_up_from_the_fetched_binaries() {
     let m = Mirror::start(10);
     let c = Container::boot_node("fetch-dev");
     let cache = c.work.join("cache");
-    let images: Vec<String> = std::fs::read_dir(built_dir("images-"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
-        .map(|p| p.display().to_string())
-        .collect();
+    let images = offline_images();
     let exe = env!("CARGO_BIN_EXE_kubeunit");
     let cache_env = format!("KUBEUNIT_CACHE_DIR={}", cache.display());
     let ports = Ports::allocate();

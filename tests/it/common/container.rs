@@ -309,18 +309,23 @@ pub fn control_plane_args(version: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// gen arguments for the dev profile (a node, its registry) on the pinned binaries of Kubernetes
-/// `version`, with the offline images.
-pub fn dev_args(version: &str) -> Vec<String> {
-    let mut args = control_plane_args(version);
-    args[1] = "dev".into();
-    let images: Vec<String> = std::fs::read_dir(super::built_dir("images-"))
+/// The offline images' archives (pause, CoreDNS, busybox) built here.
+pub fn offline_images() -> Vec<String> {
+    std::fs::read_dir(super::built_dir("images-"))
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "tar"))
         .map(|p| p.display().to_string())
-        .collect();
+        .collect()
+}
+
+/// gen arguments for the dev profile (a node, its registry) on the pinned binaries of Kubernetes
+/// `version`, with the offline images.
+pub fn dev_args(version: &str) -> Vec<String> {
+    let mut args = control_plane_args(version);
+    args[1] = "dev".into();
+    let images = offline_images();
     let bin = |prefix: &str, file: &str| super::built_dir(prefix).join(file).display().to_string();
     for set in [
         format!(
