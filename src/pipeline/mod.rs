@@ -448,6 +448,8 @@ mod tests {
         "encryption.enabled",
         "addons.corednsImage",
         "addons.corednsForward",
+        "network.egress",
+        "offline",
         "versions.kubernetes",
         "nope.nothing",
     ];
