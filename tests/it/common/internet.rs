@@ -63,6 +63,10 @@ pub const SLOTS: &[(u8, &str)] = &[
         6,
         "internet::the_leak_counter_counts_packets_out_of_its_interface",
     ),
+    (
+        7,
+        "egress::a_dev_node_reaches_the_simulated_internet_as_egress_says",
+    ),
 ];
 
 /// TEST-NET-3, where the slots are.
