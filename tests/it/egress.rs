@@ -470,6 +470,12 @@ fn a_dev_node_reaches_the_simulated_internet_as_egress_says() {
             "{case}: {said}"
         );
 
+        // kubeunit forwards per interface, never through net.ipv4.ip_forward.
+        assert_eq!(
+            forwarding(&veth).0,
+            before.0,
+            "{case}: net.ipv4.ip_forward while up"
+        );
         // From the node's own namespace: a TCP connect to each site.
         let netns = format!("--net=/run/netns/{}", unit_prefix(&e.state));
         for (addr, port, expect) in [(web, 80, reach[0]), (files, 443, reach[1])] {
