@@ -126,6 +126,9 @@ pub enum Error {
     NotUsable { missing: Vec<String>, seconds: f64 },
     #[error(transparent)]
     Systemd(#[from] crate::systemd::SystemdError),
+    /// Downloading release binaries failed, or what came was not what was published.
+    #[error(transparent)]
+    Fetch(#[from] crate::fetch::FetchError),
     /// A bug in kubeunit: an invariant that the code above should have made impossible.
     #[error("internal error (please report it): {0}")]
     Internal(String),
@@ -135,6 +138,8 @@ impl Error {
     /// Exit code: 2 for input the user must fix, 1 for everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::Fetch(e) if e.is_input() => 2,
+            Error::Fetch(_) => 1,
             Error::Profile(_)
             | Error::ProfileRead { .. }
             | Error::Set { .. }

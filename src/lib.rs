@@ -1,6 +1,8 @@
 //! kubeunit: a real single-host Kubernetes environment, rendered into a state directory and run by
 //! systemd. One pipeline, and the modules in its order (each uses only the ones above it):
 //!
+//! - `fetch`: release binaries, downloaded, checked against their checksums and cached (it knows
+//!   no profile; `spec` asks it which sources exist)
 //! - `spec`: profile schema, loading, `--set`, validation, host facts, the plan
 //! - `pki`: the certificate table, keys, issuing
 //! - `render`: templates and systemd quoting
@@ -17,6 +19,7 @@ pub mod artifacts;
 pub mod cli;
 pub mod components;
 pub mod error;
+pub mod fetch;
 pub mod pipeline;
 pub mod pki;
 pub mod render;

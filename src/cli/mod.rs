@@ -8,6 +8,7 @@ mod common;
 mod completion;
 mod debug;
 mod destroy;
+mod fetch;
 mod gen;
 mod hook;
 mod hosts;
@@ -46,6 +47,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Download the official release binaries a profile needs into the cache, checked against their
+    /// published checksums (gen uses them when binDir is empty).
+    #[command(after_help = fetch::AFTER_HELP)]
+    Fetch(fetch::Args),
     /// Render an environment into a state directory (PKI, kubeconfigs, configs, units).
     #[command(after_help = gen::AFTER_HELP)]
     Gen(gen::Args),
@@ -132,6 +137,7 @@ pub enum Command {
 pub fn run() -> i32 {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Fetch(args) => fetch::exec(args),
         Command::Gen(args) => gen::exec(args),
         Command::Import(args) => import::exec(args),
         Command::Start(args) => block_on(start::exec(args)),

@@ -1,6 +1,7 @@
 //! The pipeline, in one place: profile -> plan -> artifacts -> state dir. `gen`, `gen --check` and
 //! `start`'s preflight all go through these functions; nothing else loads, validates or generates.
 
+pub mod binaries;
 pub mod request;
 
 use std::path::Path;
@@ -19,6 +20,24 @@ pub fn profile(name_or_path: &str, sets: &[String]) -> Result<Profile, Error> {
     validated(&source, profile)
 }
 
+/// `profile`, with what an empty binDir leaves to the release binaries fetched into `cache` filled
+/// in (`binaries`): what `gen` renders.
+pub fn profile_with_binaries(
+    name_or_path: &str,
+    sets: &[String],
+    cache: Option<&Path>,
+) -> Result<Profile, Error> {
+    let (source, profile) = spec::load::layered(name_or_path, sets)?;
+    let fills = binaries::fills(&profile, cache)?;
+    if fills.is_empty() {
+        return validated(&source, profile);
+    }
+    // The user's sets first: the fills only name fields those left empty.
+    let sets: Vec<String> = sets.iter().cloned().chain(fills).collect();
+    let (source, profile) = spec::load::layered(name_or_path, &sets)?;
+    validated(&source, profile)
+}
+
 /// The resolved profile a state dir was generated from (read without following links).
 pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
     let path = state_dir.join(paths::PROFILE);
@@ -29,6 +48,26 @@ pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
             reason: e.to_string(),
         })?;
     let (source, profile) = spec::load::resolved(&path, &text)?;
+    // gen fills these in (`binaries`): a state dir names its binaries by absolute paths.
+    for (field, empty) in [
+        ("binDir", profile.bin_dir.as_os_str().is_empty()),
+        (
+            "containerd.cniBinDir",
+            profile.containerd.cni_bin_dir.as_os_str().is_empty(),
+        ),
+    ] {
+        if empty {
+            return Err(Error::field(
+                path.display().to_string(),
+                crate::error::FieldError::new(
+                    field,
+                    "\"\"",
+                    "empty in a state dir, where gen has filled in a directory",
+                    "generate the state dir again with `kubeunit gen`",
+                ),
+            ));
+        }
+    }
     validated(&source, profile)
 }
 

@@ -73,7 +73,15 @@ impl fmt::Display for GenOutcome {
 
 /// Carry out a `gen` request. `on_wait` hears about a lock being waited for.
 pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome, Error> {
-    let mut profile = super::profile(req.profile.as_deref().unwrap_or("dev"), &req.sets)?;
+    // --hermetic reads nothing of this machine: not the fetch cache either.
+    let cache = (!req.hermetic)
+        .then(crate::fetch::cache::default_dir)
+        .flatten();
+    let mut profile = super::profile_with_binaries(
+        req.profile.as_deref().unwrap_or("dev"),
+        &req.sets,
+        cache.as_deref(),
+    )?;
     let dir = req
         .state_dir
         .clone()

@@ -407,8 +407,12 @@ mod tests {
 
     fn generated_at(dir: &std::path::Path, profile: &str, sets: &[&str]) -> Env {
         use crate::spec::HostFacts;
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        let profile = crate::pipeline::profile(profile, &sets).unwrap();
+        let sets: Vec<String> = ["binDir=/usr/local/bin"]
+            .iter()
+            .chain(sets)
+            .map(|s| s.to_string())
+            .collect();
+        let profile = crate::pipeline::profile_with_binaries(profile, &sets, None).unwrap();
         let host = HostFacts::fixed(Some("192.0.2.5"));
         let plan = Plan::new(profile, dir, &host).unwrap();
         let opts = crate::artifacts::Options {
@@ -493,7 +497,8 @@ mod tests {
         use crate::spec::HostFacts;
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("state");
-        let profile = crate::pipeline::profile("dev", &[]).unwrap();
+        let sets = ["binDir=/usr/local/bin".to_string()];
+        let profile = crate::pipeline::profile_with_binaries("dev", &sets, None).unwrap();
         let plan = Plan::new(profile, &dir, &HostFacts::fixed(Some("192.0.2.5")))
             .unwrap()
             .with_extra_node_for_tests("worker-1");

@@ -125,10 +125,14 @@ fn binaries(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
         if let Err(why) = crate::spec::host::executable(Path::new(path)) {
             return Err(Error::Preflight {
                 message: format!("{}: binary {path}: {why}", i.name),
-                fix: format!(
-                    "install {} there, or regenerate with the right directory: kubeunit gen --bin-dir DIR (or --set components.{}.binary=PATH)",
-                    c.binary, c.name
-                ),
+                fix: if crate::fetch::cache::in_a_set(Path::new(path)) {
+                    "download the release binaries first: kubeunit fetch (with the --profile and --set gen had)".to_string()
+                } else {
+                    format!(
+                        "install {} there, or regenerate with the right directory: kubeunit gen --bin-dir DIR (or --set components.{}.binary=PATH)",
+                        c.binary, c.name
+                    )
+                },
             });
         }
     }

@@ -32,7 +32,9 @@ pub struct Profile {
     /// (where a missing key means none, as state dirs of older versions have it).
     #[serde(default = "auto", skip_serializing_if = "String::is_empty")]
     pub instance: String,
-    /// Where component binaries live unless a component names an absolute `binary`.
+    /// Where component binaries live unless a component names an absolute `binary`. Empty: the
+    /// release binaries `kubeunit fetch` keeps in the user's cache (`gen` fills in their paths).
+    #[serde(default)]
     pub bin_dir: PathBuf,
     /// Runs under a user's own systemd manager (`--user`): no component that needs root (a node),
     /// and unit files without what only the system manager may set (LimitNOFILE= above the user's).
@@ -85,6 +87,24 @@ pub struct Profile {
     /// `BINARY --version`); empty: any.
     #[serde(default)]
     pub versions: Versions,
+    /// Where `kubeunit fetch` downloads release binaries from.
+    #[serde(default, skip_serializing_if = "Fetch::is_empty")]
+    pub fetch: Fetch,
+}
+
+/// `fetch:`: mirrors of the release downloads, by source (`kubernetes`, `etcd`, ...).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fetch {
+    /// Source name -> base URL laid out as the source's release downloads.
+    #[serde(default)]
+    pub mirrors: BTreeMap<String, String>,
+}
+
+impl Fetch {
+    pub fn is_empty(&self) -> bool {
+        self.mirrors.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

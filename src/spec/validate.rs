@@ -34,6 +34,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
         ));
     }
     snapshot(p, &mut errs);
+    fetch_mirrors(p, &mut errs);
     errs.extend(super::nodes::errors(p));
     errs.extend(super::hosts::errors(p));
     errs.extend(super::egress::errors(p));
@@ -171,12 +172,37 @@ fn path_field(field: &str, path: &std::path::Path, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// `fetch.mirrors`: a known source each, at an https base URL.
+fn fetch_mirrors(p: &Profile, errs: &mut Vec<FieldError>) {
+    use crate::fetch::{self, sources};
+    for (source, url) in &p.fetch.mirrors {
+        let field = format!("fetch.mirrors.{source}");
+        if sources::find(source).is_none() {
+            errs.push(FieldError::new(
+                field,
+                quoted(source),
+                "no such source of release binaries",
+                format!("use one of: {}", sources::names().join(", ")),
+            ));
+        } else if fetch::mirror_url(&field, url).is_err() {
+            errs.push(FieldError::new(
+                field,
+                quoted(url),
+                "not an https:// base URL",
+                "give the URL the source's release layout sits under, e.g. https://mirror.example/dl.k8s.io/release",
+            ));
+        }
+    }
+}
+
 fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
     for image in &p.images {
         // ctr gets it as an argument and the manifest records it: absolute, printable, UTF-8.
         path_field("images", image, errs);
     }
-    if p.bin_dir.is_absolute() {
+    // Empty: the fetched binaries, whose paths `gen` fills in.
+    if p.bin_dir.as_os_str().is_empty() {
+    } else if p.bin_dir.is_absolute() {
         path_field("binDir", &p.bin_dir, errs);
         if p.bin_dir.to_string_lossy().contains(['"', '\'', '\\']) {
             errs.push(FieldError::new(
@@ -208,7 +234,7 @@ fn paths(p: &Profile, errs: &mut Vec<FieldError>) {
     }
     for (field, path, may_be_empty) in [
         ("containerd.socket", &p.containerd.socket, true),
-        ("containerd.cniBinDir", &p.containerd.cni_bin_dir, false),
+        ("containerd.cniBinDir", &p.containerd.cni_bin_dir, true),
         ("containerd.runtime", &p.containerd.runtime, true),
     ] {
         let empty_ok = may_be_empty && path.as_os_str().is_empty();

@@ -1,0 +1,234 @@
+//! The cache of fetched binaries: `bin/NAME-VERSION/` per source and version, each complete or
+//! absent. A set is assembled in a staging dir under `tmp/` and renamed into place once every file
+//! matched its checksum, with a stamp (`.fetched`) recording what each file's digest is; a later
+//! fetch checks the files against it, so a binary changed in the cache is caught, not used.
+//! Concurrent fetches of one set take turns (an flock per set); the second finds it done.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{flock, FlockOperation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::FetchError;
+
+/// The stamp of a complete set.
+pub const STAMP: &str = ".fetched";
+
+/// The cache dir: `$KUBEUNIT_CACHE_DIR`, else `$XDG_CACHE_HOME/kubeunit`, else `~/.cache/kubeunit`.
+pub fn default_dir() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("KUBEUNIT_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("kubeunit")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache/kubeunit")))
+}
+
+/// Where the set of `source` at `version` lives.
+pub fn set_dir(cache: &Path, source: &str, version: &str) -> PathBuf {
+    cache.join("bin").join(format!("{source}-{version}"))
+}
+
+/// Whether `path` is a file of a fetched set (`.../bin/SOURCE-VERSION/FILE`), present or not.
+pub fn in_a_set(path: &Path) -> bool {
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    let in_bin = dir
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "bin");
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    in_bin
+        && super::SOURCES.iter().any(|s| {
+            name.strip_prefix(s.name)
+                .is_some_and(|v| v.starts_with("-v"))
+        })
+}
+
+/// What a complete set holds: each file's sha256 and size, and where it came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stamp {
+    pub source: String,
+    pub version: String,
+    pub files: BTreeMap<String, FileStamp>,
+    /// Each download's URL and its published digest (`ALGORITHM:HEX`).
+    pub downloads: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileStamp {
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// A set's lock: held until dropped.
+pub struct SetLock {
+    _file: File,
+}
+
+/// Take the lock of one set, waiting for another fetch of it to finish.
+pub fn lock(cache: &Path, source: &str, version: &str) -> Result<SetLock, FetchError> {
+    let dir = cache.join("bin");
+    make_dir(cache)?;
+    make_dir(&dir)?;
+    let path = dir.join(format!(".{source}-{version}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| FetchError::io(&path, "open", e))?;
+    flock(&file, FlockOperation::LockExclusive)
+        .map_err(|e| FetchError::io(&path, "lock", e.into()))?;
+    Ok(SetLock { _file: file })
+}
+
+/// The stamp of a complete set, checked against its files; `None` when there is no set.
+pub fn complete(dir: &Path) -> Result<Option<Stamp>, FetchError> {
+    let stamp_path = dir.join(STAMP);
+    let text = match std::fs::read_to_string(&stamp_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(FetchError::io(&stamp_path, "read", e)),
+    };
+    let tampered = |file: &Path, what: String| FetchError::Tampered {
+        path: file.to_path_buf(),
+        what,
+        dir: dir.to_path_buf(),
+    };
+    let stamp: Stamp = serde_json::from_str(&text)
+        .map_err(|e| tampered(&stamp_path, format!("not a stamp kubeunit wrote ({e})")))?;
+    for (name, want) in &stamp.files {
+        let path = dir.join(name);
+        let (sha256, size) = sha256_of(&path)?;
+        if sha256 != want.sha256 || size != want.size {
+            return Err(tampered(
+                &path,
+                format!(
+                    "sha256 {sha256} ({size} bytes), not the {} ({} bytes) it was fetched with",
+                    want.sha256, want.size
+                ),
+            ));
+        }
+    }
+    Ok(Some(stamp))
+}
+
+/// A file's sha256 (hex) and size. Not following a link: the set holds files only.
+pub fn sha256_of(path: &Path) -> Result<(String, u64), FetchError> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| FetchError::io(path, "read", e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| FetchError::io(path, "read", e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
+/// A staging dir for one set under `tmp/` (removed when dropped, also on an error). Staging dirs
+/// of this set that a killed fetch left are removed first: this one holds the set's lock.
+pub fn staging(cache: &Path, source: &str, version: &str) -> Result<tempfile::TempDir, FetchError> {
+    let tmp = cache.join("tmp");
+    make_dir(&tmp)?;
+    let prefix = format!("{source}-{version}.");
+    if let Ok(entries) = std::fs::read_dir(&tmp) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempdir_in(&tmp)
+        .map_err(|e| FetchError::io(&tmp, "create a directory in", e))
+}
+
+/// Write `stamp` into the staging dir, make everything durable and rename it into place. A set
+/// already there (changed, and being replaced) goes aside first and is removed after.
+pub fn install(staged: tempfile::TempDir, stamp: &Stamp, dir: &Path) -> Result<(), FetchError> {
+    let from = staged.path().to_path_buf();
+    let text =
+        serde_json::to_string_pretty(stamp).map_err(|e| FetchError::Internal(e.to_string()))?;
+    let stamp_path = from.join(STAMP);
+    std::fs::write(&stamp_path, text + "\n")
+        .map_err(|e| FetchError::io(&stamp_path, "write", e))?;
+    for name in stamp.files.keys().map(String::as_str).chain([STAMP]) {
+        sync(&from.join(name))?;
+    }
+    sync(&from)?;
+    let aside = staged.path().with_extension("replaced");
+    let replacing = dir.exists();
+    if replacing {
+        std::fs::rename(dir, &aside).map_err(|e| FetchError::io(dir, "move aside", e))?;
+    }
+    std::fs::rename(&from, dir).map_err(|e| FetchError::io(dir, "rename into place", e))?;
+    // Renamed: nothing left for the TempDir to remove.
+    let _ = staged.keep();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| FetchError::io(dir, "chmod", e))?;
+    if let Some(parent) = dir.parent() {
+        sync(parent)?;
+    }
+    if replacing {
+        let _ = std::fs::remove_dir_all(&aside);
+    }
+    Ok(())
+}
+
+/// An executable file of the staging dir, made from `from` (moved) under `name`.
+pub fn place(from: &Path, staged: &Path, name: &str) -> Result<FileStamp, FetchError> {
+    let to = staged.join(name);
+    std::fs::rename(from, &to).map_err(|e| FetchError::io(&to, "rename", e))?;
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| FetchError::io(&to, "chmod", e))?;
+    let (sha256, size) = sha256_of(&to)?;
+    Ok(FileStamp { sha256, size })
+}
+
+fn sync(path: &Path) -> Result<(), FetchError> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| FetchError::io(path, "sync", e))
+}
+
+/// A cache directory: created 0700 (the user's own), an existing one as it is.
+fn make_dir(dir: &Path) -> Result<(), FetchError> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(FetchError::NotADir {
+            path: dir.to_path_buf(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| FetchError::io(dir, "create", e)),
+        Err(e) => Err(FetchError::io(dir, "stat", e)),
+    }
+}

@@ -1,0 +1,204 @@
+//! HTTPS downloads: a checksum file as text, a release file streamed to disk through its hasher.
+//! ureq (already the probes' client) with rustls: the Mozilla roots by default, or the PEM bundle
+//! that `SSL_CERT_FILE` names, as curl, Go and OpenSSL take it (a company proxy's CA, a mirror's).
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
+
+use super::checksum::{Digest, Hasher};
+use super::FetchError;
+
+/// A checksum file is small; a server sending more is not serving one.
+const SUMS_LIMIT: u64 = 1 << 20;
+/// No release file kubeunit fetches is near this; a mirror that sends more is refused.
+pub const FILE_LIMIT: u64 = 2 << 30;
+
+pub struct Client {
+    agent: ureq::Agent,
+}
+
+/// What a download got: its size and digest.
+pub struct Got {
+    pub bytes: u64,
+    pub digest: Digest,
+}
+
+impl Client {
+    /// A client whose every wait (connect, response, each read) gives up after `timeout`: a
+    /// mirror that hangs is an error, not a stuck command.
+    pub fn new(timeout: Duration) -> Result<Client, FetchError> {
+        let mut tls = TlsConfig::builder();
+        if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+            tls = tls.root_certs(RootCerts::Specific(Arc::new(roots(Path::new(&file))?)));
+        }
+        let agent = ureq::Agent::config_builder()
+            .tls_config(tls.build())
+            .https_only(true)
+            .timeout_connect(Some(timeout))
+            .timeout_recv_response(Some(timeout))
+            .timeout_per_read(Some(timeout))
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        Ok(Client { agent })
+    }
+
+    fn get(&self, url: &str) -> Result<ureq::http::Response<ureq::Body>, FetchError> {
+        let response = self.agent.get(url).call().map_err(|e| transport(url, &e))?;
+        match response.status().as_u16() {
+            200 => Ok(response),
+            status => Err(FetchError::Status {
+                url: url.to_string(),
+                status,
+            }),
+        }
+    }
+
+    /// A checksum file's text.
+    pub fn text(&self, url: &str) -> Result<String, FetchError> {
+        let mut response = self.get(url)?;
+        response
+            .body_mut()
+            .with_config()
+            .limit(SUMS_LIMIT)
+            .read_to_string()
+            .map_err(|e| transport(url, &e))
+    }
+
+    /// Stream `url` into `out`, hashing it with `expected`'s algorithm; `progress` hears the bytes
+    /// so far and the length announced. A body shorter than its Content-Length is truncated.
+    pub fn to_file(
+        &self,
+        url: &str,
+        out: &mut std::fs::File,
+        expected: &Digest,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<Got, FetchError> {
+        let mut response = self.get(url)?;
+        let announced = response.body().content_length();
+        if announced.is_some_and(|n| n > FILE_LIMIT) {
+            return Err(FetchError::TooLarge {
+                url: url.to_string(),
+                limit: FILE_LIMIT,
+            });
+        }
+        let mut reader = response.body_mut().with_config().limit(FILE_LIMIT).reader();
+        let mut hasher: Hasher = expected.hasher();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut bytes = 0u64;
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return Err(read_failed(url, bytes, announced, e)),
+            };
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| FetchError::io(Path::new("(download)"), "write", e))?;
+            bytes += n as u64;
+            progress(bytes, announced);
+        }
+        if let Some(total) = announced.filter(|t| bytes < *t) {
+            return Err(FetchError::Truncated {
+                url: url.to_string(),
+                got: bytes,
+                announced: total,
+            });
+        }
+        Ok(Got {
+            bytes,
+            digest: hasher.finish(),
+        })
+    }
+}
+
+/// The certificates of a PEM bundle.
+fn roots(file: &Path) -> Result<Vec<Certificate<'static>>, FetchError> {
+    let pem = std::fs::read(file).map_err(|e| FetchError::io(file, "read", e))?;
+    let bad = |reason: String| FetchError::CaFile {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let mut certs = Vec::new();
+    for block in pem_blocks(&pem) {
+        certs.push(
+            Certificate::from_pem(block.as_bytes())
+                .map_err(|e| bad(e.to_string()))?
+                .to_owned(),
+        );
+    }
+    if certs.is_empty() {
+        return Err(bad("it holds no PEM certificate".into()));
+    }
+    Ok(certs)
+}
+
+/// Each `-----BEGIN CERTIFICATE-----` block of a bundle (ureq's from_pem reads one).
+fn pem_blocks(pem: &[u8]) -> Vec<String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let text = String::from_utf8_lossy(pem);
+    let mut blocks = Vec::new();
+    let mut rest = text.as_ref();
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(len) = rest[start..].find(END) else {
+            break;
+        };
+        let end = start + len + END.len();
+        blocks.push(rest[start..end].to_string());
+        rest = &rest[end..];
+    }
+    blocks
+}
+
+fn transport(url: &str, e: &ureq::Error) -> FetchError {
+    match e {
+        ureq::Error::Timeout(_) => FetchError::Hung {
+            url: url.to_string(),
+        },
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => FetchError::Hung {
+            url: url.to_string(),
+        },
+        ureq::Error::BodyExceedsLimit(limit) => FetchError::TooLarge {
+            url: url.to_string(),
+            limit: *limit,
+        },
+        other => FetchError::Transport {
+            url: url.to_string(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// A read that failed part-way: a stall is a hang, a cut connection a truncation.
+fn read_failed(url: &str, got: u64, announced: Option<u64>, e: std::io::Error) -> FetchError {
+    let inner = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<ureq::Error>())
+        .map(|u| transport(url, u));
+    match inner {
+        Some(err @ (FetchError::Hung { .. } | FetchError::TooLarge { .. })) => err,
+        _ if e.kind() == std::io::ErrorKind::TimedOut
+            || e.kind() == std::io::ErrorKind::WouldBlock =>
+        {
+            FetchError::Hung {
+                url: url.to_string(),
+            }
+        }
+        _ => match announced {
+            Some(total) => FetchError::Truncated {
+                url: url.to_string(),
+                got,
+                announced: total,
+            },
+            None => FetchError::Transport {
+                url: url.to_string(),
+                reason: e.to_string(),
+            },
+        },
+    }
+}
