@@ -63,6 +63,10 @@ pub const SLOTS: &[(u8, &str)] = &[
         "internet::the_leak_counter_counts_packets_out_of_its_interface",
     ),
     (
+        5,
+        "egress::a_dev_node_reaches_the_simulated_internet_as_egress_says",
+    ),
+    (
         7,
         "fetch::a_fetch_checks_every_file_and_a_second_asks_nothing",
     ),
