@@ -6,12 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::error::{Error, FieldError};
+use crate::error::Error;
 use crate::fetch::{self, sources::Fills, sources::When, Source, SOURCES};
 use crate::spec::Profile;
 
 /// Where CNI plugins are when binDir is a directory of the user's own.
 const CNI_BIN_DIR: &str = "/opt/cni/bin";
+/// binDir when there is no fetch cache to name (`gen --hermetic`).
+const HERMETIC_BIN_DIR: &str = "/usr/local/bin";
 
 /// The sets of release binaries `profile` needs, each at the version it asks for (or the pinned
 /// one).
@@ -38,7 +40,8 @@ pub fn wanted(profile: &Profile) -> Result<Vec<(&'static Source, String)>, Error
 }
 
 /// `--set`s that fill in what an empty binDir leaves to the fetched sets in `cache` (`None`: no
-/// cache to read, as with `--hermetic`), and containerd.cniBinDir's default otherwise.
+/// cache to read, as with `--hermetic`: /usr/local/bin), and containerd.cniBinDir's default
+/// otherwise.
 pub fn fills(profile: &Profile, cache: Option<&Path>) -> Result<Vec<String>, Error> {
     let empty = |field: &str| text_at(profile, field).unwrap_or_default().is_empty();
     if !profile.bin_dir.as_os_str().is_empty() {
@@ -48,18 +51,19 @@ pub fn fills(profile: &Profile, cache: Option<&Path>) -> Result<Vec<String>, Err
             Vec::new()
         });
     }
+    // Without a cache to read (--hermetic, or no home): the binaries of the machine the state dir
+    // is built for, where they were before `kubeunit fetch` existed.
     let Some(cache) = cache else {
-        return Err(Error::field(
-            "the profile",
-            FieldError::new(
-                "binDir",
-                "\"\"",
-                "empty means the release binaries fetched into this machine's cache, and there is none to read here (--hermetic reads none; without it, none of KUBEUNIT_CACHE_DIR, XDG_CACHE_HOME and HOME is set)",
-                "give binDir (--bin-dir DIR), or set KUBEUNIT_CACHE_DIR to the cache `kubeunit fetch` filled",
-            ),
-        ));
+        return Ok(vec![
+            set("binDir", Path::new(HERMETIC_BIN_DIR)),
+            set("containerd.cniBinDir", Path::new(CNI_BIN_DIR)),
+        ]
+        .into_iter()
+        .filter(|s| s.starts_with("binDir") || empty("containerd.cniBinDir"))
+        .collect());
     };
     let mut sets = Vec::new();
+    let mut cni_filled = false;
     for (source, version) in wanted(profile)? {
         let dir = fetch::cache::set_dir(cache, source.name, &version);
         match source.fills {
@@ -67,12 +71,19 @@ pub fn fills(profile: &Profile, cache: Option<&Path>) -> Result<Vec<String>, Err
             Fills::Binary { field, binary } if empty(field) => {
                 sets.push(set(field, &dir.join(binary)))
             }
-            Fills::Dir(field) if empty(field) => sets.push(set(field, &dir)),
+            Fills::Dir(field) if empty(field) => {
+                cni_filled |= field == "containerd.cniBinDir";
+                sets.push(set(field, &dir))
+            }
             Fills::Binary { .. } | Fills::Dir(_) => {}
         }
         if let Some(field) = source.version_field {
             sets.push(format!("{field}={}", quoted(&version)));
         }
+    }
+    // No node fetched (a control plane): CNI's usual place, as with a binDir of one's own.
+    if !cni_filled && empty("containerd.cniBinDir") {
+        sets.push(set("containerd.cniBinDir", Path::new(CNI_BIN_DIR)));
     }
     // The etcd-snapshot timer runs kubeunit, which no release set holds: this one.
     if !profile.etcd.snapshot.schedule.is_empty() && empty("components.etcd-snapshot.binary") {
@@ -186,12 +197,23 @@ mod tests {
         let cp = load::layered("control-plane", &[]).unwrap().1;
         let names: Vec<&str> = wanted(&cp).unwrap().iter().map(|(s, _)| s.name).collect();
         assert_eq!(names, ["kubernetes", "etcd"]);
+        // No CNI plugins fetched: containerd.cniBinDir still names a directory.
+        let sets = fills(&cp, Some(Path::new("/c"))).unwrap();
+        assert!(
+            sets.contains(&"containerd.cniBinDir=\"/opt/cni/bin\"".to_string()),
+            "{sets:?}"
+        );
     }
 
     #[test]
-    fn hermetic_needs_a_bin_dir_and_a_version_must_be_a_release() {
-        let e = fills(&dev(&[]), None).unwrap_err();
-        assert!(e.to_string().contains("binDir"), "{e}");
+    fn hermetic_names_the_usual_directories_and_a_version_must_be_a_release() {
+        assert_eq!(
+            fills(&dev(&[]), None).unwrap(),
+            [
+                "binDir=\"/usr/local/bin\"",
+                "containerd.cniBinDir=\"/opt/cni/bin\""
+            ]
+        );
         let e = fills(
             &dev(&["versions.kubernetes=v1.2.3/../x"]),
             Some(Path::new("/c")),

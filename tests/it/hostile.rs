@@ -1096,6 +1096,9 @@ fn hermetic_refuses_ports_auto_naming_the_field() {
                 "1",
                 "--set",
                 "pki.epoch=2026-01-01T00:00:00Z",
+                // --hermetic reads no fetch cache: the binaries' directory is given.
+                "--bin-dir",
+                "/usr/local/bin",
             ])
             .args(["--set", ADVERTISE, "--state-dir"])
             .arg(&state)

@@ -204,7 +204,8 @@ fn mk_state_rebuilds_bit_for_bit_and_equals_gen_outside_nix() {
     let expr = mk_state_expr(&format!(
         "{{ profile = \"control-plane\"; seed = 42; epoch = \"2026-01-01T00:00:00Z\"; \
          hostFacts = {{ advertiseAddress = \"192.0.2.7\"; }}; \
-         settings = {{ \"ports.apiserver\" = 7443; \"logging.verbosity\" = 3; }}; stateDir = {}; }}",
+         settings = {{ \"ports.apiserver\" = 7443; \"logging.verbosity\" = 3; binDir = \"/usr/local/bin\"; }}; \
+         stateDir = {}; }}",
         nix_str(state.to_str().unwrap())
     ));
     let out = PathBuf::from(ok(nix_build(&expr, &[]), "nix-build"));
@@ -234,6 +235,9 @@ fn mk_state_rebuilds_bit_for_bit_and_equals_gen_outside_nix() {
             "ports.apiserver=7443",
             "--set",
             "logging.verbosity=3",
+            // Named, not left to where each looks (the fetch cache outside Nix, none inside).
+            "--set",
+            "binDir=/usr/local/bin",
         ]));
     ok(gen, "gen outside Nix");
     assert_eq!(tree_hash(&out), tree_hash(&state));
