@@ -3,7 +3,7 @@
 set -euo pipefail
 need=()
 for pair in systemd-nspawn:systemd-container debootstrap:debootstrap openssl:openssl \
-            systemd-analyze:systemd ss:iproute2 nsenter:util-linux nix-build:nix-bin; do
+            systemd-analyze:systemd ss:iproute2 nsenter:util-linux nix-build:nix-bin iptables:iptables; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

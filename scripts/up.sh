@@ -2,8 +2,9 @@
 # One command from a fresh machine to a running Kubernetes environment:
 #   scripts/up.sh [PROFILE] [extra `kubeunit gen` arguments...]      (PROFILE defaults to dev: a node)
 #   KUBEUNIT_KUBERNETES=v1.35.4 scripts/up.sh                        (another pinned Kubernetes)
-# CoreDNS answers for the cluster only (addons.corednsForward=""), so that no query leaves this machine;
-# `scripts/up.sh dev --set addons.corednsForward=/etc/resolv.conf` forwards other names to this host's resolvers.
+# Offline (KUBEUNIT_OFFLINE=1): pods reach nothing beyond this machine and CoreDNS answers for the cluster only,
+# so that no packet or query leaves it; `KUBEUNIT_OFFLINE=0 scripts/up.sh dev --set network.egress=on
+# --set addons.corednsForward=/etc/resolv.conf` lets pods out and forwards other names to this host's resolvers.
 # Installs dependencies, builds kubeunit, the pinned Kubernetes/etcd/node binaries and the offline images
 # (cached), boots systemd in a container where PID 1 is not systemd, then `kubeunit gen` + `kubeunit start`.
 set -euo pipefail
@@ -15,6 +16,7 @@ profile=${1:-dev}
 . scripts/systemd-host.sh
 
 [ "$(id -u)" = 0 ] || { echo "up.sh: run as root (it installs packages and runs system units)" >&2; exit 1; }
+export KUBEUNIT_OFFLINE=${KUBEUNIT_OFFLINE-1}
 # KUBEUNIT_KUBERNETES: one of the pinned versions (default: the newest).
 k8s_version=${KUBEUNIT_KUBERNETES:-${KUBERNETES_VERSIONS%% *}}
 case " $KUBERNETES_VERSIONS " in

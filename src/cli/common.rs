@@ -110,6 +110,22 @@ pub fn lock_wait() -> Result<Duration, Error> {
     }
 }
 
+/// Whether `gen` makes the environment offline whatever its profile says: `$KUBEUNIT_OFFLINE` is
+/// `1` (or `true`); unset, empty, `0` or `false`: as the profile says.
+pub fn offline() -> Result<bool, Error> {
+    let Some(v) = std::env::var_os("KUBEUNIT_OFFLINE") else {
+        return Ok(false);
+    };
+    match v.to_string_lossy().trim() {
+        "1" | "true" => Ok(true),
+        "" | "0" | "false" => Ok(false),
+        other => Err(Error::Usage {
+            message: format!("KUBEUNIT_OFFLINE={other:?} is neither 1 nor 0"),
+            fix: "set KUBEUNIT_OFFLINE=1 for an environment that reaches nothing beyond this machine, or unset it".into(),
+        }),
+    }
+}
+
 /// A line for the user on stderr (progress that is not the command's output).
 pub fn say(message: &str) {
     eprintln!("kubeunit: {message}");

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::common::{lock_wait, print_json, say, Output};
+use super::common::{lock_wait, offline, print_json, say, Output};
 use crate::error::Error;
 use crate::pipeline::request::{gen, GenRequest};
 
@@ -12,6 +12,8 @@ pub const AFTER_HELP: &str = "Examples:
   kubeunit gen --profile ci --set network.serviceCIDR=10.96.0.0/16 --set logging.verbosity=4
   SOURCE_DATE_EPOCH=1767225600 kubeunit gen --seed 42   # byte-identical output
   kubeunit gen --check                                   # exit 1 if the state dir differs
+  kubeunit gen --set network.egress=on                   # pods reach beyond this host (docs/node.md)
+  KUBEUNIT_OFFLINE=1 kubeunit gen                        # nothing leaves this machine (profile: offline)
   kubeunit gen --hermetic --seed 7 --set pki.epoch=2026-01-01T00:00:00Z \
       --set network.advertiseAddress=10.0.0.5 --state-dir /var/lib/kubeunit/dev --out ./built
                                                          # a build (Nix): then `kubeunit import ./built`
@@ -78,6 +80,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         check: args.check,
         out: args.out,
         hermetic: args.hermetic,
+        offline: offline()?,
         lock_wait: lock_wait()?,
     };
     let outcome = gen(&request, &mut say)?;

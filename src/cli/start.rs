@@ -153,6 +153,9 @@ impl fmt::Display for Summary<'_> {
                 plan.state_dir.display()
             )?;
         }
+        if let Some(egress) = &report.egress {
+            writeln!(f, "  {egress}")?;
+        }
         let name = plan.name();
         let dir_flag = format!("--state-dir {}", plan.state_dir.display());
         if report.already_running && report.departed_nodes.is_empty() {

@@ -11,7 +11,7 @@ use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::hosts::OnHosts;
 use crate::spec::paths;
-use crate::spec::plan::{host_port, EtcdMember};
+use crate::spec::plan::{host_port, EtcdMember, AUTO_LINKS};
 use crate::spec::profile::{HostRole, Role, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
 use crate::spec::Plan;
 
@@ -383,7 +383,7 @@ pub const COMPONENTS: &[Component] = &[
                             "dns_ip": plan.dns_ip.to_string(),
                             "dns_domain": plan.profile.network.dns_domain,
                             "image": plan.profile.addons.coredns_image,
-                            "forward": plan.profile.addons.coredns_forward,
+                            "forward": plan.coredns_forward,
                         }),
                     ))
                 },
@@ -467,7 +467,12 @@ pub const COMPONENTS: &[Component] = &[
             ]]
         },
         validate: node_link_carries_the_cluster_networks,
-        host_checks: &[host::iproute2, host::link_free, host::cluster_routes_free],
+        host_checks: &[
+            host::iproute2,
+            host::iptables_for_egress,
+            host::link_free,
+            host::cluster_routes_free,
+        ],
         // Its run dir (the script's copy, the marker; a further node's whole run dir), once its
         // containerd took its own state out of it.
         after_stop: &[Cleanup::RemoveDir(|plan| plan.node().run_dir.clone())],
@@ -497,6 +502,12 @@ pub const COMPONENTS: &[Component] = &[
                     "service_cidr": plan.service_cidr.to_string(),
                     "table": plan.routing_table(),
                     "metric": node.link.metric(),
+                    "egress": plan.egress.word(),
+                    "allowed": plan.egress.allowed().iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+                    "cluster_nets": cluster_nets(plan),
+                    // At most 28 bytes (iptables' limit): the interface has 15.
+                    "chain": format!("KU-EGRESS-{}", link.interface),
+                    "uplinks": crate::spec::plan::uplinks_dir(),
                     "remotes": plan.hosts.iter().enumerate()
                         .filter(|(i, _)| *i != plan.host_index)
                         .map(|(_, h)| json!({
@@ -920,7 +931,8 @@ pub(super) mod host {
     }
 
     /// `ip` (iproute2) in one of the directories systemd's default PATH has.
-    pub fn iproute2(_: &Plan) -> Check {
+    /// Whether a command is in one of the directories the units' PATH has.
+    fn command(name: &str) -> bool {
         let dirs = [
             "/usr/local/sbin",
             "/usr/local/bin",
@@ -929,12 +941,30 @@ pub(super) mod host {
             "/sbin",
             "/bin",
         ];
-        if dirs.iter().any(|d| executable(&Path::new(d).join("ip"))) {
+        dirs.iter().any(|d| executable(&Path::new(d).join(name)))
+    }
+
+    pub fn iproute2(_: &Plan) -> Check {
+        if command("ip") {
             return Ok(());
         }
         Err((
             "no `ip` command (the node's network namespace and link are made with it)".into(),
             "install iproute2 (apt-get install iproute2)".into(),
+        ))
+    }
+
+    /// With `network.egress` on or a list, node-network masquerades and filters with iptables.
+    pub fn iptables_for_egress(plan: &Plan) -> Check {
+        if plan.egress.allowed().is_empty() || command("iptables") {
+            return Ok(());
+        }
+        Err((
+            format!(
+                "network.egress {} needs the `iptables` command (the node's masquerading and the FORWARD filter that lets in only replies)",
+                plan.egress.word()
+            ),
+            "install iptables (apt-get install iptables), or set network.egress to host or off".into(),
         ))
     }
 
@@ -1230,6 +1260,23 @@ fn node_link_carries_the_cluster_networks(p: &crate::spec::Profile) -> Vec<Field
         )
     })
     .collect()
+}
+
+/// The cluster's own addresses, which no packet of its nodes sends beyond this host whatever
+/// `network.egress` lets out: its pod and Service networks and its nodes' links (the first node's,
+/// and the range of the others'). The same for every node: a node that comes or goes changes no
+/// other's script.
+fn cluster_nets(plan: &Plan) -> Vec<String> {
+    let first_link = plan.nodes[0].link.net;
+    let links = std::iter::once(AUTO_LINKS)
+        .chain((!AUTO_LINKS.contains(&first_link)).then_some(first_link))
+        .map(ipnet::IpNet::V4);
+    [plan.pod_cidr, plan.service_cidr]
+        .into_iter()
+        .filter(|n| matches!(n, ipnet::IpNet::V4(_)))
+        .chain(links)
+        .map(|n| n.to_string())
+        .collect()
 }
 
 /// Where node-network's `up` copies its script, whose `down` its unit's ExecStopPost= runs.

@@ -487,6 +487,8 @@ mod tests {
         "encryption.enabled",
         "addons.corednsImage",
         "addons.corednsForward",
+        "network.egress",
+        "offline",
         "versions.kubernetes",
         "nope.nothing",
     ];

@@ -28,6 +28,8 @@ pub struct GenRequest {
     pub check: bool,
     pub out: Option<PathBuf>,
     pub hermetic: bool,
+    /// `KUBEUNIT_OFFLINE`: the profile's `offline: true`, whatever it says.
+    pub offline: bool,
     /// How long to wait for another command's lock on the state dir.
     pub lock_wait: Duration,
 }
@@ -95,6 +97,7 @@ pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome
     if req.check && req.profile.is_none() && dir.join(paths::PROFILE).exists() {
         profile = super::resolved_profile(&dir)?;
     }
+    profile.offline |= req.offline;
     let picked = resolve_ports(req, &mut profile, &dir)?;
     let facts = host_facts(req, &profile)?;
     if !profile.hosts.is_empty() && profile.host.is_empty() && !req.check {
@@ -122,6 +125,7 @@ pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome
     let (generated, mut summary) =
         super::gen(&plan, &opts, out.as_deref(), req.lock_wait, on_wait)?;
     summary.notes.extend(validity_warning(&plan, &generated));
+    summary.notes.extend(offline_note(&plan));
     if let Some((first, size)) = picked {
         summary.notes.push(format!(
             "ports: auto picked {first}-{} (free now; recorded in profile.yaml, kept by a later gen with ports: auto)",
@@ -262,6 +266,26 @@ fn gen_hosts(
 /// future) make an environment that cannot start: said loudly, since reproducible output may want
 /// exactly that. Renewed certificates (`certs renew`, kept by this gen) start at their renewal:
 /// when every leaf is one, the epoch says nothing about them.
+/// What `offline` overrode, when the profile asked for more (egress or CoreDNS forwarding).
+fn offline_note(plan: &Plan) -> Option<String> {
+    let p = &plan.profile;
+    let asked: Vec<String> = [
+        (p.network.egress != plan.egress.spec()).then(|| "network.egress".to_string()),
+        (p.addons.coredns_forward != plan.coredns_forward)
+            .then(|| "addons.corednsForward".to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !p.offline || asked.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "offline (KUBEUNIT_OFFLINE=1 or offline: true): {} overridden, so that nothing leaves this machine (network.egress off, addons.corednsForward \"\"); unset KUBEUNIT_OFFLINE and set offline: false to let them out",
+        asked.join(" and ")
+    ))
+}
+
 fn validity_warning(plan: &Plan, generated: &Generated) -> Option<String> {
     let all_renewed = crate::pki::specs(plan)
         .iter()

@@ -87,6 +87,9 @@ pub struct StartReport {
     pub usable: Vec<Usable>,
     /// Nodes a later `gen` removed, which this start took down (`run::departed`).
     pub departed_nodes: Vec<String>,
+    /// Where the node and its pods reach beyond this host (with a node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::egress::EgressReport>,
     /// CLOCK_MONOTONIC (µs) when `start` began: lines kubeunit's timings up with systemd's
     /// `*TimestampMonotonic` properties (the bring-up benchmark does).
     pub monotonic_start_us: u64,
@@ -121,6 +124,7 @@ pub async fn start(
         departed_nodes: departed.clone(),
         monotonic_start_us,
         usable: vec![],
+        egress: super::egress::EgressReport::of(&env.plan),
     };
     report.notes.extend(
         departed_problems

@@ -4,6 +4,7 @@
 
 pub mod auto;
 pub mod calendar;
+pub mod egress;
 pub mod host;
 pub mod hosts;
 pub mod load;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use time::OffsetDateTime;
 
+use super::egress::Egress;
 use super::host::HostFacts;
 use super::nodes::{ResolvedNode, Taint};
 use super::paths;
@@ -66,6 +67,12 @@ pub struct Plan {
     /// plan is the view of `hosts[host_index]` (`Profile::host`): `nodes` is that host's one node.
     pub hosts: Vec<HostPlan>,
     pub host_index: usize,
+    /// Where the nodes and their pods reach beyond this host (`network.egress`; `Off` when
+    /// `offline`).
+    pub egress: Egress,
+    /// Where CoreDNS sends names outside the cluster (`addons.corednsForward`; none when
+    /// `offline`).
+    pub coredns_forward: String,
 }
 
 /// A host of an environment across hosts, as every host's plan sees it: where the others reach
@@ -242,6 +249,14 @@ const CONTAINERD_SOCKET: &str = "containerd/containerd.sock";
 /// The directory of the nodes after the first, in the run dir and the data dir.
 const NODES: &str = "nodes";
 
+/// Where `node.link: auto` picks a node's /30 (and a further node's always): RFC 2544's
+/// benchmarking range, never routed, rarely used.
+pub const AUTO_LINKS: ipnet::Ipv4Net =
+    match ipnet::Ipv4Net::new(std::net::Ipv4Addr::new(198, 18, 0, 0), 15) {
+        Ok(n) => n,
+        Err(_) => panic!("198.18.0.0/15"),
+    };
+
 /// The node's network namespace and its link to this host (`node.link`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeLink {
@@ -268,13 +283,13 @@ impl NodeLink {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(on_host.as_bytes());
         let net = if spec == "auto" {
-            // One of the 32768 /30s of 198.18.0.0/15 (RFC 2544: never routed, rarely used), but
-            // not in its last /24: the tests' simulated internet is there (SIMULATED_INTERNET).
+            // One of the 32768 /30s of AUTO_LINKS, but not in its last /24: the tests'
+            // simulated internet is there (SIMULATED_INTERNET).
             let mut block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
             if block >= 0x7fc0 {
                 block ^= 0x4000;
             }
-            let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
+            let base = u32::from(AUTO_LINKS.network());
             ipnet::Ipv4Net::new((base + block * 4).into(), 30)
                 .map_err(|e| Error::Internal(format!("node link: {e}")))?
         } else {
@@ -369,7 +384,15 @@ impl Plan {
             d if d.as_os_str().is_empty() => data_dir.join(paths::SNAPSHOTS),
             d => d.clone(),
         };
+        let egress = Egress::of(&profile)?;
+        // Offline: no name leaves this machine either.
+        let coredns_forward = match profile.offline {
+            true => String::new(),
+            false => profile.addons.coredns_forward.clone(),
+        };
         Ok(Plan {
+            egress,
+            coredns_forward,
             instance,
             ports,
             snapshot_dir,
@@ -412,6 +435,8 @@ impl Plan {
         p.containerd.socket = first.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
         p.etcd.snapshot.dir = self.snapshot_dir.clone();
+        p.network.egress = self.egress.spec();
+        p.addons.coredns_forward = self.coredns_forward.clone();
         // Across hosts: every host's node, not this host's alone.
         let nodes: Vec<ResolvedNode> = if self.hosts.is_empty() {
             self.nodes
@@ -655,9 +680,18 @@ impl Plan {
     }
 }
 
-/// `/run/kubeunit/<host name>`: an environment's runtime state (gone with a reboot, as /run is).
+/// Where the environments' runtime state is (gone with a reboot, as /run is).
+const RUN_ROOT: &str = "/run/kubeunit";
+
+/// `/run/kubeunit/<host name>`: an environment's runtime state.
 fn run_dir(host_name: &str) -> PathBuf {
-    Path::new("/run/kubeunit").join(host_name)
+    Path::new(RUN_ROOT).join(host_name)
+}
+
+/// Where the node links of every environment here hold the forwarding of this host's uplinks
+/// (node-network.sh): one for all, beside theirs (no environment's name has a dot).
+pub fn uplinks_dir() -> PathBuf {
+    Path::new(RUN_ROOT).join("uplinks.d")
 }
 
 /// The environment's pod slice as the kubelet's systemd driver names it: `/kubeunit/a/b` for

@@ -40,6 +40,11 @@ pub struct Profile {
     /// and unit files without what only the system manager may set (LimitNOFILE= above the user's).
     #[serde(default)]
     pub rootless: bool,
+    /// Nothing leaves this machine: `network.egress` is `off` and CoreDNS forwards no name
+    /// (`addons.corednsForward` ""), whatever they say. `KUBEUNIT_OFFLINE=1` sets it for a `gen`;
+    /// the state dir's `profile.yaml` records it with what it forced.
+    #[serde(default)]
+    pub offline: bool,
     /// Runtime data (etcd data, audit log, kubelet root). Empty: `<state dir>/data`.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
@@ -336,6 +341,56 @@ pub struct Network {
     pub bind_address: String,
     #[serde(default, rename = "extraSANs")]
     pub extra_sans: Vec<String>,
+    /// Where the node and its pods reach beyond this host (`spec::egress`).
+    #[serde(default)]
+    pub egress: EgressSpec,
+}
+
+/// `network.egress` as written: a word (`host`, `on`, `off`) or a list of CIDRs, each checked by
+/// `spec::egress`, which resolves it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EgressSpec {
+    Word(String),
+    Only(Vec<String>),
+}
+
+impl Default for EgressSpec {
+    fn default() -> EgressSpec {
+        EgressSpec::Word("host".into())
+    }
+}
+
+impl Serialize for EgressSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EgressSpec::Word(w) => s.serialize_str(w),
+            EgressSpec::Only(l) => l.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EgressSpec {
+    // By hand, not `untagged`: a wrong entry of the list keeps its path (`network.egress[1]`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<EgressSpec, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = EgressSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("host, on, off, or a list of CIDRs ([203.0.113.0/24])")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<EgressSpec, E> {
+                Ok(EgressSpec::Word(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<EgressSpec, A::Error> {
+                Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(EgressSpec::Only)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// `ports:` as numbers: each port by its field name (`etcdClient`), in the order the profile lists

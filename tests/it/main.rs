@@ -12,6 +12,7 @@ mod conformance;
 mod control_plane;
 mod debug;
 mod docs;
+mod egress;
 mod equivalence;
 mod gen;
 mod golden;

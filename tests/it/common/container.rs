@@ -193,12 +193,26 @@ impl Container {
         self.run(&["/bin/sh", "-c", script])
     }
 
-    /// Run kubeunit inside the container.
+    /// Run kubeunit inside the container, offline: `KUBEUNIT_OFFLINE` as the tests have it (1 from
+    /// scripts/test.sh), 1 when they have none, so that no environment of a test reaches beyond
+    /// this machine.
     pub fn kubeunit(&self, args: &[&str]) -> Output {
+        let offline = std::env::var("KUBEUNIT_OFFLINE").unwrap_or_else(|_| "1".into());
+        self.kubeunit_with(args, &offline)
+    }
+
+    /// Run kubeunit inside the container with the offline switch lifted: only for a test whose
+    /// environment reaches a simulated internet (203.0.113.0/24), and nothing else.
+    pub fn kubeunit_online(&self, args: &[&str]) -> Output {
+        self.kubeunit_with(args, "0")
+    }
+
+    fn kubeunit_with(&self, args: &[&str], offline: &str) -> Output {
         let mut argv = vec![env!("CARGO_BIN_EXE_kubeunit")];
         argv.extend_from_slice(args);
         let mut cmd = self.command(&argv);
-        cmd.env("SOURCE_DATE_EPOCH", super::test_epoch());
+        cmd.env("SOURCE_DATE_EPOCH", super::test_epoch())
+            .env("KUBEUNIT_OFFLINE", offline);
         cmd.output().expect("container.sh exec kubeunit")
     }
 

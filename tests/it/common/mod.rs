@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+/// kubeunit on this host. What it renders does not depend on how the tests were started:
+/// `KUBEUNIT_OFFLINE` (scripts/test.sh sets it) is not passed on; a test that wants it sets it.
 pub fn kubeunit() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubeunit"));
     c.env_remove("KUBEUNIT_STATE_DIR")
-        .env_remove("KUBEUNIT_BIN_DIR");
+        .env_remove("KUBEUNIT_BIN_DIR")
+        .env_remove("KUBEUNIT_OFFLINE");
     c.env("SOURCE_DATE_EPOCH", test_epoch());
     c
 }

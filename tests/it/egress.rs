@@ -1,0 +1,340 @@
+//! `network.egress` and the offline switch: what `gen` renders and records for each value, what it
+//! refuses, what `KUBEUNIT_OFFLINE=1` forces; what the rendered node-network.sh lets out, run in a
+//! network namespace of its own against a simulated internet there (203.0.113.0/24, its own
+//! addresses); and a dev node on real systemd reaching a simulated internet as egress says, with
+//! this host's net.ipv4.ip_forward as it was and nothing leaving by its default route.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+
+/// `kubeunit gen` into `dir` (a seed, a fixed advertise address, binaries that exist), with `extra`
+/// arguments (`--profile dev` unless they name one) and the environment `env`.
+fn gen(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let bin = executable_bin_dir(dir.parent().unwrap());
+    let mut cmd = kubeunit();
+    cmd.arg("gen");
+    if !extra.contains(&"--profile") {
+        cmd.args(["--profile", "dev"]);
+    }
+    cmd.args(["--seed", "7", "--bin-dir"])
+        .arg(&bin)
+        .args([
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--state-dir",
+        ])
+        .arg(dir)
+        .args(extra)
+        .envs(env.iter().copied());
+    run(&mut cmd)
+}
+
+fn gen_ok(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let out = gen(dir, extra, env);
+    assert!(out.status.success(), "gen {extra:?}: {}", text(&out));
+    text(&out)
+}
+
+/// A shell variable of the node's rendered node-network.sh, as written (`egress="on"`).
+fn script_var(dir: &Path, var: &str) -> String {
+    let script = std::fs::read_to_string(dir.join("config/node-network.sh")).unwrap();
+    let prefix = format!("{var}=");
+    script
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {var}= in node-network.sh"))
+        .trim_matches(|c| c == '"' || c == '\'')
+        .trim()
+        .to_string()
+}
+
+fn recorded(dir: &Path) -> serde_yaml_ng::Value {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(dir.join("profile.yaml")).unwrap()).unwrap()
+}
+
+/// Each value renders its mode and networks into node-network.sh, `profile.yaml` records it, and
+/// the state dir checks clean against it.
+#[test]
+fn each_value_renders_its_mode_and_is_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &str, serde_yaml_ng::Value)] = &[
+        ("", "host", "", "host".into()),
+        ("network.egress=host", "host", "", "host".into()),
+        ("network.egress=on", "on", "0.0.0.0/0", "on".into()),
+        ("network.egress=off", "off", "", "off".into()),
+        (
+            "network.egress=[203.0.113.0/24, 198.51.100.7/32]",
+            "only",
+            "203.0.113.0/24 198.51.100.7/32",
+            serde_yaml_ng::from_str("[203.0.113.0/24, 198.51.100.7/32]").unwrap(),
+        ),
+    ];
+    for (i, (set, mode, allowed, record)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("s{i}"));
+        let sets: Vec<&str> = if set.is_empty() {
+            vec![]
+        } else {
+            vec!["--set", set]
+        };
+        gen_ok(&dir, &sets, &[]);
+        assert_eq!(script_var(&dir, "egress"), *mode, "{set}");
+        assert_eq!(script_var(&dir, "allowed"), *allowed, "{set}");
+        // The cluster's own ranges stay here whatever egress says.
+        assert_eq!(
+            script_var(&dir, "cluster_nets"),
+            "10.88.0.0/16 10.0.0.0/24 198.18.0.0/15",
+            "{set}"
+        );
+        let p = recorded(&dir);
+        assert_eq!(p["network"]["egress"], *record, "{set}");
+        assert_eq!(p["offline"].as_bool(), Some(false), "{set}");
+        let check = run(kubeunit().args(["gen", "--check", "--state-dir"]).arg(&dir));
+        assert!(check.status.success(), "{set}: {}", text(&check));
+    }
+}
+
+/// A bad value: exit 2, the field, the value and a fix named, and the state dir as it was.
+#[test]
+fn bad_values_exit_2_naming_the_field_and_leave_the_state_dir_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_ok(&dir, &["--set", "network.egress=on"], &[]);
+    let before = snapshot(&dir);
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "network.egress=sometimes",
+            &["network.egress", "\"sometimes\"", "host, on, off"],
+        ),
+        (
+            "network.egress=203.0.113.0/24",
+            &["network.egress", "[203.0.113.0/24]"],
+        ),
+        (
+            "network.egress=[203.0.113.0/33]",
+            &["network.egress", "203.0.113.0/33", "not a network"],
+        ),
+        (
+            "network.egress=[203.0.113.9/24]",
+            &["network.egress", "203.0.113.0/24", "host bits"],
+        ),
+        (
+            "network.egress=[10.88.7.0/24]",
+            &["network.egress", "network.podCIDR"],
+        ),
+        (
+            "network.egress=[0.0.0.0/0]",
+            &["network.egress", "network.egress: on"],
+        ),
+        ("network.egress=[]", &["network.egress", "off"]),
+        ("network.egress={a: b}", &["network.egress"]),
+        ("offline=maybe", &["offline"]),
+    ];
+    for (set, needles) in cases {
+        let out = gen(&dir, &["--set", set], &[]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{set}: {t}");
+        for n in *needles {
+            assert!(t.contains(n), "{set}: expected {n:?} in:\n{t}");
+        }
+        assert!(t.contains("fix:"), "{set}: {t}");
+        assert!(before == snapshot(&dir), "{set} changed the state dir");
+    }
+    let out = gen(&dir, &[], &[("KUBEUNIT_OFFLINE", "maybe")]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("KUBEUNIT_OFFLINE") && t.contains("\"maybe\"") && t.contains("fix:"),
+        "{t}"
+    );
+    assert!(
+        before == snapshot(&dir),
+        "KUBEUNIT_OFFLINE=maybe changed the state dir"
+    );
+}
+
+/// `KUBEUNIT_OFFLINE=1` (and `offline: true` in a profile) forces egress off and CoreDNS forwarding
+/// nothing, whatever the profile asks; the state dir records it, so that nothing else needs it.
+#[test]
+fn offline_forces_egress_off_and_no_forwarding_and_is_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let asks = [
+        "--set",
+        "network.egress=on",
+        "--set",
+        "addons.corednsForward=192.0.2.53",
+    ];
+    let online = tmp.path().join("online");
+    gen_ok(&online, &asks, &[]);
+    let coredns = |dir: &Path| std::fs::read_to_string(dir.join("addons/10-coredns.yaml")).unwrap();
+    assert!(coredns(&online).contains("forward . 192.0.2.53"));
+    assert_eq!(script_var(&online, "egress"), "on");
+
+    let by_env = tmp.path().join("env");
+    let said = gen_ok(&by_env, &asks, &[("KUBEUNIT_OFFLINE", "1")]);
+    assert!(
+        said.contains("offline") && said.contains("network.egress and addons.corednsForward"),
+        "gen says what offline overrode:\n{said}"
+    );
+    let profile = tmp.path().join("offline.yaml");
+    std::fs::write(&profile, "extends: dev\noffline: true\n").unwrap();
+    let by_profile = tmp.path().join("profile");
+    gen_ok(
+        &by_profile,
+        &[&["--profile", profile.to_str().unwrap()][..], &asks[..]].concat(),
+        &[],
+    );
+    for dir in [&by_env, &by_profile] {
+        assert_eq!(script_var(dir, "egress"), "off", "{}", dir.display());
+        assert_eq!(script_var(dir, "allowed"), "");
+        assert!(!coredns(dir).contains("forward ."), "{}", coredns(dir));
+        let p = recorded(dir);
+        assert_eq!(p["offline"].as_bool(), Some(true));
+        assert_eq!(p["network"]["egress"].as_str(), Some("off"));
+        assert_eq!(p["addons"]["corednsForward"].as_str(), Some(""));
+        // What the state dir records is all a later command needs: checked without the switch.
+        let check = run(kubeunit().args(["gen", "--check", "--state-dir"]).arg(dir));
+        assert!(check.status.success(), "{}", text(&check));
+    }
+    // 0 (or unset) leaves the profile as it is.
+    let zero = tmp.path().join("zero");
+    gen_ok(&zero, &asks, &[("KUBEUNIT_OFFLINE", "0")]);
+    assert_eq!(script_var(&zero, "egress"), "on");
+}
+
+/// The sandbox of `the_rendered_script_lets_out_what_egress_says`, run in a network and mount
+/// namespace of its own (a private /run): an uplink `up0` (203.0.113.2/28) whose default route
+/// leads to a simulated internet (namespace `inet`: the gateway 203.0.113.1, and HTTP on
+/// 203.0.113.100 and 203.0.113.200); node-network.sh `up`, dials, `down`. Prints `key: value` lines.
+const SANDBOX: &str = r#"set -u
+script=$1 host_forwards=$2
+mount -t tmpfs kubeunit-it /run
+echo "$host_forwards" >/proc/sys/net/ipv4/ip_forward
+ip link set lo up
+ip netns add inet
+ip link add up0 type veth peer name gw0 netns inet
+ip addr add 203.0.113.2/28 dev up0
+ip link set up0 up
+ip route add default via 203.0.113.1
+ip -n inet link set lo up
+ip -n inet addr add 203.0.113.1/28 dev gw0
+ip -n inet link set gw0 up
+ip -n inet addr add 203.0.113.100/32 dev lo
+ip -n inet addr add 203.0.113.200/32 dev lo
+ip -n inet route add default via 203.0.113.2
+ip netns exec inet python3 -m http.server 8000 >/dev/null 2>&1 &
+dial() { ip netns exec "$1" timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null && echo yes || echo no; }
+listening() { for _ in $(seq 50); do [ "$(dial "$1" "$2" "$3")" = yes ] && return; sleep 0.1; done; }
+listening inet 203.0.113.100 8000
+# What the host has of kubeunit's: forwarding, rules, routes of other tables, iptables rules, /run.
+host_state() {
+  grep -H . /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv4/conf/*/forwarding
+  ip rule
+  ip route show table all | grep -v -e 'table local' -e '^local ' -e '^broadcast '
+  iptables-save | grep -e '^-' -e '^:KU'
+  ls -A /run/kubeunit 2>/dev/null
+}
+host_state >/run/before
+sh "$script" up >/run/up.log 2>&1 || { echo "up: failed"; cat /run/up.log; }
+ns=$(sed -n 's/^ns="\(.*\)"$/\1/p' "$script")
+node=$(sed -n 's/^node="\(.*\)"$/\1/p' "$script")
+echo "reach 203.0.113.100: $(dial "$ns" 203.0.113.100 8000)"
+echo "reach 203.0.113.200: $(dial "$ns" 203.0.113.200 8000)"
+echo "forwarding: $(cat /proc/sys/net/ipv4/ip_forward) $(cat /proc/sys/net/ipv4/conf/up0/forwarding)"
+# A new connection from the internet to the node (which it routes to this host).
+ip netns exec "$ns" python3 -m http.server 8001 >/dev/null 2>&1 &
+listening "$ns" "$node" 8001
+ip -n inet route add "$node/32" via 203.0.113.2
+echo "inbound: $(dial inet "$node" 8001)"
+sh "$script" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.log; }
+host_state >/run/after
+rmdir /run/kubeunit 2>/dev/null || true
+if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "after down: changed"; diff /run/before /run/after; fi
+kill $(jobs -p) 2>/dev/null
+"#;
+
+/// Run the sandbox on the node-network.sh of `dir`; its `key: value` lines, and all it printed.
+fn sandbox(dir: &Path, host_forwards: bool) -> (BTreeMap<String, String>, String) {
+    let script = dir.join("config/node-network.sh");
+    let out = run(Command::new("unshare")
+        .args([
+            "--mount",
+            "--net",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            SANDBOX,
+            "sandbox",
+        ])
+        .arg(&script)
+        .arg(if host_forwards { "1" } else { "0" }));
+    let t = text(&out);
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (lines, t)
+}
+
+/// node-network.sh as gen renders it, run for real (in namespaces of its own): each egress value
+/// lets the node reach what it says and no more, never lets a new connection in from outside
+/// (but where this host forwards anyway, as before), never touches net.ipv4.ip_forward, and
+/// `down` leaves the host as it found it.
+#[test]
+fn the_rendered_script_lets_out_what_egress_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    // value, this host forwards, reaches .100 and .200, new connections in, forwarding during
+    // (net.ipv4.ip_forward and the uplink's).
+    let cases: &[(&str, bool, [&str; 2], &str, &str)] = &[
+        ("host", false, ["no", "no"], "no", "0 0"),
+        ("host", true, ["yes", "yes"], "yes", "1 1"),
+        ("off", false, ["no", "no"], "no", "0 0"),
+        ("off", true, ["no", "no"], "no", "1 1"),
+        ("on", false, ["yes", "yes"], "no", "0 1"),
+        ("[203.0.113.100/32]", false, ["yes", "no"], "no", "0 1"),
+        (
+            "[203.0.113.96/28, 203.0.113.200/32]",
+            true,
+            ["yes", "yes"],
+            "no",
+            "1 1",
+        ),
+        ("[203.0.113.200/32]", true, ["no", "yes"], "no", "1 1"),
+    ];
+    for (i, (value, forwards, reach, inbound, forwarding)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("s{i}"));
+        gen_ok(&dir, &["--set", &format!("network.egress={value}")], &[]);
+        let (got, all) = sandbox(&dir, *forwards);
+        let case = format!("egress {value}, host forwards: {forwards}");
+        assert_eq!(
+            got.get("reach 203.0.113.100").map(String::as_str),
+            Some(reach[0]),
+            "{case}:\n{all}"
+        );
+        assert_eq!(
+            got.get("reach 203.0.113.200").map(String::as_str),
+            Some(reach[1]),
+            "{case}:\n{all}"
+        );
+        assert_eq!(
+            got.get("inbound").map(String::as_str),
+            Some(*inbound),
+            "{case}:\n{all}"
+        );
+        assert_eq!(
+            got.get("forwarding").map(String::as_str),
+            Some(*forwarding),
+            "{case}:\n{all}"
+        );
+        assert_eq!(
+            got.get("after down").map(String::as_str),
+            Some("as before"),
+            "{case}:\n{all}"
+        );
+        assert!(!all.contains("failed"), "{case}:\n{all}");
+    }
+}
