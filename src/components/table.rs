@@ -735,17 +735,23 @@ pub const COMPONENTS: &[Component] = &[
             None => vec![],
         },
         files: &[
-            // Secret: it holds the upstream's password when there is one.
+            File {
+                path: REGISTRY_CACHE_CONFIG_FILE,
+                secret: false,
+                when: |plan| !cache_has_auth(plan),
+                content: registry_cache_config,
+            },
+            // The same, 0600: it holds the upstream's password.
             File {
                 path: REGISTRY_CACHE_CONFIG_FILE,
                 secret: true,
-                when: ALWAYS,
+                when: cache_has_auth,
                 content: registry_cache_config,
             },
             File {
                 path: paths::REGISTRY_CACHE_PASSWORD,
                 secret: true,
-                when: |plan| plan.upstream().is_some_and(|u| u.auth.is_some()),
+                when: cache_has_auth,
                 content: |cx| {
                     let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
                     let password = auth.map(upstream_password).transpose()?;
@@ -1292,6 +1298,11 @@ fn local_registry_url(plan: &Plan) -> String {
         "http://{}",
         host_port(plan.nodes[0].link.node.into(), port::REGISTRY.of(plan))
     )
+}
+
+/// Whether the cache `plan` is the view of logs in to its upstream.
+fn cache_has_auth(plan: &Plan) -> bool {
+    plan.upstream().is_some_and(|u| u.auth.is_some())
 }
 
 /// A file of the cache `plan` is the view of: `rel` with `{upstream}` filled in, absolute.
