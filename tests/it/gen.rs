@@ -1351,7 +1351,7 @@ fn each_registry_name_tries_the_local_registry_then_its_cache() {
         let hosts = dir.join(format!("config/registry-hosts/{name}/hosts.toml"));
         let (tried, server) = hosts_of(&hosts);
         // Local first (what `images load` put there wins), then the cache, never the name itself.
-        assert_eq!(tried, [local.clone()], "{name}");
+        assert_eq!(tried, std::slice::from_ref(&local), "{name}");
         let server = server.unwrap_or_else(|| panic!("{name}: no server"));
         assert!(server.ends_with(&format!(":{port}")), "{name}: {server}");
         let table = toml_file(&hosts);
