@@ -11,7 +11,10 @@ done
 # The node build (scripts/build-test-binaries.sh): gcc and libc6-dev for the static pause binary and the
 # static runc, libseccomp-dev + pkg-config for runc's seccomp support, python3 for the image tars.
 # Debian's busybox-static is fetched there with `apt-get download` (installing it would replace busybox).
-for pair in gcc:gcc pkg-config:pkg-config python3:python3 dpkg-deb:dpkg; do
+# The tests' simulated internet (tests/it/common/internet.rs): iptables (its leak counter) and Debian's
+# /usr/bin/python3 (its web servers, standard library only).
+for pair in gcc:gcc pkg-config:pkg-config python3:python3 /usr/bin/python3:python3 dpkg-deb:dpkg \
+            iptables:iptables ip6tables:iptables; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -4,11 +4,6 @@
 # The cache: pinned binaries, the systemd rootfs, the dev container's log.
 kubeunit_cache() { printf '%s\n' "${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}"; }
 
-# The networks the tests and scripts/conformance.sh give their environments: the node links (198.18.0.0/15),
-# pod networks 10.88.0.0/13 and Service networks 10.0.0.0/16. While an environment runs, its node's routes
-# take its ranges; when none does (stopped, or a test's client still dialling after the link went), a
-# packet for them would follow the default route off this machine. Reject routes of the lowest priority
-# keep them here (idempotent; they stay, and carry nothing: `start` ignores reject routes).
 # mod_dir MODULE@VERSION: its source dir, downloaded into the Go module cache if needed (run outside any
 # module). Fails through the caller's `die`.
 mod_dir() {
@@ -18,9 +13,18 @@ mod_dir() {
   echo "$d"
 }
 
+# The networks the tests and scripts/conformance.sh give their environments (the node links 198.18.0.0/15,
+# pod networks 10.88.0.0/13, Service networks 10.0.0.0/16) and the tests' simulated internet: TEST-NET-3
+# but 203.0.113.80/28, as SIM_NETS in tests/it/common/internet.rs (203.0.113.80 is where this workplace's
+# machines reach the package registries, through the default route). While an environment runs, its node's
+# routes take its ranges, and a simulated internet's veth its /28; when none does (stopped, or a test's
+# client still dialling after the link went), a packet for them would follow the default route off this
+# machine. Reject routes of the lowest priority keep them here (idempotent; they stay, and carry nothing:
+# `start` ignores reject routes).
 keep_test_networks_local() {
   local net
-  for net in 198.18.0.0/15 10.88.0.0/13 10.0.0.0/16; do
+  for net in 198.18.0.0/15 10.88.0.0/13 10.0.0.0/16 \
+             203.0.113.0/26 203.0.113.64/28 203.0.113.96/27 203.0.113.128/25; do
     ip route replace unreachable "$net" metric 4294967295 2>/dev/null ||
       echo "warning: could not add 'unreachable $net' (a stray packet for it would take the default route)" >&2
   done

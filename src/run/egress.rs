@@ -69,10 +69,10 @@ impl fmt::Display for EgressReport {
             ("host", false) => "pods reach nothing beyond this host, which does not forward (net.ipv4.ip_forward=0)".to_string(),
             ("on", _) => "pods reach beyond this host by its routes; kubeunit forwards for the node links alone".to_string(),
             ("only", _) => format!("pods reach {} beyond this host, nothing else", self.allowed.join(", ")),
-            _ if self.offline => "offline: pods reach nothing beyond this host".to_string(),
             _ => "pods reach nothing beyond this host".to_string(),
         };
-        write!(f, "egress: {} ({what})", self.mode)?;
+        let offline = if self.offline { " (offline)" } else { "" };
+        write!(f, "egress: {}{offline}: {what}", self.mode)?;
         match &self.fix {
             Some(fix) => write!(f, "; fix: {fix}"),
             None => Ok(()),
@@ -93,7 +93,7 @@ mod tests {
         let off = report(&["network.egress=off"]);
         assert!(!off.pods_reach_beyond);
         let line = off.to_string();
-        assert!(line.starts_with("egress: off ("), "{line}");
+        assert!(line.starts_with("egress: off: "), "{line}");
         assert!(line.contains("--set network.egress=on"), "{line}");
         let offline = report(&["network.egress=on", "offline=true"]);
         assert_eq!(offline.mode, "off");

@@ -205,7 +205,8 @@ fn offline_forces_egress_off_and_no_forwarding_and_is_recorded() {
 }
 
 /// The sandbox of `the_rendered_script_lets_out_what_egress_says`, run in a network and mount
-/// namespace of its own (a private /run): an uplink `up0` (203.0.113.2/28) whose default route
+/// namespace of its own (a private /run): an uplink `ku-sim0` (203.0.113.2/28; named like a node link,
+/// which it is not: its other end is in no kubeunit-* namespace) whose default route
 /// leads to a simulated internet (namespace `inet`: the gateway 203.0.113.1, and HTTP on
 /// 203.0.113.100 and 203.0.113.200); node-network.sh `up`, dials, `down`. Prints `key: value` lines.
 const SANDBOX: &str = r#"set -u
@@ -214,9 +215,9 @@ mount -t tmpfs kubeunit-it /run
 echo "$host_forwards" >/proc/sys/net/ipv4/ip_forward
 ip link set lo up
 ip netns add inet
-ip link add up0 type veth peer name gw0 netns inet
-ip addr add 203.0.113.2/28 dev up0
-ip link set up0 up
+ip link add ku-sim0 type veth peer name gw0 netns inet
+ip addr add 203.0.113.2/28 dev ku-sim0
+ip link set ku-sim0 up
 ip route add default via 203.0.113.1
 ip -n inet link set lo up
 ip -n inet addr add 203.0.113.1/28 dev gw0
@@ -242,7 +243,7 @@ ns=$(sed -n 's/^ns="\(.*\)"$/\1/p' "$script")
 node=$(sed -n 's/^node="\(.*\)"$/\1/p' "$script")
 echo "reach 203.0.113.100: $(dial "$ns" 203.0.113.100 8000)"
 echo "reach 203.0.113.200: $(dial "$ns" 203.0.113.200 8000)"
-echo "forwarding: $(cat /proc/sys/net/ipv4/ip_forward) $(cat /proc/sys/net/ipv4/conf/up0/forwarding)"
+echo "forwarding: $(cat /proc/sys/net/ipv4/ip_forward) $(cat /proc/sys/net/ipv4/conf/ku-sim0/forwarding)"
 # A new connection from the internet to the node (which it routes to this host).
 ip netns exec "$ns" python3 -m http.server 8001 >/dev/null 2>&1 &
 listening "$ns" "$node" 8001

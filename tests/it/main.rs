@@ -19,6 +19,7 @@ mod golden;
 mod hostile;
 mod hosts;
 mod install;
+mod internet;
 mod layering;
 mod multi;
 mod nix;

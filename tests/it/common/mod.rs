@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod internet;
 pub mod ports;
 
 use std::collections::BTreeMap;
