@@ -5,8 +5,8 @@
 //! (during or after), the leak counter counts what it should and reads 0 through all of this, and a
 //! dropped `Internet` leaves nothing behind.
 
-use std::io::Read;
-use std::net::{Ipv4Addr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use base64::Engine;
 
 use crate::common::internet::{
     default_route_interfaces, leftovers, put_file, query_a, slot_addr, Fault, Internet,
-    LeakCounter, Site, HTTP_BODY, KEPT_LOCAL, RESERVED_SLOTS, SIM_NETS, SLOTS, TEST_NET,
+    LeakCounter, Site, HTTP_BODY, KEPT_LOCAL, SIM_NET, SLOTS,
 };
 use crate::common::*;
 
@@ -60,40 +60,37 @@ fn slots_are_one_per_test() {
     assert_eq!(slots.len(), SLOTS.len(), "a slot in two rows: {SLOTS:?}");
     assert_eq!(tests.len(), SLOTS.len(), "a test in two rows: {SLOTS:?}");
     assert!(slots.iter().all(|s| *s <= 15), "{slots:?}");
-    for (reserved, why) in RESERVED_SLOTS {
-        assert!(
-            !slots.contains(&reserved),
-            "slot {reserved} is reserved: {why}"
-        );
-    }
 }
 
 #[test]
-fn the_simulated_internet_is_test_net_3_but_the_reserved_slots() {
-    // Every address of TEST-NET-3 is in SIM_NETS or in a reserved slot, never both.
-    let nets: Vec<ipnet::Ipv4Net> = SIM_NETS.iter().map(|n| n.parse().unwrap()).collect();
-    let test_net: ipnet::Ipv4Net = TEST_NET.parse().unwrap();
-    for a in test_net
-        .hosts()
-        .chain([test_net.network(), test_net.broadcast()])
-    {
-        let slot = a.octets()[3] / 16;
-        let reserved = RESERVED_SLOTS.iter().any(|(s, _)| *s == slot);
-        let in_sim = nets.iter().filter(|n| n.contains(&a)).count();
-        assert_eq!(in_sim, usize::from(!reserved), "{a}");
+fn the_simulated_internet_is_the_range_no_node_link_picks() {
+    let sim: ipnet::Ipv4Net = SIM_NET.parse().unwrap();
+    for slot in 0..=15u8 {
+        for offset in 0..=15u8 {
+            assert!(sim.contains(&slot_addr(slot, offset)), "{slot}/{offset}");
+        }
     }
-    assert_eq!(slot_addr(6, 2), Ipv4Addr::new(203, 0, 113, 98));
-    // scripts/lib.sh rejects the same ranges.
+    assert_eq!(slot_addr(6, 2), Ipv4Addr::new(198, 19, 255, 98));
+    // Never TEST-NET-3: this workplace reaches its package registries there.
+    let test_net_3: ipnet::Ipv4Net = "203.0.113.0/24".parse().unwrap();
+    assert!(!test_net_3.contains(&sim.network()));
+    // scripts/lib.sh rejects what must stay here, SIM_NET with 198.18.0.0/15, and nothing of TEST-NET-3.
     let lib = std::fs::read_to_string(script("lib.sh")).unwrap();
     let body = &lib[lib.find("keep_test_networks_local() {").unwrap()..];
     let body = &body[..body.find("\n}").unwrap()];
     for net in KEPT_LOCAL {
+        let net: ipnet::Ipv4Net = net.parse().unwrap();
         assert!(
             body.contains(&format!(" {net}")),
             "lib.sh lacks {net}:\n{body}"
         );
     }
-    assert!(!body.contains("203.0.113.0/24"), "{body}");
+    let biggest: ipnet::Ipv4Net = KEPT_LOCAL[0].parse().unwrap();
+    assert!(
+        biggest.contains(&sim),
+        "{SIM_NET} is kept local by {biggest}"
+    );
+    assert!(!body.contains("203.0.113."), "{body}");
 }
 
 #[test]
@@ -102,7 +99,7 @@ fn files_are_served_over_https_trusting_the_test_ca_only() {
     let body = b"a kubelet, simulated\n".repeat(1000);
     put_file(&inet.docroot(), "/v1.36.3/bin/linux/amd64/kubelet", &body);
     let url = format!("{}/v1.36.3/bin/linux/amd64/kubelet", inet.files_url());
-    assert!(url.starts_with("https://203.0.113."), "{url}");
+    assert!(url.starts_with("https://198.19.255."), "{url}");
 
     let (status, got) = get(&inet.agent(SOON), &url);
     assert_eq!(status, 200);
@@ -235,15 +232,24 @@ fn dns_answers_the_given_names_and_logs_them() {
         query_a(server, "dl.sim.example", SOON),
         Ok((0, vec![files]))
     );
-    // Any other name: NXDOMAIN (3), nothing forwarded anywhere.
+    // Another name: NXDOMAIN (3) in a zone it has, REFUSED (5) elsewhere; nothing is forwarded.
     assert_eq!(query_a(server, "absent.sim.test", SOON), Ok((3, vec![])));
+    assert_eq!(query_a(server, "elsewhere.invalid", SOON), Ok((5, vec![])));
 
     wait_for("CoreDNS's query log", SOON, || {
-        inet.dns_queries().len() == 3
+        inet.dns_queries().len() == 4
     });
+    // In order within a zone only.
+    let mut asked = inet.dns_queries();
+    asked.sort();
     assert_eq!(
-        inet.dns_queries(),
-        ["web.sim.test", "dl.sim.example", "absent.sim.test"]
+        asked,
+        [
+            "absent.sim.test",
+            "dl.sim.example",
+            "elsewhere.invalid",
+            "web.sim.test"
+        ]
     );
     inet.assert_no_leak();
 }
@@ -292,9 +298,27 @@ fn routes_go_through_the_veth_and_nothing_is_left_after_drop() {
     assert_eq!(routes.lines().count(), 2, "{routes}");
     inet.assert_no_leak();
     assert!(leftovers(4).len() >= 3, "{:?}", leftovers(4));
+    // A connection still open at the drop is reset by it, not left to send to addresses gone.
+    let mut open = TcpStream::connect((inet.addr(Site::Http), 80)).unwrap();
+    let slot_net = format!("{}/28", slot_addr(4, 0));
+    let sockets = || {
+        let o = run(Command::new("ss").args(["-tanH", "dst", &slot_net]));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("TIME-WAIT"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sockets().len(), 1, "{:?}", sockets());
 
     drop(inet);
     assert_eq!(leftovers(4), Vec::<String>::new());
+    assert_eq!(sockets(), Vec::<String>::new());
+    let mut buf = [0u8; 1];
+    assert!(
+        open.read(&mut buf).is_err() || open.write_all(b"GET / HTTP/1.0\r\n\r\n").is_err(),
+        "the connection outlived the drop"
+    );
     for pid in pids {
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),
@@ -302,12 +326,12 @@ fn routes_go_through_the_veth_and_nothing_is_left_after_drop() {
         );
     }
     assert!(!work.exists(), "{} left", work.display());
-    // With the veth gone, the /24's reject route answers, not the default route.
+    // With the veth gone, the reject route answers, not the default route.
     for offset in [1, 2, 6, 14] {
-        let (ok, out) = route_get(Ipv4Addr::new(203, 0, 113, 64 + offset));
+        let (ok, out) = route_get(slot_addr(4, offset));
         assert!(
             !ok && !via_default(&out) && !out.contains("ku-inet-4"),
-            "after the drop: {out}(is `unreachable 203.0.113.0/24` gone? scripts/lib.sh \
+            "after the drop: {out}(is `unreachable 198.18.0.0/15` gone? scripts/lib.sh \
              keep_test_networks_local adds it)"
         );
     }
@@ -351,13 +375,13 @@ fn the_leak_counter_counts_packets_out_of_its_interface() {
     wait_for(
         "the packet from the simulated internet counted",
         SOON,
-        || count("iptables -s 203.0.113.96/27") == 1,
+        || count("iptables -s 198.18.0.0/15") == 1,
     );
     // From this host's own address: the destination counts.
     let from_host = UdpSocket::bind((uncounted_local_address(), 0)).unwrap();
     from_host.send_to(b"counted", to).unwrap();
     wait_for("the packet to the simulated internet counted", SOON, || {
-        count("iptables -d 203.0.113.96/27") == 1
+        count("iptables -d 198.18.0.0/15") == 1
     });
     // Once each; loopback is nobody's leak.
     let lo = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -1,7 +1,8 @@
 //! A simulated internet for the tests of connected features (binary downloads, a pull-through registry,
-//! pod egress): a network namespace at a /28 of TEST-NET-3 (203.0.113.0/24, RFC 5737: never routed on the
-//! real internet; but this workplace reaches its package registries at 203.0.113.80, so slot 5's /28 is
-//! never used: `SIM_NETS`), reached only from this host over a veth pair, with stand-ins for the sites kubeunit
+//! pod egress): a network namespace at a /28 of 198.19.255.0/24 (`SIM_NET`: the last /24 of RFC 2544's
+//! benchmarking range, never routed on the real internet, and the one no `node.link: auto` picks; not
+//! TEST-NET-3, where this workplace reaches its package registries, at 203.0.113.80), reached only from this
+//! host over a veth pair, with stand-ins for the sites kubeunit
 //! would reach: an HTTPS file server ("dl.k8s.io"), TLS registries ("registry.k8s.io", "docker.io"), a DNS
 //! server, a plain HTTP server for pods. Each has its own address and a certificate of a CA made for the
 //! one `Internet`; each logs what it was asked. A `LeakCounter` counts the packets of the test ranges that
@@ -32,7 +33,6 @@ mod dns;
 mod leak;
 mod tls;
 
-use dns::check_reserved;
 // Not every user of `common` (the benches include it) uses these.
 #[allow(unused_imports)]
 pub use dns::query_a;
@@ -40,7 +40,7 @@ pub use dns::query_a;
 pub use leak::{default_route_interfaces, LeakCounter};
 use tls::issue_certificates;
 
-/// Which test uses which slot (0..=15 but the `RESERVED_SLOTS`: slot N is 203.0.113.16N/28, netns and
+/// Which test uses which slot (0..=15: slot N is 198.19.255.16N/28, netns and
 /// veth `ku-inet-N`). One row per test that starts an `Internet` or takes a slot; `Internet::start`
 /// refuses a slot of no row, and one that another test's row names.
 pub const SLOTS: &[(u8, &str)] = &[
@@ -58,40 +58,21 @@ pub const SLOTS: &[(u8, &str)] = &[
         4,
         "internet::routes_go_through_the_veth_and_nothing_is_left_after_drop",
     ),
-    // 5 is reserved (RESERVED_SLOTS).
     (
         6,
         "internet::the_leak_counter_counts_packets_out_of_its_interface",
     ),
 ];
 
-/// TEST-NET-3, where the slots are.
-pub const TEST_NET: &str = "203.0.113.0/24";
-
-/// The simulated internet's part of TEST-NET-3: all of it but slot 5's /28, which holds 203.0.113.80,
-/// where this workplace's machines reach the package registries (the Go module proxy, crates.io,
-/// Debian's mirror: seen as `go`, cargo and apt connecting to 203.0.113.80:443 and :80 through the
-/// default route). scripts/lib.sh `keep_test_networks_local` rejects exactly these when no slot is up.
-pub const SIM_NETS: [&str; 4] = [
-    "203.0.113.0/26",
-    "203.0.113.64/28",
-    "203.0.113.96/27",
-    "203.0.113.128/25",
-];
-
-/// Slots never used, and why.
-pub const RESERVED_SLOTS: [(u8, &str); 1] = [(
-    5,
-    "203.0.113.80/28 holds 203.0.113.80, this workplace's route to the package registries",
-)];
+/// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link
+/// (`kubeunit::spec::plan::SIMULATED_INTERNET`). scripts/lib.sh `keep_test_networks_local` rejects
+/// 198.18.0.0/15 when no slot is up.
+pub const SIM_NET: &str = kubeunit::spec::plan::SIMULATED_INTERNET;
 
 /// The IPv4 ranges whose packets must never leave this host: the simulated internet's and the ones the
 /// tests give environments (node links, pods, Services: scripts/lib.sh `keep_test_networks_local`).
-pub const KEPT_LOCAL: [&str; 7] = [
-    SIM_NETS[0],
-    SIM_NETS[1],
-    SIM_NETS[2],
-    SIM_NETS[3],
+pub const KEPT_LOCAL: [&str; 3] = [
+    // SIM_NET is part of it.
     "198.18.0.0/15",
     "10.88.0.0/13",
     "10.0.0.0/16",
@@ -208,7 +189,7 @@ fn row(site: Site) -> &'static SiteRow {
 /// Address `offset` of slot `slot`'s /28.
 pub fn slot_addr(slot: u8, offset: u8) -> Ipv4Addr {
     assert!(slot <= 15 && offset <= 15);
-    Ipv4Addr::new(203, 0, 113, 16 * slot + offset)
+    Ipv4Addr::new(198, 19, 255, 16 * slot + offset)
 }
 
 /// A slot, held (flock) across processes until dropped; checked against `SLOTS` first.
@@ -219,10 +200,7 @@ pub struct SlotLock {
 
 impl SlotLock {
     pub fn take(slot: u8) -> SlotLock {
-        assert!(slot <= 15, "slot {slot}: 0..=15 (a /28 of {TEST_NET} each)");
-        if let Some((_, why)) = RESERVED_SLOTS.iter().find(|(s, _)| *s == slot) {
-            panic!("slot {slot} is reserved: {why}");
-        }
+        assert!(slot <= 15, "slot {slot}: 0..=15 (a /28 of {SIM_NET} each)");
         let (_, owner) = SLOTS
             .iter()
             .find(|(s, _)| *s == slot)
@@ -518,20 +496,11 @@ impl Internet {
     }
 
     /// Start the DNS server (the pinned CoreDNS, port 53) answering each `(name, address)` with an A
-    /// record and everything else with NXDOMAIN (it forwards nothing); its address.
+    /// record, another name of the same reserved top-level domain with NXDOMAIN and any other name with
+    /// REFUSED: it forwards nothing. Its address.
     pub fn dns(&self, names: &[(&str, Ipv4Addr)]) -> Ipv4Addr {
         let addr = self.addr(Site::Dns);
-        let mut hosts = String::new();
-        for (name, a) in names {
-            check_reserved(name);
-            hosts.push_str(&format!("{a} {name}\n"));
-        }
-        let hosts_file = self.work.join("dns.hosts");
-        std::fs::write(&hosts_file, hosts).unwrap();
-        let corefile = format!(
-            ".:53 {{\n    bind {addr}\n    hosts {} {{\n        no_reverse\n    }}\n    log\n    errors\n}}\n",
-            hosts_file.display()
-        );
+        let corefile = dns::corefile(&self.work, addr, names);
         let conf = self.work.join("Corefile");
         std::fs::write(&conf, corefile).unwrap();
         let argv: Vec<OsString> = vec![
@@ -543,7 +512,8 @@ impl Internet {
         addr
     }
 
-    /// The names the DNS server was asked (without the final dot), in order (its `log` plugin).
+    /// The names the DNS server was asked (without the final dot), from its `log` plugin: in order
+    /// within a zone, not across zones.
     pub fn dns_queries(&self) -> Vec<String> {
         self.requests(Site::Dns)
     }
@@ -660,11 +630,13 @@ impl Internet {
 
 impl Drop for Internet {
     fn drop(&mut self) {
-        // This host's TCP connections to the slot (a test's client, a node's containerd), reset while
-        // the veth still carries the resets: closed later, they would send to addresses no longer here.
+        // This host's TCP connections to the slot (a test's client, a node's containerd: all from the
+        // veth's host end), reset while the veth still carries the resets: closed later, they would
+        // send to addresses no longer here. Nothing else matches: no other socket has that source.
+        let host = self.host_addr().to_string();
         let slot_net = format!("{}/28", slot_addr(self.slot, 0));
         let _ = Command::new("ss")
-            .args(["-K", "-t", "-n", "dst", &slot_net])
+            .args(["-K", "-t", "-n", "src", &host, "dst", &slot_net])
             .output();
         let servers = std::mem::take(&mut *self.servers.lock().unwrap_or_else(|e| e.into_inner()));
         for (_, mut child) in servers {
@@ -697,7 +669,7 @@ fn access_log_path(line: &str) -> Option<String> {
         .then(|| path.to_string())
 }
 
-/// CoreDNS's `log` line: `[INFO] 203.0.113.1:4242 - 7 "A IN web.sim.test. udp ..." NOERROR ...` ->
+/// CoreDNS's `log` line: `[INFO] 198.19.255.1:4242 - 7 "A IN web.sim.test. udp ..." NOERROR ...` ->
 /// "web.sim.test".
 fn dns_log_name(line: &str) -> Option<String> {
     let query = line.split('"').nth(1)?;
@@ -718,7 +690,7 @@ fn ip(args: &[&str]) {
 }
 
 /// scripts/lib.sh `keep_test_networks_local`: the lowest-priority reject routes for the test ranges
-/// (`SIM_NETS` among them), which scripts/test.sh adds, for a run of the tests without it. With no slot
+/// (`SIM_NET` among them), which scripts/test.sh adds, for a run of the tests without it. With no slot
 /// up, a packet for a slot's address is refused here instead of following the default route.
 fn keep_test_networks_local() {
     let lib = super::script("lib.sh");

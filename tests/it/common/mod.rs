@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: run the kubeunit binary, snapshot a directory, find the
 //! pinned test binaries (built by scripts/build-test-binaries.sh; missing ones are an install error).
+//! `container` boots systemd, `ports` hands out ports, `internet` is a simulated internet.
 #![allow(dead_code)]
 
 pub mod container;

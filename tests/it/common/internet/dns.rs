@@ -1,11 +1,43 @@
 //! DNS without the system's resolver: a raw UDP query for A records, for the simulated internet's
 //! CoreDNS, and the names it may be asked.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, UdpSocket};
+use std::path::Path;
 use std::time::Duration;
 
 /// Names a test may give the DNS server or ask it: reserved ones (RFC 2606, RFC 6761), never real.
 const RESERVED_SUFFIXES: [&str; 4] = [".test", ".example", ".invalid", ".localhost"];
+
+/// CoreDNS's configuration: one zone per reserved top-level domain of `names` (always `test`), from a
+/// zone file under `dir` (a SOA, so that a name not there is NXDOMAIN), and a catch-all that refuses.
+/// Every block logs each query.
+pub(super) fn corefile(dir: &Path, addr: Ipv4Addr, names: &[(&str, Ipv4Addr)]) -> String {
+    let mut zones: BTreeMap<&str, String> = BTreeMap::new();
+    zones.insert("test", format!("dns.sim.test. 60 IN A {addr}\n"));
+    for (name, a) in names {
+        check_reserved(name);
+        let tld = name.rsplit('.').next().unwrap_or_default();
+        let records = zones.entry(tld).or_default();
+        records.push_str(&format!("{name}. 60 IN A {a}\n"));
+    }
+    let block = |zone: &str, body: &str| {
+        format!("{zone}:53 {{\n    bind {addr}\n{body}    log\n    errors\n}}\n")
+    };
+    let mut corefile = String::new();
+    for (tld, records) in zones {
+        let db = dir.join(format!("zone-{tld}.db"));
+        let soa = "@ 60 IN SOA dns.sim.test. hostmaster.sim.test. 1 7200 3600 1209600 60\n\
+                   @ 60 IN NS dns.sim.test.\n";
+        std::fs::write(&db, format!("$ORIGIN {tld}.\n{soa}{records}")).unwrap();
+        corefile.push_str(&block(tld, &format!("    file {}\n", db.display())));
+    }
+    corefile.push_str(&block(
+        ".",
+        "    template ANY ANY {\n        rcode REFUSED\n    }\n",
+    ));
+    corefile
+}
 
 pub(super) fn check_reserved(name: &str) {
     assert!(

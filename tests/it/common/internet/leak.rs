@@ -94,7 +94,7 @@ impl LeakCounter {
         }
     }
 
-    /// Each counting rule ("iptables -s 203.0.113.0/24") and its packets.
+    /// Each counting rule ("iptables -s 198.18.0.0/15") and its packets.
     pub fn counts(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
         for (family, rules) in &self.rules {
