@@ -53,7 +53,7 @@ const FANCY: Component = Component {
     stop_post: |_| vec![],
     files: &[File {
         path: "config/fancy.yaml",
-        secret: false,
+        mode: crate::components::FileMode::Public,
         when: |_| true,
         content: |cx| {
             Ok(Content::Template(

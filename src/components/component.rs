@@ -277,11 +277,22 @@ pub enum Cleanup {
 pub struct File {
     /// Path in the state dir (see `spec::paths`).
     pub path: &'static str,
-    /// Holds a secret: written 0600.
-    pub secret: bool,
+    /// Who may read it (and run it).
+    pub mode: FileMode,
     /// Whether the plan has it (the component being enabled is implied).
     pub when: fn(&Plan) -> bool,
     pub content: fn(&FileContext) -> Result<Content, FieldError>,
+}
+
+/// A config file's mode in the state dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// 0644.
+    Public,
+    /// Holds a secret: 0600.
+    Secret,
+    /// A script a component runs by its path (it holds no secret): 0755.
+    Executable,
 }
 
 /// What a config file's content function sees.

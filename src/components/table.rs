@@ -5,7 +5,8 @@ use serde_json::json;
 
 use super::command::feature_gates;
 use super::component::{
-    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, Port, Probe, StandIn, Timer,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, FileMode, Hook, Port, Probe,
+    StandIn, Timer,
 };
 use crate::error::FieldError;
 use crate::render::Template;
@@ -104,7 +105,7 @@ const fn template(
 ) -> File {
     File {
         path,
-        secret: false,
+        mode: FileMode::Public,
         when: ALWAYS,
         content,
     }
@@ -128,6 +129,10 @@ const REGISTRY_CONFIG_FILE: &str = "config/registry.yml";
 const HAPROXY_CONFIG_FILE: &str = "config/haproxy.cfg";
 /// A registry cache's config (`paths::upstream_file` fills in `{upstream}`).
 const REGISTRY_CACHE_CONFIG_FILE: &str = "config/registry-cache/{upstream}/config.yml";
+/// Its credential helper (distribution's proxy.exec: docker-credential-helpers' protocol).
+const REGISTRY_CACHE_HELPER: &str = "config/registry-cache/{upstream}/credential-helper";
+/// The helper's answer, when the upstream has credentials (0600).
+const REGISTRY_CACHE_CREDENTIALS: &str = "config/registry-cache/{upstream}/credentials.json";
 /// Its CA directory (SSL_CERT_DIR), when its upstream has a CA of its own.
 const REGISTRY_CACHE_CA_DIR: &str = "config/registry-cache/{upstream}/certs";
 /// containerd's registry host config (`config_path`): a `NAME/hosts.toml` per registry name.
@@ -189,6 +194,10 @@ const REGISTRY_HOSTS: Template = Template {
 const REGISTRY_CACHE_CONFIG: Template = Template {
     name: "configs/registry-cache.yml.hbs",
     text: include_str!("../../configs/registry-cache.yml.hbs"),
+};
+const REGISTRY_CACHE_HELPER_SCRIPT: Template = Template {
+    name: "configs/registry-cache-credential-helper.sh.hbs",
+    text: include_str!("../../configs/registry-cache-credential-helper.sh.hbs"),
 };
 const PULL_THROUGH_HOSTS: Template = Template {
     name: "configs/registry-pull-through-hosts.toml.hbs",
@@ -381,7 +390,7 @@ pub const COMPONENTS: &[Component] = &[
             template(AUDIT_POLICY_FILE, audit_policy),
             File {
                 path: ENCRYPTION_CONFIG_FILE,
-                secret: true,
+                mode: FileMode::Secret,
                 when: |plan| plan.profile.encryption.enabled,
                 content: |cx| {
                     let key = cx.secrets.encryption_key.as_deref().unwrap_or_default();
@@ -398,7 +407,7 @@ pub const COMPONENTS: &[Component] = &[
             }),
             File {
                 path: "addons/10-coredns.yaml",
-                secret: false,
+                mode: FileMode::Public,
                 when: |plan| plan.profile.addons.coredns,
                 content: |cx| {
                     let plan = cx.plan;
@@ -415,7 +424,7 @@ pub const COMPONENTS: &[Component] = &[
             },
             File {
                 path: "addons/20-storageclass.yaml",
-                secret: false,
+                mode: FileMode::Public,
                 when: |plan| plan.profile.addons.default_storage_class,
                 content: |_| Ok(Content::Template(&ADDON_STORAGECLASS, json!({}))),
             },
@@ -735,22 +744,39 @@ pub const COMPONENTS: &[Component] = &[
             None => vec![],
         },
         files: &[
+            template(REGISTRY_CACHE_CONFIG_FILE, registry_cache_config),
+            // Its credentials come from this helper (proxy.exec), not from the config: with
+            // proxy.username distribution asks the upstream at start-up and dies when it does not
+            // answer, so a cache whose upstream is away could not serve what it holds.
             File {
-                path: REGISTRY_CACHE_CONFIG_FILE,
-                secret: false,
-                when: |plan| !cache_has_auth(plan),
-                content: registry_cache_config,
+                path: REGISTRY_CACHE_HELPER,
+                mode: FileMode::Executable,
+                when: ALWAYS,
+                content: |cx| {
+                    let credentials = cache_has_auth(cx.plan)
+                        .then(|| cache_file(cx.plan, REGISTRY_CACHE_CREDENTIALS));
+                    Ok(Content::Template(
+                        &REGISTRY_CACHE_HELPER_SCRIPT,
+                        json!({ "env": cx.plan.name(), "credentials": credentials }),
+                    ))
+                },
             },
-            // The same, 0600: it holds the upstream's password.
             File {
-                path: REGISTRY_CACHE_CONFIG_FILE,
-                secret: true,
+                path: REGISTRY_CACHE_CREDENTIALS,
+                mode: FileMode::Secret,
                 when: cache_has_auth,
-                content: registry_cache_config,
+                content: |cx| {
+                    let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
+                    let username = auth.map_or("", |a| a.username.as_str());
+                    let password = auth.map(upstream_password).transpose()?;
+                    let json = json!({ "Username": username, "Secret": password });
+                    Ok(Content::Verbatim(format!("{json}\n")))
+                },
             },
+            // What profile.yaml names as the password's file (`spec::registries::recorded`).
             File {
                 path: paths::REGISTRY_CACHE_PASSWORD,
-                secret: true,
+                mode: FileMode::Secret,
                 when: cache_has_auth,
                 content: |cx| {
                     let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
@@ -760,7 +786,7 @@ pub const COMPONENTS: &[Component] = &[
             },
             File {
                 path: "config/registry-cache/{upstream}/certs/ca.crt",
-                secret: false,
+                mode: FileMode::Public,
                 when: |plan| plan.upstream().is_some_and(|u| u.ca_file.is_some()),
                 content: |cx| {
                     let file = cx.plan.upstream().and_then(|u| u.ca_file.clone());
@@ -1286,7 +1312,7 @@ pub(super) mod host {
 const fn offline_hosts(path: &'static str) -> File {
     File {
         path,
-        secret: false,
+        mode: FileMode::Public,
         when: |plan| plan.upstreams.is_empty(),
         content: registry_hosts,
     }
@@ -1349,7 +1375,6 @@ fn registry_cache_config(cx: &FileContext) -> Result<Content, FieldError> {
             "report this as a bug of kubeunit",
         ));
     };
-    let password = u.auth.as_ref().map(upstream_password).transpose()?;
     Ok(Content::Template(
         &REGISTRY_CACHE_CONFIG,
         json!({
@@ -1358,8 +1383,7 @@ fn registry_cache_config(cx: &FileContext) -> Result<Content, FieldError> {
             "root": plan.data(&format!("registry-cache/{}", u.name)),
             "addr": host_port(plan.nodes[0].link.host.into(), port::REGISTRY_CACHE.of(plan)),
             "remote": u.remote,
-            "username": u.auth.as_ref().map(|a| a.username.as_str()),
-            "password": password,
+            "helper": cache_file(plan, REGISTRY_CACHE_HELPER),
         }),
     ))
 }

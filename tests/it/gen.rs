@@ -1547,13 +1547,13 @@ fn registry_passwords_are_only_in_0600_files() {
         }
     }
     holders.sort();
-    // The caches' configs and the password files profile.yaml names: nothing else (no unit,
-    // no profile.yaml, no manifest).
+    // The caches' credential helpers' answers and the password files profile.yaml names: nothing
+    // else (no config, unit, profile.yaml or manifest).
     assert_eq!(
         holders,
         [
             (
-                "config/registry-cache/ghcr.io/config.yml".to_string(),
+                "config/registry-cache/ghcr.io/credentials.json".to_string(),
                 "file-pw-0xC0FFEE"
             ),
             (
@@ -1561,7 +1561,7 @@ fn registry_passwords_are_only_in_0600_files() {
                 "file-pw-0xC0FFEE"
             ),
             (
-                "config/registry-cache/quay.io/config.yml".to_string(),
+                "config/registry-cache/quay.io/credentials.json".to_string(),
                 "inline-pw-0xBEEF"
             ),
             (
@@ -1570,6 +1570,14 @@ fn registry_passwords_are_only_in_0600_files() {
             ),
         ]
     );
+    // The cache runs its helper, which hands the upstream's credentials over on a pull.
+    let helper = dir.join("config/registry-cache/quay.io/credential-helper");
+    let mode = std::fs::metadata(&helper).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+    let answer = run(Command::new(&helper).arg("get"));
+    let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
+    assert_eq!(answer["Username"], "alice");
+    assert_eq!(answer["Secret"], "inline-pw-0xBEEF");
     let recorded: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(dir.join("profile.yaml")).unwrap())
             .unwrap();
