@@ -62,6 +62,10 @@ pub const SLOTS: &[(u8, &str)] = &[
         6,
         "internet::the_leak_counter_counts_packets_out_of_its_interface",
     ),
+    (
+        7,
+        "registry::dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it",
+    ),
 ];
 
 /// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link
@@ -545,6 +549,15 @@ impl Internet {
     /// The counter itself (its rules' counts).
     pub fn counter(&self) -> &LeakCounter {
         &self.counter
+    }
+
+    /// Stop `site`'s server (the upstream goes away; its address stays, refusing connections).
+    pub fn stop(&self, site: Site) {
+        let child = self.servers.lock().unwrap().remove(&site);
+        if let Some(mut child) = child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// The PIDs of the running servers.
