@@ -116,6 +116,12 @@ impl Env<'_> {
 
     /// A pod of `image`, pulled always, that runs `script`; waits until it is Ready.
     fn run_pod(&self, name: &str, image: &str, script: &str) {
+        self.run_pod_on(name, image, script, None)
+    }
+
+    /// `run_pod` on node `node` (`spec.nodeName`), or where the scheduler puts it.
+    fn run_pod_on(&self, name: &str, image: &str, script: &str, node: Option<&str>) {
+        let node_name = node.map_or(String::new(), |n| format!("  nodeName: {n}\n"));
         let manifest = self.state.parent().unwrap().join(format!("{name}.yaml"));
         std::fs::write(
             &manifest,
@@ -124,7 +130,7 @@ impl Env<'_> {
 kind: Pod
 metadata: {{name: {name}}}
 spec:
-  containers:
+{node_name}  containers:
   - name: c
     image: {image}
     imagePullPolicy: Always
@@ -724,6 +730,69 @@ fn dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it() {
     assert!(
         cache_log() > served_before,
         "the cache served the pull again"
+    );
+    env.ku_ok(&["stop"]);
+    assert_eq!(inet.packets_out(), 0);
+    inet.assert_no_leak();
+}
+
+#[test]
+fn a_worker_pulls_through_the_caches_on_the_first_nodes_link() {
+    use crate::common::internet::{Internet, Site};
+    let _turn = node_lock();
+    let inet = Internet::start(8);
+    let hub = inet.registry_on(Site::DockerHub, None);
+    let c = Container::boot_node("pull-multi");
+    let ports = Ports::allocate();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let work = c.work.clone();
+    let marker = nonce();
+    let agent = inet.agent(Duration::from_secs(60));
+    let archive = fresh_archive(&work, "hub.tar", "sim-only:1", &marker);
+    push_archive(&agent, &hub, "library/sim-only", "1", &archive, None);
+    let ca = work.join("sim-ca.pem");
+    std::fs::copy(inet.ca_pem(), &ca).unwrap();
+    // Both default names to the stand-in: nothing of the test may go to the real ones.
+    let profile = work.join("pull-multi.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "extends: multi\nnodes:\n  - {{name: control-plane, role: control-plane}}\n  - {{role: worker}}\nregistries:\n  mirrors:\n    docker.io: {{endpoint: [https://{hub}]}}\n    registry.k8s.io: {{endpoint: [https://{hub}]}}\n  configs:\n    {hub}: {{tls: {{caFile: {}}}}}\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let state = work.join("multi");
+    let mut args = dev_args(&version);
+    args[1] = profile.to_string_lossy().into();
+    let mut argv: Vec<String> = vec!["gen".into(), "--state-dir".into()];
+    argv.push(state.to_string_lossy().into());
+    argv.extend(ports.sets());
+    argv.extend(args);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = c.kubeunit_online(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    let env = Env {
+        c: &c,
+        state,
+        kubectl: kubectl_path(&version),
+    };
+    let out = env.ku(&["start", "--timeout", "240"]);
+    assert!(out.status.success(), "start: {}", text(&out));
+    // worker-1's containerd reaches docker.io's cache across its own link, on this host.
+    env.run_pod_on(
+        "on-worker",
+        "sim-only:1",
+        "cat /marker; exec sleep 3600",
+        Some("worker-1"),
+    );
+    assert_eq!(env.kubectl_ok(&["logs", "on-worker"]).trim(), marker);
+    let asked = inet.requests(Site::DockerHub);
+    assert!(
+        asked
+            .iter()
+            .any(|p| p.starts_with("/v2/library/sim-only/manifests/1")),
+        "{asked:?}"
     );
     env.ku_ok(&["stop"]);
     assert_eq!(inet.packets_out(), 0);

@@ -66,6 +66,10 @@ pub const SLOTS: &[(u8, &str)] = &[
         7,
         "registry::dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it",
     ),
+    (
+        8,
+        "registry::a_worker_pulls_through_the_caches_on_the_first_nodes_link",
+    ),
 ];
 
 /// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link
