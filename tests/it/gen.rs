@@ -1657,3 +1657,29 @@ fn bad_registries_are_refused_with_the_field_named_and_the_state_dir_untouched()
         );
     }
 }
+
+#[test]
+fn a_state_dir_from_before_the_caches_keeps_its_auto_ports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "ports=auto"]);
+    let before = recorded_ports(&dir);
+    // As a state dir generated before ports.registryCache was declared recorded it.
+    let profile = dir.join("profile.yaml");
+    let text_before = std::fs::read_to_string(&profile).unwrap();
+    let old: String = text_before
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("registryCache:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, text_before);
+    std::fs::write(&profile, old).unwrap();
+    gen_dev(&dir, &["--set", "ports=auto"]);
+    let after = recorded_ports(&dir);
+    for (field, port) in &before {
+        if field != "registryCache" {
+            assert_eq!(after.get(field), Some(port), "ports.{field} moved");
+        }
+    }
+    assert_eq!(after.get("registryCache"), Some(&5001));
+}
