@@ -339,3 +339,236 @@ fn the_rendered_script_lets_out_what_egress_says() {
         assert!(!all.contains("failed"), "{case}:\n{all}");
     }
 }
+
+/// One start of `a_dev_node_reaches_the_simulated_internet_as_egress_says`.
+struct Case {
+    name: &'static str,
+    /// `--set`s of its `gen`.
+    sets: Vec<String>,
+    /// Whether its `gen` lifts the offline switch.
+    online: bool,
+    /// How `start`'s egress line begins.
+    line: &'static str,
+    /// Whether the node reaches the web server (and a pod it), and the file server.
+    reach: [bool; 2],
+}
+
+/// This host's forwarding switches (the container shares its network): net.ipv4.ip_forward, and the
+/// simulated internet's veth's.
+fn forwarding(veth: &str) -> (String, String) {
+    let read = |p: String| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    (
+        read("/proc/sys/net/ipv4/ip_forward".into()),
+        read(format!("/proc/sys/net/ipv4/conf/{veth}/forwarding")),
+    )
+}
+
+/// A dev node on real systemd, started against a simulated internet (slot 7) once per egress value:
+/// `on` reaches its web server by address and, with CoreDNS forwarding to its DNS server, by name;
+/// a list reaches only what it lists; `off`, and offline (`KUBEUNIT_OFFLINE=1` over `on`), reach
+/// nothing, and `start` says so with the fix. From a pod, and from the node's own namespace (where
+/// containerd pulls). This host's forwarding is as it was after each `stop`, and no packet of the
+/// test ranges left by its default route.
+#[test]
+fn a_dev_node_reaches_the_simulated_internet_as_egress_says() {
+    use crate::common::container::{dev_args, Container, Env};
+    use crate::common::internet::{Internet, Site, HTTP_BODY};
+    use crate::common::ports::Ports;
+    use std::time::Duration;
+
+    let _turn = node_lock();
+    // Before the node: its uplinks are the interfaces of this host's routes when it starts.
+    let inet = Internet::start(7);
+    inet.http();
+    let web = inet.addr(Site::Http);
+    let files = inet.addr(Site::Files);
+    inet.files_url();
+    let dns = inet.dns(&[("web.sim.test", web)]);
+    let c = Container::boot_node("egress");
+    let ports = Ports::allocate();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let e = Env {
+        c: &c,
+        state: c.work.join("dev"),
+        kubectl: cache_dir()
+            .join("bin")
+            .join(format!("kubernetes-{version}"))
+            .join("kubectl"),
+    };
+    let veth = inet.netns().to_string();
+    let before = forwarding(&veth);
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let get = "printf 'GET / HTTP/1.0\\r\\n\\r\\n'";
+    let list = format!("network.egress=[{web}/32]");
+    let cases = [
+        Case {
+            name: "on",
+            sets: vec![
+                "network.egress=on".into(),
+                format!("addons.corednsForward={dns}"),
+            ],
+            online: true,
+            line: "egress: on: ",
+            reach: [true, true],
+        },
+        Case {
+            name: "list",
+            sets: vec![list],
+            online: true,
+            line: "egress: only: ",
+            reach: [true, false],
+        },
+        Case {
+            name: "off",
+            sets: vec!["network.egress=off".into()],
+            online: true,
+            line: "egress: off: ",
+            reach: [false, false],
+        },
+        Case {
+            name: "offline",
+            sets: vec!["network.egress=on".into()],
+            online: false,
+            line: "egress: off (offline): ",
+            reach: [false, false],
+        },
+    ];
+    for (i, k) in cases.iter().enumerate() {
+        let (case, online, reach) = (k.name, k.online, k.reach);
+        let mut argv: Vec<String> = vec![
+            "gen".into(),
+            "--state-dir".into(),
+            e.state.display().to_string(),
+        ];
+        argv.extend(ports.sets());
+        argv.extend(dev_args(&version));
+        argv.extend(k.sets.iter().flat_map(|s| ["--set".to_string(), s.clone()]));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = if online {
+            c.kubeunit_online(&argv)
+        } else {
+            c.kubeunit(&argv)
+        };
+        assert!(out.status.success(), "{case}: gen: {}", text(&out));
+        let out = e.ku(&["start", "--timeout", "180"]);
+        let t = text(&out);
+        assert!(out.status.success(), "{case}: start:\n{t}");
+        let said = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("egress: "))
+            .unwrap_or_else(|| panic!("{case}: start names no egress:\n{t}"))
+            .trim();
+        assert!(said.starts_with(k.line), "{case}: {said}");
+        assert_eq!(
+            said.contains("fix: ") && said.contains("network.egress=on"),
+            !reach[0],
+            "{case}: {said}"
+        );
+
+        // kubeunit forwards per interface, never through net.ipv4.ip_forward.
+        assert_eq!(
+            forwarding(&veth).0,
+            before.0,
+            "{case}: net.ipv4.ip_forward while up"
+        );
+        // From the node's own namespace: a TCP connect to each site.
+        let netns = format!("--net=/run/netns/{}", unit_prefix(&e.state));
+        for (addr, port, expect) in [(web, 80, reach[0]), (files, 443, reach[1])] {
+            let out = c.run(&[
+                "nsenter",
+                &netns,
+                "timeout",
+                "3",
+                "bash",
+                "-c",
+                &format!("exec 3<>/dev/tcp/{addr}/{port}"),
+            ]);
+            assert_eq!(
+                out.status.success(),
+                expect,
+                "{case}: node -> {addr}:{port}: {}",
+                text(&out)
+            );
+        }
+        // From a pod: the web server's page by address (and by name through CoreDNS with `on`).
+        let pod = format!("client-{i}");
+        let mut created = String::new();
+        wait_for("a pod created", Duration::from_secs(60), || {
+            let out = e.kubectl(&[
+                "run",
+                &pod,
+                &format!("--image={image}"),
+                "--",
+                "sleep",
+                "3600",
+            ]);
+            created = text(&out);
+            out.status.success()
+        });
+        e.kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            &format!("pod/{pod}"),
+            "--timeout=120s",
+        ]);
+        let fetch = |host: &str| {
+            let out = e.kubectl(&[
+                "exec",
+                &pod,
+                "--",
+                "sh",
+                "-c",
+                &format!("{get} | nc -w 3 {host} 80; echo exit $?"),
+            ]);
+            (
+                String::from_utf8_lossy(&out.stdout).contains(HTTP_BODY),
+                text(&out),
+            )
+        };
+        let (mut reached, mut said) = fetch(&web.to_string());
+        let mut attempts = 1;
+        // A reach is retried: once in four runs here a just-Ready pod's first fetch got no answer
+        // in 3 s (no request reached the server; the cause was not found), the next ones did.
+        while reach[0] && !reached && attempts < 10 {
+            std::thread::sleep(Duration::from_secs(1));
+            (reached, said) = fetch(&web.to_string());
+            attempts += 1;
+        }
+        assert_eq!(
+            reached, reach[0],
+            "{case}: pod -> {web} ({attempts} attempts): {said}"
+        );
+        if case == "on" {
+            let by_name = e.kubectl_ok(&[
+                "exec",
+                &pod,
+                "--",
+                "sh",
+                "-c",
+                &format!("{get} | nc -w 3 web.sim.test 80"),
+            ]);
+            assert!(
+                by_name.contains(HTTP_BODY),
+                "pod -> web.sim.test: {by_name}"
+            );
+            assert!(
+                inet.dns_queries().iter().any(|q| q == "web.sim.test"),
+                "{:?}",
+                inet.dns_queries()
+            );
+        }
+        e.ku_ok(&["stop"]);
+        assert_eq!(
+            forwarding(&veth),
+            before,
+            "{case}: this host's forwarding after stop"
+        );
+    }
+    assert!(!inet.http_requests().is_empty());
+    inet.assert_no_leak();
+}

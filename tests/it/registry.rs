@@ -579,7 +579,7 @@ fn dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it() {
     use crate::common::internet::{Internet, Site};
     use std::os::unix::fs::PermissionsExt;
     let _turn = node_lock();
-    let inet = Internet::start(7);
+    let inet = Internet::start(13);
     let (user, password) = ("sim-user", "sim-pw-0x5EC12E7");
     // docker.io's stand-in is open, registry.k8s.io's wants a password: each has an image no
     // one else has.
@@ -740,7 +740,7 @@ fn dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it() {
 fn a_worker_pulls_through_the_caches_on_the_first_nodes_link() {
     use crate::common::internet::{Internet, Site};
     let _turn = node_lock();
-    let inet = Internet::start(8);
+    let inet = Internet::start(14);
     let hub = inet.registry_on(Site::DockerHub, None);
     let c = Container::boot_node("pull-multi");
     let ports = Ports::allocate();
