@@ -12,7 +12,7 @@ use crate::error::FieldError;
 use crate::render::Template;
 use crate::spec::hosts::OnHosts;
 use crate::spec::paths;
-use crate::spec::plan::{host_port, EtcdMember, AUTO_LINKS};
+use crate::spec::plan::{auto_link_ranges, host_port, EtcdMember};
 use crate::spec::profile::{HostRole, Role, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
 use crate::spec::Plan;
 
@@ -1515,12 +1515,15 @@ fn node_link_carries_the_cluster_networks(p: &crate::spec::Profile) -> Vec<Field
 
 /// The cluster's own addresses, which no packet of its nodes sends beyond this host whatever
 /// `network.egress` lets out: its pod and Service networks and its nodes' links (the first node's,
-/// and the range of the others'). The same for every node: a node that comes or goes changes no
-/// other's script.
+/// and the ranges `node.link: auto` picks the others' from). The same for every node: a node that
+/// comes or goes changes no other's script.
 fn cluster_nets(plan: &Plan) -> Vec<String> {
     let first_link = plan.nodes[0].link.net;
-    let links = std::iter::once(AUTO_LINKS)
-        .chain((!AUTO_LINKS.contains(&first_link)).then_some(first_link))
+    let auto = auto_link_ranges();
+    let picked = auto.iter().any(|r| r.contains(&first_link));
+    let links = auto
+        .into_iter()
+        .chain((!picked).then_some(first_link))
         .map(ipnet::IpNet::V4);
     [plan.pod_cidr, plan.service_cidr]
         .into_iter()

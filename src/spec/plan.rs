@@ -279,6 +279,28 @@ pub struct NodeLink {
 /// (tests/it/common/internet.rs) lives there, next to environments whose links are picked.
 pub const SIMULATED_INTERNET: &str = "198.19.255.0/24";
 
+/// Every network `node.link: auto` may pick a /30 of: AUTO_LINKS but SIMULATED_INTERNET, as the
+/// fewest CIDRs.
+pub fn auto_link_ranges() -> Vec<ipnet::Ipv4Net> {
+    fn without(net: ipnet::Ipv4Net, hole: ipnet::Ipv4Net) -> Vec<ipnet::Ipv4Net> {
+        if !net.contains(&hole) {
+            return vec![net];
+        }
+        if net == hole {
+            return vec![];
+        }
+        net.subnets(net.prefix_len() + 1)
+            .into_iter()
+            .flatten()
+            .flat_map(|half| without(half, hole))
+            .collect()
+    }
+    match SIMULATED_INTERNET.parse() {
+        Ok(hole) => without(AUTO_LINKS, hole),
+        Err(_) => vec![AUTO_LINKS],
+    }
+}
+
 impl NodeLink {
     /// `spec`: `auto` or a /30 (`node.link`); `on_host`: the node's name on this host (the
     /// environment's `Plan::host_name` for the first node). `hashed`: the interface is always
@@ -287,8 +309,8 @@ impl NodeLink {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(on_host.as_bytes());
         let net = if spec == "auto" {
-            // One of the 32768 /30s of AUTO_LINKS, but not in its last /24: the tests'
-            // simulated internet is there (SIMULATED_INTERNET).
+            // One of the 32768 /30s of AUTO_LINKS, but not in its last /24: the tests' simulated
+            // internet is there (SIMULATED_INTERNET).
             let mut block = u32::from(u16::from_be_bytes([digest[0], digest[1]]) & 0x7fff);
             if block >= 0x7fc0 {
                 block ^= 0x4000;
@@ -1355,7 +1377,13 @@ mod tests {
         for i in 0..3000 {
             let link = NodeLink::new("auto", &format!("env-{i}"), false).unwrap();
             assert!(!sim.contains(&link.net), "env-{i}: {}", link.net);
+            assert!(auto_link_ranges().iter().any(|r| r.contains(&link.net)));
         }
+        // The ranges are AUTO_LINKS but that /24, nothing more and nothing less.
+        let ranges = auto_link_ranges();
+        assert!(ranges.iter().all(|r| !r.contains(&sim) && !sim.contains(r)));
+        let size: u64 = ranges.iter().map(|r| 1u64 << (32 - r.prefix_len())).sum();
+        assert_eq!(size, (1 << 17) - 256, "{ranges:?}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `network.egress` and the offline switch: what `gen` renders and records for each value, what it
 //! refuses, what `KUBEUNIT_OFFLINE=1` forces; what the rendered node-network.sh lets out, run in a
-//! network namespace of its own against a simulated internet there (203.0.113.0/24, its own
-//! addresses); and a dev node on real systemd reaching a simulated internet as egress says, with
+//! network namespace of its own against a simulated internet there (in 198.19.255.0/24, as
+//! common::internet's); and a dev node on real systemd reaching a simulated internet as egress says, with
 //! this host's net.ipv4.ip_forward as it was and nothing leaving by its default route.
 
 use std::collections::BTreeMap;
@@ -85,7 +85,8 @@ fn each_value_renders_its_mode_and_is_recorded() {
         // The cluster's own ranges stay here whatever egress says.
         assert_eq!(
             script_var(&dir, "cluster_nets"),
-            "10.88.0.0/16 10.0.0.0/24 198.18.0.0/15",
+            "10.88.0.0/16 10.0.0.0/24 198.18.0.0/16 198.19.0.0/17 198.19.128.0/18 198.19.192.0/19 \
+             198.19.224.0/20 198.19.240.0/21 198.19.248.0/22 198.19.252.0/23 198.19.254.0/24",
             "{set}"
         );
         let p = recorded(&dir);
@@ -205,10 +206,10 @@ fn offline_forces_egress_off_and_no_forwarding_and_is_recorded() {
 }
 
 /// The sandbox of `the_rendered_script_lets_out_what_egress_says`, run in a network and mount
-/// namespace of its own (a private /run): an uplink `ku-sim0` (203.0.113.2/28; named like a node link,
+/// namespace of its own (a private /run): an uplink `ku-sim0` (198.19.255.242/30; named like a node link,
 /// which it is not: its other end is in no kubeunit-* namespace) whose default route
-/// leads to a simulated internet (namespace `inet`: the gateway 203.0.113.1, and HTTP on
-/// 203.0.113.100 and 203.0.113.200); node-network.sh `up`, dials, `down`. Prints `key: value` lines.
+/// leads to a simulated internet (namespace `inet`: the gateway 198.19.255.241, and HTTP on
+/// 198.19.255.100 and 198.19.255.200); node-network.sh `up`, dials, `down`. Prints `key: value` lines.
 const SANDBOX: &str = r#"set -u
 script=$1 host_forwards=$2
 mount -t tmpfs kubeunit-it /run
@@ -216,19 +217,19 @@ echo "$host_forwards" >/proc/sys/net/ipv4/ip_forward
 ip link set lo up
 ip netns add inet
 ip link add ku-sim0 type veth peer name gw0 netns inet
-ip addr add 203.0.113.2/28 dev ku-sim0
+ip addr add 198.19.255.242/30 dev ku-sim0
 ip link set ku-sim0 up
-ip route add default via 203.0.113.1
+ip route add default via 198.19.255.241
 ip -n inet link set lo up
-ip -n inet addr add 203.0.113.1/28 dev gw0
+ip -n inet addr add 198.19.255.241/30 dev gw0
 ip -n inet link set gw0 up
-ip -n inet addr add 203.0.113.100/32 dev lo
-ip -n inet addr add 203.0.113.200/32 dev lo
-ip -n inet route add default via 203.0.113.2
+ip -n inet addr add 198.19.255.100/32 dev lo
+ip -n inet addr add 198.19.255.200/32 dev lo
+ip -n inet route add default via 198.19.255.242
 ip netns exec inet python3 -m http.server 8000 >/dev/null 2>&1 &
 dial() { ip netns exec "$1" timeout 3 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null && echo yes || echo no; }
 listening() { for _ in $(seq 50); do [ "$(dial "$1" "$2" "$3")" = yes ] && return; sleep 0.1; done; }
-listening inet 203.0.113.100 8000
+listening inet 198.19.255.100 8000
 # What the host has of kubeunit's: forwarding, rules, routes of other tables, iptables rules, /run.
 host_state() {
   grep -H . /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv4/conf/*/forwarding
@@ -241,13 +242,13 @@ host_state >/run/before
 sh "$script" up >/run/up.log 2>&1 || { echo "up: failed"; cat /run/up.log; }
 ns=$(sed -n 's/^ns="\(.*\)"$/\1/p' "$script")
 node=$(sed -n 's/^node="\(.*\)"$/\1/p' "$script")
-echo "reach 203.0.113.100: $(dial "$ns" 203.0.113.100 8000)"
-echo "reach 203.0.113.200: $(dial "$ns" 203.0.113.200 8000)"
+echo "reach 198.19.255.100: $(dial "$ns" 198.19.255.100 8000)"
+echo "reach 198.19.255.200: $(dial "$ns" 198.19.255.200 8000)"
 echo "forwarding: $(cat /proc/sys/net/ipv4/ip_forward) $(cat /proc/sys/net/ipv4/conf/ku-sim0/forwarding)"
 # A new connection from the internet to the node (which it routes to this host).
 ip netns exec "$ns" python3 -m http.server 8001 >/dev/null 2>&1 &
 listening "$ns" "$node" 8001
-ip -n inet route add "$node/32" via 203.0.113.2
+ip -n inet route add "$node/32" via 198.19.255.242
 echo "inbound: $(dial inet "$node" 8001)"
 sh "$script" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.log; }
 host_state >/run/after
@@ -296,15 +297,15 @@ fn the_rendered_script_lets_out_what_egress_says() {
         ("off", false, ["no", "no"], "no", "0 0"),
         ("off", true, ["no", "no"], "no", "1 1"),
         ("on", false, ["yes", "yes"], "no", "0 1"),
-        ("[203.0.113.100/32]", false, ["yes", "no"], "no", "0 1"),
+        ("[198.19.255.100/32]", false, ["yes", "no"], "no", "0 1"),
         (
-            "[203.0.113.96/28, 203.0.113.200/32]",
+            "[198.19.255.96/28, 198.19.255.200/32]",
             true,
             ["yes", "yes"],
             "no",
             "1 1",
         ),
-        ("[203.0.113.200/32]", true, ["no", "yes"], "no", "1 1"),
+        ("[198.19.255.200/32]", true, ["no", "yes"], "no", "1 1"),
     ];
     for (i, (value, forwards, reach, inbound, forwarding)) in cases.iter().enumerate() {
         let dir = tmp.path().join(format!("s{i}"));
@@ -312,12 +313,12 @@ fn the_rendered_script_lets_out_what_egress_says() {
         let (got, all) = sandbox(&dir, *forwards);
         let case = format!("egress {value}, host forwards: {forwards}");
         assert_eq!(
-            got.get("reach 203.0.113.100").map(String::as_str),
+            got.get("reach 198.19.255.100").map(String::as_str),
             Some(reach[0]),
             "{case}:\n{all}"
         );
         assert_eq!(
-            got.get("reach 203.0.113.200").map(String::as_str),
+            got.get("reach 198.19.255.200").map(String::as_str),
             Some(reach[1]),
             "{case}:\n{all}"
         );

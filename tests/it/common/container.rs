@@ -202,7 +202,7 @@ impl Container {
     }
 
     /// Run kubeunit inside the container with the offline switch lifted: only for a test whose
-    /// environment reaches a simulated internet (203.0.113.0/24), and nothing else.
+    /// environment reaches a simulated internet (common::internet, 198.19.255.0/24), and nothing else.
     pub fn kubeunit_online(&self, args: &[&str]) -> Output {
         self.kubeunit_with(args, "0")
     }
