@@ -707,8 +707,8 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "registry-cache",
         per_upstream: true,
-        // It binds a port above 1024 on an address that exists (node-network, which needs root,
-        // makes it).
+        // Not needs_root: it binds a port above 1024 on an address node-network (which needs
+        // root) makes.
         binary: "registry",
         binary_of: Some("registry"),
         // It binds the host's end of the node link.
@@ -768,7 +768,7 @@ pub const COMPONENTS: &[Component] = &[
                 content: |cx| {
                     let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
                     let username = auth.map_or("", |a| a.username.as_str());
-                    let password = auth.map(upstream_password).transpose()?;
+                    let password = auth.map(|a| upstream_password(cx.plan, a)).transpose()?;
                     let json = json!({ "Username": username, "Secret": password });
                     Ok(Content::Verbatim(format!("{json}\n")))
                 },
@@ -780,7 +780,7 @@ pub const COMPONENTS: &[Component] = &[
                 when: cache_has_auth,
                 content: |cx| {
                     let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
-                    let password = auth.map(upstream_password).transpose()?;
+                    let password = auth.map(|a| upstream_password(cx.plan, a)).transpose()?;
                     Ok(Content::Verbatim(password.unwrap_or_default()))
                 },
             },
@@ -1388,18 +1388,17 @@ fn registry_cache_config(cx: &FileContext) -> Result<Content, FieldError> {
     ))
 }
 
-/// The password of an upstream's `auth`, read now from its file when it has one.
-fn upstream_password(auth: &crate::spec::profile::RegistryAuth) -> Result<String, FieldError> {
-    crate::spec::registries::password(auth).map_err(|e| {
-        FieldError::new(
-            "registries.configs.*.auth.passwordFile",
-            auth.password_file.display(),
-            format!("cannot read it: {e}"),
-            "give a readable file holding the password",
-        )
-    })
+/// The password of the `auth` of the cache `plan` is the view of, read now from its file when it
+/// has one (validation read it a moment ago: this fails only when it went since).
+fn upstream_password(
+    plan: &Plan,
+    auth: &crate::spec::profile::RegistryAuth,
+) -> Result<String, FieldError> {
+    crate::spec::registries::password(auth)
+        .map_err(|e| upstream_field_error(plan, "auth.passwordFile", &auth.password_file, e))
 }
 
+/// A file of the cache's `registries.configs` entry that cannot be read.
 fn upstream_field_error(
     plan: &Plan,
     field: &str,

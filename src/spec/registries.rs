@@ -37,13 +37,6 @@ pub struct Upstream {
     pub ca_file: Option<PathBuf>,
 }
 
-impl Upstream {
-    /// Its place among the caches: the offset of its port from `ports.registryCache`.
-    pub fn index_in(&self, all: &[Upstream]) -> usize {
-        all.iter().position(|u| u == self).unwrap_or(0)
-    }
-}
-
 /// Whether the environment reaches beyond this machine for images: not when `offline` (the
 /// profile's, or `KUBEUNIT_OFFLINE=1` at `gen`). The one place the caches ask.
 pub fn online(p: &Profile) -> bool {
