@@ -2,12 +2,12 @@
 //! components (a per-node component's in each node's directory).
 
 use super::generated::{put, Generated};
-use crate::components::{self, Component, Content, FileContext};
+use crate::components::{self, Component, Content, FileContext, FileMode};
 use crate::error::Error;
 use crate::pki::Secrets;
 use crate::render::Renderer;
 use crate::spec::Plan;
-use crate::state::{MODE_PUBLIC, MODE_SECRET};
+use crate::state::{MODE_EXECUTABLE, MODE_PUBLIC, MODE_SECRET};
 
 pub fn component_files(
     table: &[Component],
@@ -28,10 +28,10 @@ pub fn component_files(
                 Content::Template(name, data) => r.render(name, &data)?,
                 Content::Verbatim(text) => text,
             };
-            let mode = if file.secret {
-                MODE_SECRET
-            } else {
-                MODE_PUBLIC
+            let mode = match file.mode {
+                FileMode::Public => MODE_PUBLIC,
+                FileMode::Secret => MODE_SECRET,
+                FileMode::Executable => MODE_EXECUTABLE,
             };
             put(
                 &mut g.tree,

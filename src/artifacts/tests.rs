@@ -26,7 +26,9 @@ const FANCY_CONFIG: Template = Template {
 const FANCY: Component = Component {
     name: "kube-fancy",
     per_node: false,
+    per_upstream: false,
     binary: "kube-fancy",
+    binary_of: None,
     needs_root: false,
     required: false,
     stand_in: None,
@@ -51,7 +53,7 @@ const FANCY: Component = Component {
     stop_post: |_| vec![],
     files: &[File {
         path: "config/fancy.yaml",
-        secret: false,
+        mode: crate::components::FileMode::Public,
         when: |_| true,
         content: |cx| {
             Ok(Content::Template(
@@ -69,6 +71,7 @@ const FANCY: Component = Component {
     timer: None,
     on_hosts: crate::spec::hosts::OnHosts::Every,
     environment: &[],
+    environment_of: |_| vec![],
     own_connections_on_stop: None,
 };
 
@@ -420,9 +423,9 @@ fn a_snapshot_schedule_renders_a_oneshot_service_and_its_timer() {
 }
 
 #[test]
-fn the_node_pulls_every_image_from_its_own_registry() {
+fn offline_the_node_pulls_every_image_from_its_own_registry() {
     let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
-    let p = plan(&[]);
+    let p = plan(&["offline=true"]);
     let g = generate(&p, &empty, &opts()).unwrap();
     let parse = |rel: &str| -> toml::Table {
         text(&g, rel)

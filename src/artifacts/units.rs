@@ -89,6 +89,8 @@ fn service<'t>(
         "environment": c
             .environment
             .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain((c.environment_of)(plan))
             .map(|(k, v)| systemd_word(&format!("{k}={v}")))
             .collect::<Vec<_>>(),
         "env_file": env_file,

@@ -16,8 +16,15 @@ pub struct Component {
     /// the plan of its node (`Plan::on_node`); otherwise once per environment, seeing the first
     /// node.
     pub per_node: bool,
+    /// Runs once per pull-through cache of the plan (`Plan::upstreams`: a registry name and its
+    /// upstream), an instance each, `<name>@<registry name>`, rendered and run with the plan of its
+    /// cache (`Plan::on_upstream`); its files name `{upstream}` (`paths::upstream_file`).
+    pub per_upstream: bool,
     /// Default binary name inside binDir.
     pub binary: &'static str,
+    /// Runs another component's program: that one's `components.NAME.binary` (which `gen` fills
+    /// in from the fetched binaries) is its own.
+    pub binary_of: Option<&'static str>,
     /// Needs root (network namespaces, iptables, mounts, cgroups): refused in a rootless profile.
     pub needs_root: bool,
     /// Every environment has it (or what stands in for it).
@@ -77,6 +84,8 @@ pub struct Component {
     /// its unit. The profile's `env` (its EnvironmentFile=, which systemd reads after) overrides a
     /// variable.
     pub environment: &'static [(&'static str, &'static str)],
+    /// More of it that depends on the plan (paths in the state dir), after `environment`.
+    pub environment_of: fn(&Plan) -> Vec<(String, String)>,
     /// Commands systemd runs before it (ExecStartPre=), each an argv.
     pub pre_start: fn(&Plan) -> Vec<Vec<String>>,
     /// Commands systemd runs once it stopped, or failed to start (ExecStopPost=), each an argv.
@@ -157,6 +166,9 @@ pub struct Port {
     pub slot: u16,
     /// Whose network namespace it listens in.
     pub namespace: Namespace,
+    /// The port of a per-upstream component's first instance: each further one listens on the
+    /// next (its place in `Plan::upstreams`), so one field serves every cache.
+    pub per_upstream: bool,
 }
 
 /// A network namespace a port can listen in.
@@ -172,7 +184,12 @@ impl Port {
     /// Its number in the plan. A plan's profile names every declared port (`components::validate`
     /// checks it); a profile that was not validated may not, and gets the default.
     pub fn of(&self, plan: &Plan) -> u16 {
-        plan.ports.get(self.field).unwrap_or(self.default)
+        let base = plan.ports.get(self.field).unwrap_or(self.default);
+        let step = match (self.per_upstream, plan.upstream_index) {
+            (true, Some(i)) => u16::try_from(i).unwrap_or(u16::MAX),
+            _ => 0,
+        };
+        base.saturating_add(step)
     }
 }
 
@@ -189,6 +206,9 @@ pub struct Probe {
     /// Host to connect to: the plan's local address, or loopback (for listeners kubeunit always binds
     /// there). A component in the node's network namespace is probed at the node's address.
     pub loopback: bool,
+    /// Connect to the host's end of the first node's link instead (a listener of this host that
+    /// the nodes reach there).
+    pub link_host: bool,
 }
 
 /// A lifecycle step `start` runs for a component once it is healthy.
@@ -257,11 +277,22 @@ pub enum Cleanup {
 pub struct File {
     /// Path in the state dir (see `spec::paths`).
     pub path: &'static str,
-    /// Holds a secret: written 0600.
-    pub secret: bool,
+    /// Who may read it (and run it).
+    pub mode: FileMode,
     /// Whether the plan has it (the component being enabled is implied).
     pub when: fn(&Plan) -> bool,
     pub content: fn(&FileContext) -> Result<Content, FieldError>,
+}
+
+/// A config file's mode in the state dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// 0644.
+    Public,
+    /// Holds a secret: 0600.
+    Secret,
+    /// A script a component runs by its path (it holds no secret): 0755.
+    Executable,
 }
 
 /// What a config file's content function sees.
@@ -297,7 +328,7 @@ impl Component {
     /// Absolute path of its binary: the profile's `binary` (absolute, or a name in binDir), else the
     /// usual name in binDir.
     pub fn binary_path(&self, plan: &Plan) -> std::path::PathBuf {
-        let settings = plan.profile.component(self.name);
+        let settings = plan.profile.component(self.binary_of.unwrap_or(self.name));
         let name = if settings.binary.is_empty() {
             self.binary
         } else {

@@ -1,9 +1,10 @@
-//! What runs: each enabled component once, a per-node one once on every node. The one place that
+//! What runs: each enabled component once, a per-node one once on every node, a per-upstream one
+//! once per pull-through cache (`Plan::upstreams`). The one place that
 //! enumerates the environment's units; rendering, `start`, `stop`, `status` and the rest go through
 //! it.
 
 use super::component::{Component, Hook};
-use crate::spec::Plan;
+use crate::spec::{paths, Plan};
 
 /// One running copy of a component: a cluster component's only one, or a per-node component's on
 /// one node.
@@ -22,8 +23,17 @@ pub struct Instance<'t> {
 
 impl<'t> Instance<'t> {
     fn new(component: &'t Component, plan: Plan) -> Instance<'t> {
-        let name = plan.node().qualified(component.name);
-        let unit = plan.node_unit_of(component.name, "service");
+        let (name, unit) = match plan.upstream() {
+            Some(u) if component.per_upstream => {
+                let name = format!("{}@{}", component.name, u.name);
+                let unit = plan.unit_of(&name, "service");
+                (name, unit)
+            }
+            _ => (
+                plan.node().qualified(component.name),
+                plan.node_unit_of(component.name, "service"),
+            ),
+        };
         Instance {
             component,
             plan,
@@ -64,10 +74,10 @@ impl<'t> Instance<'t> {
     /// A config file of its component (`File::path`) as the state dir has it for this instance: a
     /// per-node component's files are its node's (`NodePlan::file`).
     pub fn file_path(&self, rel: &str) -> String {
-        if self.component.per_node {
-            self.plan.node().file(rel)
-        } else {
-            rel.to_string()
+        match self.plan.upstream() {
+            _ if self.component.per_node => self.plan.node().file(rel),
+            Some(u) if self.component.per_upstream => paths::upstream_file(&u.name, rel),
+            _ => rel.to_string(),
         }
     }
 
@@ -92,6 +102,8 @@ pub fn instances_of<'t>(table: &'t [Component], plan: &Plan) -> Vec<Instance<'t>
     for c in table.iter().filter(|c| c.is_enabled(&plan.profile)) {
         if c.per_node {
             out.extend((0..plan.nodes.len()).map(|i| Instance::new(c, plan.on_node(i))));
+        } else if c.per_upstream {
+            out.extend((0..plan.upstreams.len()).map(|i| Instance::new(c, plan.on_upstream(i))));
         } else {
             out.push(Instance::new(c, plan.on_node(0)));
         }

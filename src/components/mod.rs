@@ -21,8 +21,8 @@ use crate::spec::Profile;
 
 pub use command::{command_line, feature_gates};
 pub use component::{
-    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, HostCheck, Namespace, Port,
-    Probe, StandIn, Timer,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, FileMode, Hook, HostCheck,
+    Namespace, Port, Probe, StandIn, Timer,
 };
 pub use instance::{instances_of, Instance};
 pub use table::{

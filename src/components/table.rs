@@ -5,7 +5,8 @@ use serde_json::json;
 
 use super::command::feature_gates;
 use super::component::{
-    Cleanup, Component, Content, EnabledBy, File, FileContext, Hook, Port, Probe, StandIn, Timer,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, FileMode, Hook, Port, Probe,
+    StandIn, Timer,
 };
 use crate::error::FieldError;
 use crate::render::Template;
@@ -19,7 +20,9 @@ use crate::spec::Plan;
 const KUBERNETES: Component = Component {
     name: "",
     per_node: false,
+    per_upstream: false,
     binary: "",
+    binary_of: None,
     needs_root: false,
     required: false,
     stand_in: None,
@@ -43,6 +46,7 @@ const KUBERNETES: Component = Component {
     flags: |_| vec![],
     args: |_| vec![],
     environment: &[],
+    environment_of: |_| vec![],
     pre_start: |_| vec![],
     stop_post: |_| vec![],
     files: &[],
@@ -74,6 +78,7 @@ const fn https(port: Port, path: &'static str) -> Option<Probe> {
         ca: Some("ca"),
         client: None,
         loopback: false,
+        link_host: false,
     })
 }
 
@@ -87,6 +92,7 @@ const fn plain_http(port: Port) -> Option<Probe> {
         ca: None,
         client: None,
         loopback: true,
+        link_host: false,
     })
 }
 
@@ -99,7 +105,7 @@ const fn template(
 ) -> File {
     File {
         path,
-        secret: false,
+        mode: FileMode::Public,
         when: ALWAYS,
         content,
     }
@@ -121,6 +127,14 @@ const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
 pub const NODE_OBJECT_FILE: &str = "config/node.yaml";
 const REGISTRY_CONFIG_FILE: &str = "config/registry.yml";
 const HAPROXY_CONFIG_FILE: &str = "config/haproxy.cfg";
+/// A registry cache's config (`paths::upstream_file` fills in `{upstream}`).
+const REGISTRY_CACHE_CONFIG_FILE: &str = "config/registry-cache/{upstream}/config.yml";
+/// Its credential helper (distribution's proxy.exec: docker-credential-helpers' protocol).
+const REGISTRY_CACHE_HELPER: &str = "config/registry-cache/{upstream}/credential-helper";
+/// The helper's answer, when the upstream has credentials (0600).
+const REGISTRY_CACHE_CREDENTIALS: &str = "config/registry-cache/{upstream}/credentials.json";
+/// Its CA directory (SSL_CERT_DIR), when its upstream has a CA of its own.
+const REGISTRY_CACHE_CA_DIR: &str = "config/registry-cache/{upstream}/certs";
 /// containerd's registry host config (`config_path`): a `NAME/hosts.toml` per registry name.
 const REGISTRY_HOSTS_DIR: &str = "config/registry-hosts";
 
@@ -177,6 +191,18 @@ const REGISTRY_HOSTS: Template = Template {
     name: "configs/registry-hosts.toml.hbs",
     text: include_str!("../../configs/registry-hosts.toml.hbs"),
 };
+const REGISTRY_CACHE_CONFIG: Template = Template {
+    name: "configs/registry-cache.yml.hbs",
+    text: include_str!("../../configs/registry-cache.yml.hbs"),
+};
+const REGISTRY_CACHE_HELPER_SCRIPT: Template = Template {
+    name: "configs/registry-cache-credential-helper.sh.hbs",
+    text: include_str!("../../configs/registry-cache-credential-helper.sh.hbs"),
+};
+const PULL_THROUGH_HOSTS: Template = Template {
+    name: "configs/registry-pull-through-hosts.toml.hbs",
+    text: include_str!("../../configs/registry-pull-through-hosts.toml.hbs"),
+};
 const HAPROXY_CONFIG: Template = Template {
     name: "configs/haproxy.cfg.hbs",
     text: include_str!("../../configs/haproxy.cfg.hbs"),
@@ -198,6 +224,7 @@ pub mod port {
             default,
             slot,
             namespace,
+            per_upstream: false,
         }
     }
 
@@ -220,6 +247,12 @@ pub mod port {
     pub const CLOUD_CONTROLLER_MANAGER: Port = port("cloudControllerManager", 10258, 9, Host);
     // registry: the node's local OCI registry, on the node's address
     pub const REGISTRY: Port = port("registry", 5000, 10, Node);
+    // registry-cache: the first pull-through cache, on the host's end of the node link; each
+    // further cache the next port.
+    pub const REGISTRY_CACHE: Port = Port {
+        per_upstream: true,
+        ..port("registryCache", 5001, 11, Host)
+    };
 }
 
 /// The API server's URL on this host.
@@ -322,6 +355,7 @@ pub const COMPONENTS: &[Component] = &[
             ca: Some("etcd/ca"),
             client: Some("etcd/healthcheck-client"),
             loopback: false,
+            link_host: false,
         }),
         ports: &[port::ETCD_CLIENT, port::ETCD_PEER],
         environment: GO_GC_LESS_OFTEN,
@@ -356,7 +390,7 @@ pub const COMPONENTS: &[Component] = &[
             template(AUDIT_POLICY_FILE, audit_policy),
             File {
                 path: ENCRYPTION_CONFIG_FILE,
-                secret: true,
+                mode: FileMode::Secret,
                 when: |plan| plan.profile.encryption.enabled,
                 content: |cx| {
                     let key = cx.secrets.encryption_key.as_deref().unwrap_or_default();
@@ -373,7 +407,7 @@ pub const COMPONENTS: &[Component] = &[
             }),
             File {
                 path: "addons/10-coredns.yaml",
-                secret: false,
+                mode: FileMode::Public,
                 when: |plan| plan.profile.addons.coredns,
                 content: |cx| {
                     let plan = cx.plan;
@@ -390,7 +424,7 @@ pub const COMPONENTS: &[Component] = &[
             },
             File {
                 path: "addons/20-storageclass.yaml",
-                secret: false,
+                mode: FileMode::Public,
                 when: |plan| plan.profile.addons.default_storage_class,
                 content: |_| Ok(Content::Template(&ADDON_STORAGECLASS, json!({}))),
             },
@@ -623,6 +657,7 @@ pub const COMPONENTS: &[Component] = &[
             ca: None,
             client: None,
             loopback: true,
+            link_host: false,
         }),
         ports: &[port::REGISTRY],
         data_dirs: &["registry"],
@@ -645,17 +680,125 @@ pub const COMPONENTS: &[Component] = &[
                 ))
             }),
             // Every name an image is pulled by goes to this registry: the usual ones by name,
-            // any other through `_default`.
-            template(
-                "config/registry-hosts/registry.k8s.io/hosts.toml",
-                registry_hosts,
-            ),
-            template("config/registry-hosts/docker.io/hosts.toml", registry_hosts),
+            // any other through `_default`. Offline that is all; online a name with a cache
+            // has its own file from its registry-cache instance, `_default` falls back to the
+            // name's own registry.
+            offline_hosts("config/registry-hosts/registry.k8s.io/hosts.toml"),
+            offline_hosts("config/registry-hosts/docker.io/hosts.toml"),
             template(
                 "config/registry-hosts/kubeunit.local/hosts.toml",
                 registry_hosts,
             ),
-            template("config/registry-hosts/_default/hosts.toml", registry_hosts),
+            template("config/registry-hosts/_default/hosts.toml", |cx| {
+                match cx.plan.upstreams.is_empty() {
+                    true => registry_hosts(cx),
+                    false => Ok(pull_through_hosts(cx.plan, None)),
+                }
+            }),
+        ],
+        ..KUBERNETES
+    },
+    // A pull-through cache of one upstream registry per registry name (`spec::registries`):
+    // distribution in proxy mode, which pulls an image once and keeps it (no expiry), so that the
+    // next start, or another node, gets it without going out. It runs in this host's network
+    // namespace, on the host's end of the first node's link, where every node reaches it: its
+    // pulls are this host's own, by this host's routes, DNS and proxies, and need no forwarding of
+    // the node's packets (network.egress). Each has its own config, port and storage.
+    Component {
+        name: "registry-cache",
+        per_upstream: true,
+        // Not needs_root: it binds a port above 1024 on an address node-network (which needs
+        // root) makes.
+        binary: "registry",
+        binary_of: Some("registry"),
+        // It binds the host's end of the node link.
+        needs: &["node-network"],
+        starts_once_up: &[],
+        kubernetes: false,
+        enabled_by: Some(EnabledBy {
+            field: "registries",
+            when: |p| !crate::spec::registries::upstreams(p).is_empty(),
+        }),
+        probe: Some(Probe {
+            https: false,
+            port: port::REGISTRY_CACHE,
+            path: "/v2/",
+            ca: None,
+            client: None,
+            loopback: false,
+            link_host: true,
+        }),
+        ports: &[port::REGISTRY_CACHE],
+        data_dirs: &["registry-cache"],
+        version: |_| "",
+        go_module: "",
+        args: |plan| vec!["serve".into(), cache_file(plan, REGISTRY_CACHE_CONFIG_FILE)],
+        environment: &[("OTEL_TRACES_EXPORTER", "none")],
+        // Go trusts the certificates of every file in SSL_CERT_DIR besides the system's bundle:
+        // the upstream's CA, copied into the state dir (reproducible, unlike the bundle).
+        environment_of: |plan| match plan.upstream().and_then(|u| u.ca_file.as_ref()) {
+            Some(_) => vec![(
+                "SSL_CERT_DIR".into(),
+                cache_file(plan, REGISTRY_CACHE_CA_DIR),
+            )],
+            None => vec![],
+        },
+        files: &[
+            template(REGISTRY_CACHE_CONFIG_FILE, registry_cache_config),
+            // Its credentials come from this helper (proxy.exec), not from the config: with
+            // proxy.username distribution asks the upstream at start-up and dies when it does not
+            // answer, so a cache whose upstream is away could not serve what it holds.
+            File {
+                path: REGISTRY_CACHE_HELPER,
+                mode: FileMode::Executable,
+                when: ALWAYS,
+                content: |cx| {
+                    let credentials = cache_has_auth(cx.plan)
+                        .then(|| cache_file(cx.plan, REGISTRY_CACHE_CREDENTIALS));
+                    Ok(Content::Template(
+                        &REGISTRY_CACHE_HELPER_SCRIPT,
+                        json!({ "env": cx.plan.name(), "credentials": credentials }),
+                    ))
+                },
+            },
+            File {
+                path: REGISTRY_CACHE_CREDENTIALS,
+                mode: FileMode::Secret,
+                when: cache_has_auth,
+                content: |cx| {
+                    let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
+                    let username = auth.map_or("", |a| a.username.as_str());
+                    let password = auth.map(|a| upstream_password(cx.plan, a)).transpose()?;
+                    let json = json!({ "Username": username, "Secret": password });
+                    Ok(Content::Verbatim(format!("{json}\n")))
+                },
+            },
+            // What profile.yaml names as the password's file (`spec::registries::recorded`).
+            File {
+                path: paths::REGISTRY_CACHE_PASSWORD,
+                mode: FileMode::Secret,
+                when: cache_has_auth,
+                content: |cx| {
+                    let auth = cx.plan.upstream().and_then(|u| u.auth.as_ref());
+                    let password = auth.map(|a| upstream_password(cx.plan, a)).transpose()?;
+                    Ok(Content::Verbatim(password.unwrap_or_default()))
+                },
+            },
+            File {
+                path: "config/registry-cache/{upstream}/certs/ca.crt",
+                mode: FileMode::Public,
+                when: |plan| plan.upstream().is_some_and(|u| u.ca_file.is_some()),
+                content: |cx| {
+                    let file = cx.plan.upstream().and_then(|u| u.ca_file.clone());
+                    let file = file.unwrap_or_default();
+                    std::fs::read_to_string(&file)
+                        .map(Content::Verbatim)
+                        .map_err(|e| upstream_field_error(cx.plan, "tls.caFile", &file, e))
+                },
+            },
+            template("config/registry-hosts/{upstream}/hosts.toml", |cx| {
+                Ok(pull_through_hosts(cx.plan, cx.plan.upstream()))
+            }),
         ],
         ..KUBERNETES
     },
@@ -1164,6 +1307,113 @@ pub(super) mod host {
     }
 }
 
+/// A hosts.toml of a name that offline goes to the node's registry alone (`registry_hosts`), and
+/// online to its cache (the registry-cache instance's file instead).
+const fn offline_hosts(path: &'static str) -> File {
+    File {
+        path,
+        mode: FileMode::Public,
+        when: |plan| plan.upstreams.is_empty(),
+        content: registry_hosts,
+    }
+}
+
+/// The node's local registry as the node's containerd reaches it.
+fn local_registry_url(plan: &Plan) -> String {
+    format!(
+        "http://{}",
+        host_port(plan.nodes[0].link.node.into(), port::REGISTRY.of(plan))
+    )
+}
+
+/// Whether the cache `plan` is the view of logs in to its upstream.
+fn cache_has_auth(plan: &Plan) -> bool {
+    plan.upstream().is_some_and(|u| u.auth.is_some())
+}
+
+/// A file of the cache `plan` is the view of: `rel` with `{upstream}` filled in, absolute.
+fn cache_file(plan: &Plan, rel: &str) -> String {
+    let name = plan.upstream().map_or("", |u| u.name.as_str());
+    plan.path(&paths::upstream_file(name, rel))
+}
+
+/// A cache as the nodes' containerd reaches it: on the host's end of the first node's link.
+fn cache_url(plan: &Plan) -> String {
+    format!(
+        "http://{}",
+        host_port(
+            plan.nodes[0].link.host.into(),
+            port::REGISTRY_CACHE.of(plan)
+        )
+    )
+}
+
+/// A hosts.toml that tries the node's local registry first (what `images load` and the profile's
+/// images put there win), then `cache`'s (its `server`), or without one (`_default`) the name's own
+/// registry.
+fn pull_through_hosts(plan: &Plan, cache: Option<&crate::spec::registries::Upstream>) -> Content {
+    Content::Template(
+        &PULL_THROUGH_HOSTS,
+        json!({
+            "env": plan.name(),
+            "local": local_registry_url(plan),
+            "cache": cache.map(|_| cache_url(plan)),
+            "name": cache.map(|u| u.name.as_str()),
+            "remote": cache.map(|u| u.remote.as_str()),
+        }),
+    )
+}
+
+/// The config of the cache `cx.plan` is the view of: distribution in proxy mode.
+fn registry_cache_config(cx: &FileContext) -> Result<Content, FieldError> {
+    let plan = cx.plan;
+    let Some(u) = plan.upstream() else {
+        return Err(FieldError::new(
+            "registries",
+            "(none)",
+            "a registry cache without an upstream",
+            "report this as a bug of kubeunit",
+        ));
+    };
+    Ok(Content::Template(
+        &REGISTRY_CACHE_CONFIG,
+        json!({
+            "env": plan.name(),
+            "name": u.name,
+            "root": plan.data(&format!("registry-cache/{}", u.name)),
+            "addr": host_port(plan.nodes[0].link.host.into(), port::REGISTRY_CACHE.of(plan)),
+            "remote": u.remote,
+            "helper": cache_file(plan, REGISTRY_CACHE_HELPER),
+        }),
+    ))
+}
+
+/// The password of the `auth` of the cache `plan` is the view of, read now from its file when it
+/// has one (validation read it a moment ago: this fails only when it went since).
+fn upstream_password(
+    plan: &Plan,
+    auth: &crate::spec::profile::RegistryAuth,
+) -> Result<String, FieldError> {
+    crate::spec::registries::password(auth)
+        .map_err(|e| upstream_field_error(plan, "auth.passwordFile", &auth.password_file, e))
+}
+
+/// A file of the cache's `registries.configs` entry that cannot be read.
+fn upstream_field_error(
+    plan: &Plan,
+    field: &str,
+    file: &std::path::Path,
+    e: std::io::Error,
+) -> FieldError {
+    let host = plan.upstream().map_or("", |u| u.host.as_str());
+    FieldError::new(
+        format!("registries.configs.{host}.{field}"),
+        file.display(),
+        format!("cannot read it: {e}"),
+        "give a readable file",
+    )
+}
+
 /// A hosts.toml of containerd's registry config: the node's registry as the name's only server.
 fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
     let plan = cx.plan;
@@ -1171,7 +1421,7 @@ fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
         &REGISTRY_HOSTS,
         json!({
             "env": plan.name(),
-            "server": format!("http://{}", host_port(plan.nodes[0].link.node.into(), port::REGISTRY.of(plan))),
+            "server": local_registry_url(plan),
         }),
     ))
 }

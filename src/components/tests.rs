@@ -74,7 +74,7 @@ fn base_ports() -> Vec<(String, u16)> {
 #[test]
 fn each_port_is_declared_once_by_the_component_that_listens_on_it() {
     let ports = ports_of(COMPONENTS);
-    assert_eq!(ports.len(), 11);
+    assert_eq!(ports.len(), 12);
     for (i, p) in ports.iter().enumerate() {
         assert_eq!(
             usize::from(p.slot),
@@ -130,8 +130,8 @@ fn the_auto_block_is_one_port_per_declared_port_where_it_always_was() {
     let fields = port_fields();
     let block = auto::port_block(std::path::Path::new("/srv/a"), &fields, |_| true).unwrap();
     assert_eq!(block.all().len(), ports_of(COMPONENTS).len());
-    // With 11 ports, a state dir's block is where the allocator of a fixed 11-port schema put it
-    // (12000 + 11 * (the path hash % 818)), in the order of the ports it recorded.
+    // With 12 ports, a state dir's block is at 12000 + 12 * (the path hash % 750), in the order
+    // of the ports it recorded (a state dir keeps the block it recorded with fewer).
     let expected: Vec<(&str, u16)> = [
         "etcdClient",
         "etcdPeer",
@@ -144,9 +144,10 @@ fn the_auto_block_is_one_port_per_declared_port_where_it_always_was() {
         "kubeProxyMetrics",
         "cloudControllerManager",
         "registry",
+        "registryCache",
     ]
     .into_iter()
-    .zip(13870..)
+    .zip(13920..)
     .collect();
     assert_eq!(block.all(), expected);
     let dev = auto::port_block(
@@ -154,7 +155,7 @@ fn the_auto_block_is_one_port_per_declared_port_where_it_always_was() {
         &fields,
         |_| true,
     );
-    assert_eq!(dev.unwrap().get("etcdClient"), Some(13562));
+    assert_eq!(dev.unwrap().get("etcdClient"), Some(14448));
 }
 
 #[test]
@@ -204,7 +205,7 @@ fn ports_the_table_does_not_declare_or_misses_are_named() {
     let (_, p) = load::layered("control-plane", &["ports={apiserver: 7443}".to_string()]).unwrap();
     let errs = validate(COMPONENTS, &p);
     let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
-    assert_eq!(fields.len(), 10, "{errs:#?}");
+    assert_eq!(fields.len(), 11, "{errs:#?}");
     assert!(!fields.contains(&"ports.apiserver"));
     let kubelet = errs.iter().find(|e| e.field == "ports.kubelet").unwrap();
     assert!(
@@ -484,8 +485,10 @@ fn per_node_components_run_once_on_every_node_and_the_rest_once() {
         per_node,
         ["node-network", "containerd", "kubelet", "kube-proxy"]
     );
-    let one = plan(&["etcd.snapshot.schedule=hourly"]);
-    let two = plan(&["etcd.snapshot.schedule=hourly"]).with_extra_node_for_tests("worker-1");
+    // Offline: no caches, whose instances are per upstream (`per_upstream_...` below).
+    let one = plan(&["etcd.snapshot.schedule=hourly", "offline=true"]);
+    let two = plan(&["etcd.snapshot.schedule=hourly", "offline=true"])
+        .with_extra_node_for_tests("worker-1");
     // One node: a unit per enabled component, named as ever.
     let names = |p: &Plan| -> Vec<(String, String)> {
         instances(p).into_iter().map(|i| (i.name, i.unit)).collect()
@@ -749,4 +752,49 @@ fn several_etcd_members_make_the_topology_flags() {
         argv(&one, "etcd"),
         argv(&Plan::for_tests("dev", &[]), "etcd")
     );
+}
+
+#[test]
+fn a_per_upstream_component_runs_once_per_cache_with_its_own_port_and_files() {
+    let two = plan(&[]).with_extra_node_for_tests("worker-1");
+    let caches: Vec<Instance> = instances(&two)
+        .into_iter()
+        .filter(|i| i.component.name == "registry-cache")
+        .collect();
+    let names: Vec<(&str, &str)> = caches
+        .iter()
+        .map(|i| (i.name.as_str(), i.unit.as_str()))
+        .collect();
+    // Once per cache, not once per node.
+    assert_eq!(
+        names,
+        [
+            (
+                "registry-cache@docker.io",
+                "kubeunit-dev-registry-cache@docker.io.service"
+            ),
+            (
+                "registry-cache@registry.k8s.io",
+                "kubeunit-dev-registry-cache@registry.k8s.io.service"
+            ),
+        ]
+    );
+    let ports: Vec<u16> = caches
+        .iter()
+        .flat_map(|i| i.component.listeners(&i.plan))
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(ports, [5001, 5002]);
+    assert_eq!(
+        caches[1].file_path("config/registry-cache/{upstream}/config.yml"),
+        "config/registry-cache/registry.k8s.io/config.yml"
+    );
+    assert_eq!(
+        argv(&caches[1].plan, "registry-cache")[2],
+        "/s/config/registry-cache/registry.k8s.io/config.yml"
+    );
+    // Offline: none.
+    assert!(!instances(&plan(&["offline=true"]))
+        .iter()
+        .any(|i| i.component.name == "registry-cache"));
 }

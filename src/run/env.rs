@@ -100,7 +100,7 @@ impl Env {
     pub fn ports(&self) -> Vec<u16> {
         self.units
             .iter()
-            .flat_map(|(i, _)| i.component.listeners(&self.plan))
+            .flat_map(|(i, _)| i.component.listeners(&i.plan))
             .filter(|(p, _)| p.namespace == Namespace::Host)
             .map(|(_, port)| port)
             .collect()

@@ -182,8 +182,9 @@ fn ports_free(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), E
         .iter()
         .filter(|(i, _)| !running.contains(i.name.as_str()))
         .flat_map(|(i, _)| {
+            // Each instance's own plan: a cache's port is its own.
             i.component
-                .listeners(plan)
+                .listeners(&i.plan)
                 .into_iter()
                 .filter(|(p, _)| p.namespace == Namespace::Host)
                 .map(move |(p, port)| (port, p.field, i.name.as_str()))

@@ -15,6 +15,8 @@ use crate::spec::{paths, Plan};
 pub fn probe_url(plan: &Plan, component: &Component, probe: &Probe) -> String {
     let host: IpAddr = if component.netns {
         plan.node().link.node.into()
+    } else if probe.link_host {
+        plan.nodes[0].link.host.into()
     } else if probe.loopback {
         std::net::Ipv4Addr::LOCALHOST.into()
     } else {

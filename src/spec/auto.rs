@@ -106,7 +106,7 @@ mod tests {
     fn a_block_is_one_free_port_per_field_in_the_range() {
         let p = block("/srv/a", |_| true).unwrap();
         let size = fields().len() as u16;
-        assert_eq!(size, 11);
+        assert_eq!(size, 12);
         let ports: Vec<u16> = p.all().iter().map(|(_, p)| *p).collect();
         let base = ports[0];
         assert_eq!(ports, (base..base + size).collect::<Vec<_>>());

@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod paths;
 pub mod plan;
 pub mod profile;
+pub mod registries;
 pub mod set;
 pub mod validate;
 

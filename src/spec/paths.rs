@@ -68,3 +68,15 @@ pub fn is_in(rel: &str, dirs: &[&str]) -> bool {
     dirs.iter()
         .any(|d| rel.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
 }
+
+/// A registry cache's own directory of config files (`config.yml`, `password`, `certs/`), by the
+/// registry name it caches: a per-upstream component's files name `{upstream}`, which
+/// `upstream_file` fills in.
+pub const REGISTRY_CACHE_DIR: &str = "config/registry-cache/{upstream}";
+/// The file `gen` writes a cache's upstream password to (0600), which `profile.yaml` names.
+pub const REGISTRY_CACHE_PASSWORD: &str = "config/registry-cache/{upstream}/password";
+
+/// `rel` of the cache of registry name `upstream` (`{upstream}` in it replaced).
+pub fn upstream_file(upstream: &str, rel: &str) -> String {
+    rel.replace("{upstream}", upstream)
+}

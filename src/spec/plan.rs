@@ -58,6 +58,10 @@ pub struct Plan {
     /// The node `node()` is: 0 in the plan `new` makes; a per-node component's instance sees the
     /// plan of its own node (`on_node`).
     pub node_index: usize,
+    /// The registry names' pull-through caches (`spec::registries`): none offline.
+    pub upstreams: Vec<super::registries::Upstream>,
+    /// The cache `upstream()` is, in a per-upstream component's view (`on_upstream`).
+    pub upstream_index: Option<usize>,
     /// The members of the environment's own etcd cluster (none of them runs with an external
     /// `datastore`): one, named after the first node. What depends on the topology (etcd's
     /// `--initial-cluster` and ticks, kube-apiserver's `--etcd-servers`, leader election) is made
@@ -420,6 +424,8 @@ impl Plan {
             snapshot_dir,
             nodes: topology.nodes,
             node_index: 0,
+            upstreams: super::registries::upstreams(&profile),
+            upstream_index: None,
             etcd_members: topology.etcd_members,
             hosts,
             host_index: topology.host_index,
@@ -457,6 +463,10 @@ impl Plan {
         p.containerd.socket = first.containerd_socket.clone();
         p.containerd.runtime = self.runtime.clone();
         p.etcd.snapshot.dir = self.snapshot_dir.clone();
+        p.registries = super::registries::recorded(&p.registries, &self.upstreams, |name| {
+            self.state_dir
+                .join(paths::upstream_file(name, paths::REGISTRY_CACHE_PASSWORD))
+        });
         p.network.egress = self.egress.spec();
         p.addons.coredns_forward = self.coredns_forward.clone();
         // Across hosts: every host's node, not this host's alone.
@@ -506,6 +516,26 @@ impl Plan {
             node_index: index,
             ..self.clone()
         }
+    }
+
+    /// This plan as the cache of upstream `index` sees it (a per-upstream component's instance):
+    /// `upstream()` is that one, the node the first.
+    pub fn on_upstream(&self, index: usize) -> Plan {
+        assert!(
+            index < self.upstreams.len(),
+            "upstream {index} of a plan with {} upstreams",
+            self.upstreams.len()
+        );
+        Plan {
+            node_index: 0,
+            upstream_index: Some(index),
+            ..self.clone()
+        }
+    }
+
+    /// The cache this plan is the view of, in a per-upstream component's instance.
+    pub fn upstream(&self) -> Option<&super::registries::Upstream> {
+        self.upstreams.get(self.upstream_index?)
     }
 
     /// The view of a node this plan no longer has, named `name` (a later `gen` removed it): its

@@ -90,6 +90,71 @@ pub struct Profile {
     /// Where `kubeunit fetch` downloads release binaries from.
     #[serde(default, skip_serializing_if = "Fetch::is_empty")]
     pub fetch: Fetch,
+    /// Where the node's image pulls go beyond its local registry (k3s's `registries.yaml`):
+    /// `spec::registries` checks it and resolves each registry name's pull-through cache.
+    #[serde(default, skip_serializing_if = "Registries::is_empty")]
+    pub registries: Registries,
+}
+
+/// `registries:`, in the shape of k3s's `registries.yaml`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Registries {
+    /// Registry name (`docker.io`) -> where its cache pulls from.
+    #[serde(default)]
+    pub mirrors: BTreeMap<String, Mirror>,
+    /// Upstream host (`registry-1.docker.io`, `mirror.example:5000`) -> credentials and CA.
+    #[serde(default)]
+    pub configs: BTreeMap<String, RegistryConfig>,
+}
+
+impl Registries {
+    pub fn is_empty(&self) -> bool {
+        self.mirrors.is_empty() && self.configs.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mirror {
+    /// URLs of the upstream; the name's cache proxies the first. Empty: the name's own registry.
+    #[serde(default)]
+    pub endpoint: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<RegistryAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RegistryTls>,
+}
+
+/// Credentials for an upstream. The password is a secret: `gen` writes it into a 0600 file of
+/// the state dir and `profile.yaml` names that file (`passwordFile`), never the password.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryAuth {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub password: String,
+    /// A file holding the password (read at `gen`; a trailing newline is not part of it).
+    #[serde(default, skip_serializing_if = "is_empty_path")]
+    pub password_file: PathBuf,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryTls {
+    /// A PEM file of the CA certificates the upstream's serving certificate chains to.
+    #[serde(default)]
+    pub ca_file: PathBuf,
+}
+
+fn is_empty_path(p: &std::path::Path) -> bool {
+    p.as_os_str().is_empty()
 }
 
 /// `fetch:`: mirrors of the release downloads, by source (`kubernetes`, `etcd`, ...).

@@ -38,6 +38,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
     errs.extend(super::nodes::errors(p));
     errs.extend(super::hosts::errors(p));
     errs.extend(super::egress::errors(p));
+    errs.extend(super::registries::errors(p));
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 pub const MODE_PUBLIC: u32 = 0o644;
 pub const MODE_SECRET: u32 = 0o600;
+/// A script a component runs by its path (a credential helper).
+pub const MODE_EXECUTABLE: u32 = 0o755;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Artifact {

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::common::*;
 use x509_parser::extensions::{GeneralName, ParsedExtension};
@@ -524,7 +524,11 @@ fn systemd_analyze_verify_accepts_every_unit() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(units.len(), 10, "slice + 9 dev components: {units:?}");
+    assert_eq!(
+        units.len(),
+        12,
+        "slice + 9 dev components + 2 registry caches: {units:?}"
+    );
     let out = run(Command::new("systemd-analyze").arg("verify").args(&units));
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -1144,10 +1148,10 @@ fn ports_auto_is_picked_once_recorded_and_kept() {
     let out = gen_ok(&a, &[&auto[..], &["-o", "json"]].concat());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ports = recorded_ports(&a);
-    // Eleven distinct ports (one per field) from kubeunit's range, away from the tests' blocks
+    // Twelve distinct ports (one per field) from kubeunit's range, away from the tests' blocks
     // (21000 and up).
     let values: BTreeSet<u16> = ports.values().copied().collect();
-    assert_eq!((ports.len(), values.len()), (11, 11), "{ports:?}");
+    assert_eq!((ports.len(), values.len()), (12, 12), "{ports:?}");
     assert!(
         values.iter().all(|p| (12000..21000).contains(p)),
         "{ports:?}"
@@ -1259,4 +1263,423 @@ fn units_are_named_for_the_state_dir_and_the_name_stays() {
     let c = tmp.path().join("c");
     gen_ok(&c, &[&args[..], &["--set", "instance="]].concat());
     assert_eq!(unit_prefix(&c), "kubeunit-ci");
+}
+
+// The node's pull-through caches (`registries:`, docs/node.md).
+
+/// A dev profile with a mirror of quay.io that needs a password (inline) and a CA, and a mirror
+/// of ghcr.io whose password is in a file outside the state dir.
+fn registries_profile(tmp: &Path) -> std::path::PathBuf {
+    let ca = tmp.join("ca.pem");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let password_file = tmp.join("ghcr.password");
+    std::fs::write(&password_file, "file-pw-0xC0FFEE\n").unwrap();
+    let profile = tmp.join("registries.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "extends: dev\nregistries:\n  mirrors:\n    quay.io:\n      endpoint: [https://mirror.example:8443/, https://unused.example]\n    ghcr.io: {{}}\n  configs:\n    mirror.example:8443:\n      auth: {{username: alice, password: inline-pw-0xBEEF}}\n      tls: {{caFile: {}}}\n    ghcr.io:\n      auth: {{username: bob, passwordFile: {}}}\n",
+            ca.display(),
+            password_file.display()
+        ),
+    )
+    .unwrap();
+    profile
+}
+
+/// gen of `profile` into `dir`, with fake binaries.
+fn gen_profile(dir: &Path, profile: &Path) -> Output {
+    let bin = executable_bin_dir(dir.parent().unwrap());
+    let (profile, bin) = (profile.to_str().unwrap(), bin.to_str().unwrap());
+    gen_ok(
+        dir,
+        &["--profile", profile, "--seed", "7", "--bin-dir", bin],
+    )
+}
+
+fn toml_file(path: &Path) -> toml::Table {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `[host."URL"]` tables of a hosts.toml, in the file's order (the order containerd tries
+/// them), and its `server`.
+fn hosts_of(path: &Path) -> (Vec<String>, Option<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let hosts = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("[host.\"")?.strip_suffix("\"]"))
+        .map(String::from)
+        .collect();
+    let table = toml_file(path);
+    let server = table
+        .get("server")
+        .and_then(|s| s.as_str())
+        .map(String::from);
+    (hosts, server)
+}
+
+#[test]
+fn each_registry_name_tries_the_local_registry_then_its_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let profile = registries_profile(tmp.path());
+    gen_profile(&dir, &profile);
+    let link_host = |s: &str| s.rsplit_once(':').unwrap().0.to_string();
+    let local = {
+        let registry: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+            &std::fs::read_to_string(dir.join("config/registry.yml")).unwrap(),
+        )
+        .unwrap();
+        format!("http://{}", registry["http"]["addr"].as_str().unwrap())
+    };
+    // The defaults first, then the mirrors' names in order, each the next port.
+    let caches = [
+        ("docker.io", "https://registry-1.docker.io", 5001),
+        ("registry.k8s.io", "https://registry.k8s.io", 5002),
+        ("ghcr.io", "https://ghcr.io", 5003),
+        ("quay.io", "https://mirror.example:8443", 5004),
+    ];
+    let mut cache_host = None;
+    for (name, remote, port) in caches {
+        let hosts = dir.join(format!("config/registry-hosts/{name}/hosts.toml"));
+        let (tried, server) = hosts_of(&hosts);
+        // Local first (what `images load` put there wins), then the cache, never the name itself.
+        assert_eq!(tried, std::slice::from_ref(&local), "{name}");
+        let server = server.unwrap_or_else(|| panic!("{name}: no server"));
+        assert!(server.ends_with(&format!(":{port}")), "{name}: {server}");
+        let table = toml_file(&hosts);
+        assert_eq!(
+            table["host"][&local]["capabilities"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2,
+            "{name}: pull, resolve"
+        );
+        // The cache: distribution in proxy mode, where the server names it.
+        let config: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+            &std::fs::read_to_string(dir.join(format!("config/registry-cache/{name}/config.yml")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            config["proxy"]["remoteurl"].as_str(),
+            Some(remote),
+            "{name}"
+        );
+        assert_eq!(
+            format!("http://{}", config["http"]["addr"].as_str().unwrap()),
+            server
+        );
+        let data = dir.join(format!("data/registry-cache/{name}"));
+        assert_eq!(
+            config["storage"]["filesystem"]["rootdirectory"].as_str(),
+            data.to_str()
+        );
+        let unit = dir
+            .join("units")
+            .join(unit(&dir, &format!("registry-cache@{name}")));
+        let unit = std::fs::read_to_string(unit).unwrap();
+        assert!(
+            unit.contains(&format!("config/registry-cache/{name}/config.yml")),
+            "{unit}"
+        );
+        // Every cache listens on this host's end of the node link, beside the local registry's.
+        let host = link_host(server.trim_start_matches("http://"));
+        assert_eq!(cache_host.get_or_insert(host.clone()), &host);
+    }
+    // The CA of quay.io's upstream is the cache's to trust, from a file in the state dir.
+    let quay = dir.join("units").join(unit(&dir, "registry-cache@quay.io"));
+    let quay = std::fs::read_to_string(quay).unwrap();
+    let certs = dir.join("config/registry-cache/quay.io/certs");
+    assert!(
+        quay.contains(&format!("Environment=SSL_CERT_DIR={}", certs.display())),
+        "{quay}"
+    );
+    assert!(std::fs::read_to_string(certs.join("ca.crt"))
+        .unwrap()
+        .contains("BEGIN CERTIFICATE"));
+    // Any other name: the local registry, then its own (no server: containerd's default).
+    assert_eq!(
+        hosts_of(&dir.join("config/registry-hosts/_default/hosts.toml")),
+        (vec![local.clone()], None)
+    );
+    // kubeunit.local is the local registry's alone.
+    assert_eq!(
+        hosts_of(&dir.join("config/registry-hosts/kubeunit.local/hosts.toml")),
+        (vec![], Some(local))
+    );
+}
+
+#[test]
+fn offline_renders_the_local_registry_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = registries_profile(tmp.path());
+    let bin = executable_bin_dir(tmp.path());
+    let gen = |dir: &Path, offline: Option<&str>, sets: &[&str]| {
+        let mut c = kubeunit();
+        c.args([
+            "gen",
+            "--seed",
+            "7",
+            "--bin-dir",
+            bin.to_str().unwrap(),
+            "--state-dir",
+        ])
+        .arg(dir)
+        .args(sets);
+        if let Some(v) = offline {
+            c.env("KUBEUNIT_OFFLINE", v);
+        }
+        let out = run(&mut c);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    // The dev profile without caches as it was (no mirrors), offline by the variable and by the
+    // profile: the same files.
+    let by_env = tmp.path().join("env");
+    gen(
+        &by_env,
+        Some("1"),
+        &["--profile", profile.to_str().unwrap()],
+    );
+    let by_profile = tmp.path().join("profile");
+    gen(
+        &by_profile,
+        None,
+        &["--profile", "dev", "--set", "offline=true"],
+    );
+    let files = |dir: &Path| -> Vec<String> {
+        walkdir::WalkDir::new(dir)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.path().strip_prefix(dir).unwrap().display().to_string())
+            .filter(|p| p.contains("registry"))
+            // Units are named for their state dir.
+            .map(|p| p.replace(&unit_prefix(dir), "kubeunit-dev"))
+            .collect()
+    };
+    let names = files(&by_env);
+    assert_eq!(names, files(&by_profile));
+    assert!(
+        !names.iter().any(|f| f.contains("registry-cache")),
+        "{names:?}"
+    );
+    // Every name has the local registry as its only server, no [host] to fall back to: the
+    // hosts.toml of today.
+    let hosts: Vec<&String> = names.iter().filter(|f| f.ends_with("hosts.toml")).collect();
+    assert_eq!(hosts.len(), 4, "{hosts:?}");
+    let local = hosts_of(&by_env.join("config/registry-hosts/kubeunit.local/hosts.toml"));
+    assert_eq!(local.0, Vec::<String>::new());
+    let today =
+        std::fs::read_to_string(by_env.join("config/registry-hosts/kubeunit.local/hosts.toml"))
+            .unwrap();
+    for h in hosts {
+        let table = toml_file(&by_env.join(h));
+        assert_eq!(table.keys().collect::<Vec<_>>(), ["server"], "{h}");
+        assert_eq!(
+            std::fs::read_to_string(by_env.join(h)).unwrap(),
+            today,
+            "{h}"
+        );
+        let theirs = std::fs::read_to_string(by_profile.join(h)).unwrap();
+        assert_eq!(
+            toml_file(&by_profile.join(h)).keys().count(),
+            1,
+            "{h}: {theirs}"
+        );
+    }
+    // No password went anywhere: no cache uses it.
+    for f in walkdir::WalkDir::new(&by_env)
+        .into_iter()
+        .map(|e| e.unwrap())
+    {
+        if f.file_type().is_file() {
+            let bytes = std::fs::read(f.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("inline-pw-0xBEEF"),
+                "{}",
+                f.path().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn registry_passwords_are_only_in_0600_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let profile = registries_profile(tmp.path());
+    let bin = executable_bin_dir(tmp.path());
+    let out = gen_ok(
+        &dir,
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--seed",
+            "7",
+            "--bin-dir",
+            bin.to_str().unwrap(),
+        ],
+    );
+    let passwords = ["inline-pw-0xBEEF", "file-pw-0xC0FFEE"];
+    for p in passwords {
+        assert!(!text(&out).contains(p), "gen said it: {}", text(&out));
+    }
+    let mut holders = Vec::new();
+    for e in walkdir::WalkDir::new(&dir).into_iter().map(|e| e.unwrap()) {
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let body = String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()).into_owned();
+        let rel = e.path().strip_prefix(&dir).unwrap().display().to_string();
+        for p in passwords.iter().filter(|p| body.contains(**p)) {
+            let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{rel} holds {p}");
+            holders.push((rel.clone(), *p));
+        }
+    }
+    holders.sort();
+    // The caches' credential helpers' answers and the password files profile.yaml names: nothing
+    // else (no config, unit, profile.yaml or manifest).
+    assert_eq!(
+        holders,
+        [
+            (
+                "config/registry-cache/ghcr.io/credentials.json".to_string(),
+                "file-pw-0xC0FFEE"
+            ),
+            (
+                "config/registry-cache/ghcr.io/password".to_string(),
+                "file-pw-0xC0FFEE"
+            ),
+            (
+                "config/registry-cache/quay.io/credentials.json".to_string(),
+                "inline-pw-0xBEEF"
+            ),
+            (
+                "config/registry-cache/quay.io/password".to_string(),
+                "inline-pw-0xBEEF"
+            ),
+        ]
+    );
+    // The cache runs its helper, which hands the upstream's credentials over on a pull.
+    let helper = dir.join("config/registry-cache/quay.io/credential-helper");
+    let mode = std::fs::metadata(&helper).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+    let answer = run(Command::new(&helper).arg("get"));
+    let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
+    assert_eq!(answer["Username"], "alice");
+    assert_eq!(answer["Secret"], "inline-pw-0xBEEF");
+    let recorded: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(dir.join("profile.yaml")).unwrap())
+            .unwrap();
+    let quay = &recorded["registries"]["configs"]["mirror.example:8443"]["auth"];
+    assert!(quay.get("password").is_none(), "{quay:?}");
+    assert_eq!(
+        quay["passwordFile"].as_str(),
+        dir.join("config/registry-cache/quay.io/password").to_str()
+    );
+    // The file outside the state dir stays named as it was: read at every gen.
+    assert_eq!(
+        recorded["registries"]["configs"]["ghcr.io"]["auth"]["passwordFile"].as_str(),
+        tmp.path().join("ghcr.password").to_str()
+    );
+    // What profile.yaml records renders the same state dir.
+    let check = run(kubeunit().args(["gen", "--check", "--state-dir"]).arg(&dir));
+    assert!(check.status.success(), "{}", text(&check));
+}
+
+#[test]
+fn bad_registries_are_refused_with_the_field_named_and_the_state_dir_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &[]);
+    let before = snapshot(&dir);
+    let bad = |name: &str, yaml: &str| {
+        let p = tmp.path().join(format!("{name}.yaml"));
+        std::fs::write(&p, format!("extends: dev\nregistries:\n{yaml}")).unwrap();
+        p
+    };
+    let cases = [
+        (
+            bad("local", "  mirrors: {kubeunit.local: {endpoint: [https://a.example]}}\n"),
+            vec!["registries.mirrors.kubeunit.local"],
+        ),
+        (
+            bad("url", "  mirrors: {quay.io: {endpoint: [ftp://a.example/x]}}\n"),
+            vec!["registries.mirrors.quay.io.endpoint[0]", "ftp://a.example/x"],
+        ),
+        (
+            bad("both", "  configs: {a.example: {auth: {username: u, password: hide-me-0x1, passwordFile: /etc/hostname}}}\n"),
+            vec!["registries.configs.a.example.auth.password", "exactly one"],
+        ),
+        (
+            bad("missing", "  configs: {a.example: {auth: {username: u, passwordFile: /nonexistent/pw}}}\n"),
+            vec!["registries.configs.a.example.auth.passwordFile", "/nonexistent/pw"],
+        ),
+        (
+            bad("ca", "  configs: {a.example: {tls: {caFile: /etc/hostname}}}\n"),
+            vec!["registries.configs.a.example.tls.caFile", "PEM"],
+        ),
+        (
+            bad("unknown", "  mirrors: {quay.io: {rewrite: {x: y}}}\n"),
+            vec!["rewrite"],
+        ),
+    ];
+    for (profile, needles) in cases {
+        let out = run(kubeunit()
+            .args(["gen", "--profile"])
+            .arg(&profile)
+            .arg("--state-dir")
+            .arg(&dir));
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {t}", profile.display());
+        for n in needles {
+            assert!(
+                t.contains(n),
+                "{}: should name {n:?}:\n{t}",
+                profile.display()
+            );
+        }
+        assert!(!t.contains("hide-me-0x1"), "the password in an error: {t}");
+        assert!(
+            before == snapshot(&dir),
+            "{} changed the state dir",
+            profile.display()
+        );
+    }
+}
+
+#[test]
+fn a_state_dir_from_before_the_caches_keeps_its_auto_ports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    gen_dev(&dir, &["--set", "ports=auto"]);
+    let before = recorded_ports(&dir);
+    // As a state dir generated before ports.registryCache was declared recorded it.
+    let profile = dir.join("profile.yaml");
+    let text_before = std::fs::read_to_string(&profile).unwrap();
+    let old: String = text_before
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("registryCache:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, text_before);
+    std::fs::write(&profile, old).unwrap();
+    gen_dev(&dir, &["--set", "ports=auto"]);
+    let after = recorded_ports(&dir);
+    for (field, port) in &before {
+        if field != "registryCache" {
+            assert_eq!(after.get(field), Some(port), "ports.{field} moved");
+        }
+    }
+    assert_eq!(after.get("registryCache"), Some(&5001));
 }

@@ -116,6 +116,12 @@ impl Env<'_> {
 
     /// A pod of `image`, pulled always, that runs `script`; waits until it is Ready.
     fn run_pod(&self, name: &str, image: &str, script: &str) {
+        self.run_pod_on(name, image, script, None)
+    }
+
+    /// `run_pod` on node `node` (`spec.nodeName`), or where the scheduler puts it.
+    fn run_pod_on(&self, name: &str, image: &str, script: &str, node: Option<&str>) {
+        let node_name = node.map_or(String::new(), |n| format!("  nodeName: {n}\n"));
         let manifest = self.state.parent().unwrap().join(format!("{name}.yaml"));
         std::fs::write(
             &manifest,
@@ -124,7 +130,7 @@ impl Env<'_> {
 kind: Pod
 metadata: {{name: {name}}}
 spec:
-  containers:
+{node_name}  containers:
   - name: c
     image: {image}
     imagePullPolicy: Always
@@ -483,4 +489,312 @@ fn side_by_side_environments_have_their_own_registries() {
         assert!(out.status.success(), "stop: {}", text(&out));
         assert_eq!(c.list_units(&unit(&e.state, "registry")), "");
     }
+}
+
+/// Push the one-layer docker archive `archive` (scripts/docker-archive.py) to the registry at
+/// `HOST:PORT` as `repo:tag` over distribution's HTTP API (an OCI manifest, its layer
+/// uncompressed), with basic auth when given.
+fn push_archive(
+    agent: &ureq::Agent,
+    registry: &str,
+    repo: &str,
+    tag: &str,
+    archive: &Path,
+    auth: Option<(&str, &str)>,
+) {
+    use base64::Engine;
+    use sha2::Digest;
+    let mut members = std::collections::BTreeMap::new();
+    let mut tar = tar::Archive::new(std::fs::File::open(archive).unwrap());
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        members.insert(name, bytes);
+    }
+    let manifest: serde_json::Value = serde_json::from_slice(&members["manifest.json"]).unwrap();
+    let config = &members[manifest[0]["Config"].as_str().unwrap()];
+    let layer = &members[manifest[0]["Layers"][0].as_str().unwrap()];
+    let header = auth.map(|(u, p)| {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+        format!("Basic {token}")
+    });
+    let with_auth = |mut r: ureq::RequestBuilder<_>| {
+        if let Some(h) = &header {
+            r = r.header("Authorization", h);
+        }
+        r
+    };
+    let digest = |b: &[u8]| format!("sha256:{}", hex::encode(sha2::Sha256::digest(b)));
+    let base = format!("https://{registry}");
+    for blob in [config, layer] {
+        let resp = with_auth(agent.post(format!("{base}/v2/{repo}/blobs/uploads/")))
+            .send_empty()
+            .unwrap();
+        assert_eq!(resp.status(), 202, "start an upload to {registry}");
+        let location = resp.headers()["location"].to_str().unwrap().to_string();
+        let location = match location.starts_with('/') {
+            true => format!("{base}{location}"),
+            false => location,
+        };
+        let sep = if location.contains('?') { '&' } else { '?' };
+        let resp = with_auth(agent.put(format!("{location}{sep}digest={}", digest(blob))))
+            .header("Content-Type", "application/octet-stream")
+            .send(&blob[..])
+            .unwrap();
+        assert_eq!(resp.status(), 201, "upload to {registry}");
+    }
+    let body = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": digest(config),
+            "size": config.len(),
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": digest(layer),
+            "size": layer.len(),
+        }],
+    })
+    .to_string();
+    let resp = with_auth(agent.put(format!("{base}/v2/{repo}/manifests/{tag}")))
+        .header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        .send(body.as_bytes())
+        .unwrap();
+    assert_eq!(resp.status(), 201, "push the manifest to {registry}");
+}
+
+/// Every line of the container's journal and every process's command line, for a secret.
+fn journal_and_argv(c: &Container) -> String {
+    let journal = text(&c.run(&["journalctl", "--no-pager", "-o", "verbose"]));
+    let argv = text(&c.run(&["ps", "-eo", "args"]));
+    format!("{journal}\n{argv}")
+}
+
+#[test]
+fn dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it() {
+    use crate::common::internet::{Internet, Site};
+    use std::os::unix::fs::PermissionsExt;
+    let _turn = node_lock();
+    let inet = Internet::start(13);
+    let (user, password) = ("sim-user", "sim-pw-0x5EC12E7");
+    // docker.io's stand-in is open, registry.k8s.io's wants a password: each has an image no
+    // one else has.
+    let hub = inet.registry_on(Site::DockerHub, None);
+    let locked = inet.registry_on(Site::Registry, Some((user, password)));
+    let c = Container::boot_node("pull");
+    let ports = Ports::allocate();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let work = c.work.clone();
+    let (open_marker, locked_marker) = (nonce(), nonce());
+    let agent = inet.agent(Duration::from_secs(60));
+    let archive = fresh_archive(&work, "hub.tar", "sim-only:1", &open_marker);
+    push_archive(&agent, &hub, "library/sim-only", "1", &archive, None);
+    let archive = fresh_archive(&work, "locked.tar", "locked:1", &locked_marker);
+    push_archive(
+        &agent,
+        &locked,
+        "sim/locked",
+        "1",
+        &archive,
+        Some((user, password)),
+    );
+
+    // The profile: each name's cache pulls from its stand-in, trusting the test CA; the password
+    // in a file outside the state dir.
+    let password_file = work.join("locked.password");
+    std::fs::write(&password_file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The container sees its work dir only.
+    let ca = work.join("sim-ca.pem");
+    std::fs::copy(inet.ca_pem(), &ca).unwrap();
+    let profile = work.join("pull.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "extends: dev\nregistries:\n  mirrors:\n    docker.io: {{endpoint: [https://{hub}]}}\n    registry.k8s.io: {{endpoint: [https://{locked}]}}\n  configs:\n    {hub}: {{tls: {{caFile: {ca}}}}}\n    {locked}:\n      auth: {{username: {user}, passwordFile: {pw}}}\n      tls: {{caFile: {ca}}}\n",
+            ca = ca.display(),
+            pw = password_file.display(),
+        ),
+    )
+    .unwrap();
+    let state = work.join("dev");
+    let mut args = dev_args(&version);
+    args[1] = profile.to_string_lossy().into();
+    let mut argv: Vec<String> = vec!["gen".into(), "--state-dir".into()];
+    argv.push(state.to_string_lossy().into());
+    argv.extend(ports.sets());
+    argv.extend(args);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = c.kubeunit_online(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    let env = Env {
+        c: &c,
+        state,
+        kubectl: kubectl_path(&version),
+    };
+    let t0 = Instant::now();
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert!(out.status.success(), "start: {}", text(&out));
+    eprintln!("start: {:.1}s", t0.elapsed().as_secs_f64());
+
+    // (a) Pods of images only the upstreams have run: through the caches.
+    let t0 = Instant::now();
+    env.run_pod("open", "sim-only:1", "cat /marker; exec sleep 3600");
+    env.run_pod(
+        "locked",
+        "registry.k8s.io/sim/locked:1",
+        "cat /marker; exec sleep 3600",
+    );
+    eprintln!(
+        "two pods through the caches: {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(env.kubectl_ok(&["logs", "open"]).trim(), open_marker);
+    assert_eq!(env.kubectl_ok(&["logs", "locked"]).trim(), locked_marker);
+    let asked = inet.requests(Site::DockerHub);
+    assert!(
+        asked
+            .iter()
+            .any(|p| p.starts_with("/v2/library/sim-only/manifests/1")),
+        "{asked:?}"
+    );
+    assert!(
+        inet.registry_requests()
+            .iter()
+            .any(|p| p.starts_with("/v2/sim/locked/manifests/1")),
+        "{:?}",
+        inet.registry_requests()
+    );
+    // The password: in no unit, command line, journal line or world-readable file.
+    for line in journal_and_argv(&c).lines() {
+        assert!(!line.contains(password), "{line}");
+    }
+    let units = text(&c.run(&["sh", "-c", "systemctl show '*kubeunit*' 2>&1"]));
+    assert!(!units.contains(password), "systemctl show names it");
+    for e in walkdir::WalkDir::new(&env.state)
+        .into_iter()
+        .map(|e| e.unwrap())
+    {
+        let mode = e.metadata().unwrap().permissions().mode();
+        if e.file_type().is_file() && mode & 0o004 != 0 {
+            let body = std::fs::read(e.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&body).contains(password),
+                "{} is world-readable and holds the password",
+                e.path().display()
+            );
+        }
+    }
+
+    // (b) The upstreams go away; after a restart the pods' images still come, from the caches.
+    env.ku_ok(&["stop"]);
+    inet.stop(Site::DockerHub);
+    inet.stop(Site::Registry);
+    let cache_log = || {
+        let unit = unit(&env.state, "registry-cache@docker.io");
+        text(&c.run(&["journalctl", "--no-pager", "-o", "cat", "-u", &unit]))
+            .matches("/v2/library/sim-only/manifests/1")
+            .count()
+    };
+    let served_before = cache_log();
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert!(
+        out.status.success(),
+        "start without the upstreams: {}",
+        text(&out)
+    );
+    for image in [
+        "docker.io/library/sim-only:1",
+        "registry.k8s.io/sim/locked:1",
+    ] {
+        let out = env.ctr(&["images", "rm", image]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let _ = env.kubectl(&["delete", "pod", "open", "locked", "--wait=false"]);
+    env.run_pod("open-again", "sim-only:1", "cat /marker; exec sleep 3600");
+    env.run_pod(
+        "locked-again",
+        "registry.k8s.io/sim/locked:1",
+        "cat /marker; exec sleep 3600",
+    );
+    assert_eq!(env.kubectl_ok(&["logs", "open-again"]).trim(), open_marker);
+    assert_eq!(
+        env.kubectl_ok(&["logs", "locked-again"]).trim(),
+        locked_marker
+    );
+    // The local registry has no such image: docker.io's cache answered, from what it kept.
+    assert!(
+        cache_log() > served_before,
+        "the cache served the pull again"
+    );
+    env.ku_ok(&["stop"]);
+    assert_eq!(inet.packets_out(), 0);
+    inet.assert_no_leak();
+}
+
+#[test]
+fn a_worker_pulls_through_the_caches_on_the_first_nodes_link() {
+    use crate::common::internet::{Internet, Site};
+    let _turn = node_lock();
+    let inet = Internet::start(14);
+    let hub = inet.registry_on(Site::DockerHub, None);
+    let c = Container::boot_node("pull-multi");
+    let ports = Ports::allocate();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let work = c.work.clone();
+    let marker = nonce();
+    let agent = inet.agent(Duration::from_secs(60));
+    let archive = fresh_archive(&work, "hub.tar", "sim-only:1", &marker);
+    push_archive(&agent, &hub, "library/sim-only", "1", &archive, None);
+    let ca = work.join("sim-ca.pem");
+    std::fs::copy(inet.ca_pem(), &ca).unwrap();
+    // Both default names to the stand-in: nothing of the test may go to the real ones.
+    let profile = work.join("pull-multi.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "extends: multi\nnodes:\n  - {{name: control-plane, role: control-plane}}\n  - {{role: worker}}\nregistries:\n  mirrors:\n    docker.io: {{endpoint: [https://{hub}]}}\n    registry.k8s.io: {{endpoint: [https://{hub}]}}\n  configs:\n    {hub}: {{tls: {{caFile: {}}}}}\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let state = work.join("multi");
+    let mut args = dev_args(&version);
+    args[1] = profile.to_string_lossy().into();
+    let mut argv: Vec<String> = vec!["gen".into(), "--state-dir".into()];
+    argv.push(state.to_string_lossy().into());
+    argv.extend(ports.sets());
+    argv.extend(args);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = c.kubeunit_online(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    let env = Env {
+        c: &c,
+        state,
+        kubectl: kubectl_path(&version),
+    };
+    let out = env.ku(&["start", "--timeout", "240"]);
+    assert!(out.status.success(), "start: {}", text(&out));
+    // worker-1's containerd reaches docker.io's cache across its own link, on this host.
+    env.run_pod_on(
+        "on-worker",
+        "sim-only:1",
+        "cat /marker; exec sleep 3600",
+        Some("worker-1"),
+    );
+    assert_eq!(env.kubectl_ok(&["logs", "on-worker"]).trim(), marker);
+    let asked = inet.requests(Site::DockerHub);
+    assert!(
+        asked
+            .iter()
+            .any(|p| p.starts_with("/v2/library/sim-only/manifests/1")),
+        "{asked:?}"
+    );
+    env.ku_ok(&["stop"]);
+    assert_eq!(inet.packets_out(), 0);
+    inet.assert_no_leak();
 }

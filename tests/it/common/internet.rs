@@ -81,6 +81,14 @@ pub const SLOTS: &[(u8, &str)] = &[
         "fetch::a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes",
     ),
     (12, "fetch::bad_input_is_refused_before_any_request"),
+    (
+        13,
+        "registry::dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it",
+    ),
+    (
+        14,
+        "registry::a_worker_pulls_through_the_caches_on_the_first_nodes_link",
+    ),
 ];
 
 /// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link
@@ -564,6 +572,15 @@ impl Internet {
     /// The counter itself (its rules' counts).
     pub fn counter(&self) -> &LeakCounter {
         &self.counter
+    }
+
+    /// Stop `site`'s server (the upstream goes away; its address stays, refusing connections).
+    pub fn stop(&self, site: Site) {
+        let child = self.servers.lock().unwrap().remove(&site);
+        if let Some(mut child) = child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// The PIDs of the running servers.
