@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::container::{offline_images, Container, Env};
-use crate::common::internet::{Fault, Internet};
+use crate::common::internet::{push_archive, Fault, Internet, Site};
 use crate::common::ports::Ports;
 use crate::common::releases::{self, BASES, K8S_BINARIES};
 use crate::common::*;
@@ -469,41 +469,71 @@ fn the_pinned_releases_are_the_versions_the_tests_build() {
 
 #[test]
 fn dev_comes_up_from_the_fetched_binaries() {
+    // A connected machine, simulated: the binaries come from the release mirror, pause and CoreDNS
+    // from registry.k8s.io's stand-in and "nginx" from docker.io's, through the node's caches. No
+    // image archive is given.
     let _turn = node_lock();
     let m = Mirror::start(10);
+    let k8s_io = m.net.registry_on(Site::Registry, None);
+    let hub = m.net.registry_on(Site::DockerHub, None);
+    let agent = m.net.agent(std::time::Duration::from_secs(60));
+    for archive in offline_images() {
+        let (registry, repo, tag) = match Path::new(&archive).file_stem().and_then(|s| s.to_str()) {
+            Some("pause") => (
+                &k8s_io,
+                "pause".to_string(),
+                pinned("PAUSE_IMAGE")[0]
+                    .rsplit(':')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+            ),
+            Some("coredns") => (
+                &k8s_io,
+                "coredns/coredns".to_string(),
+                pinned("COREDNS_VERSION")[0].clone(),
+            ),
+            // The busybox test image stands in for docker.io's nginx.
+            _ => (&hub, "library/nginx".to_string(), "latest".to_string()),
+        };
+        push_archive(&agent, registry, &repo, &tag, Path::new(&archive), None);
+    }
     let c = Container::boot_node("fetch-dev");
     let cache = c.work.join("cache");
-    let images = offline_images();
+    let ca = c.work.join("sim-ca.pem");
+    std::fs::copy(m.net.ca_pem(), &ca).unwrap();
+    let profile = c.work.join("connected.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "extends: dev\nregistries:\n  mirrors:\n    docker.io: {{endpoint: [https://{hub}]}}\n    registry.k8s.io: {{endpoint: [https://{k8s_io}]}}\n  configs:\n    {hub}: {{tls: {{caFile: {ca}}}}}\n    {k8s_io}: {{tls: {{caFile: {ca}}}}}\n",
+            ca = ca.display()
+        ),
+    )
+    .unwrap();
     let exe = env!("CARGO_BIN_EXE_kubeunit");
     let cache_env = format!("KUBEUNIT_CACHE_DIR={}", cache.display());
     let ports = Ports::allocate();
-    let args = |state: &Path| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "env",
-            &cache_env,
-            exe,
-            "gen",
-            "--profile",
-            "dev",
-            "--state-dir",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.push(state.display().to_string());
-        a.extend(ports.sets());
-        for set in [
-            format!("images=[{}]", images.join(",")),
-            "addons.corednsForward=".into(),
-        ] {
-            a.push("--set".into());
-            a.push(set);
-        }
-        a
-    };
     let state = c.work.join("dev");
-    let gen = |state: &Path| {
-        let argv = args(state);
+    // Online (the harness's containers are offline otherwise), toward the simulated internet only.
+    let mut argv: Vec<String> = [
+        "env",
+        "KUBEUNIT_OFFLINE=0",
+        &cache_env,
+        exe,
+        "gen",
+        "--profile",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    argv.push(profile.display().to_string());
+    argv.push("--state-dir".into());
+    argv.push(state.display().to_string());
+    argv.extend(ports.sets());
+    // CoreDNS answers for the cluster only.
+    argv.extend(["--set".to_string(), "addons.corednsForward=".into()]);
+    let gen = || {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let out = c.run(&argv);
         assert!(out.status.success(), "gen: {}", text(&out));
@@ -515,7 +545,7 @@ fn dev_comes_up_from_the_fetched_binaries() {
     };
 
     // Nothing fetched yet: start names the missing binary and `kubeunit fetch`, and starts nothing.
-    gen(&state);
+    gen();
     let out = env.ku(&["start", "--timeout", "60"]);
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
@@ -535,7 +565,7 @@ fn dev_comes_up_from_the_fetched_binaries() {
     assert!(out.status.success(), "fetch: {}", text(&out));
     let fetched = t0.elapsed();
     assert_same_as_built(&cache);
-    gen(&state);
+    gen();
     let unit =
         std::fs::read_to_string(state.join("units").join(unit(&state, "kube-apiserver"))).unwrap();
     assert!(
@@ -551,13 +581,35 @@ fn dev_comes_up_from_the_fetched_binaries() {
         fetched.as_secs_f64(),
         t0.elapsed().as_secs_f64()
     );
-    let nodes = env.kubectl_ok(&[
-        "get",
-        "nodes",
-        "-o",
-        "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+    let asked = m.net.registry_requests();
+    for repo in ["/v2/pause/manifests/", "/v2/coredns/coredns/manifests/"] {
+        assert!(
+            asked.iter().any(|r| r.contains(repo)),
+            "{repo} not pulled: {asked:?}"
+        );
+    }
+    // What a user runs first: a public image by its short name.
+    env.kubectl_ok(&[
+        "run",
+        "web",
+        "--image=nginx",
+        "--command",
+        "--",
+        "sleep",
+        "3600",
     ]);
-    assert_eq!(nodes, "True");
+    wait_for(
+        "the pod of docker.io's nginx Running",
+        std::time::Duration::from_secs(120),
+        || env.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.status.phase}"]) == "Running",
+    );
+    let asked = m.net.requests(Site::DockerHub);
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.contains("/v2/library/nginx/manifests/latest")),
+        "{asked:?}"
+    );
     env.ku_ok(&["stop"]);
     assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
 }

@@ -830,3 +830,80 @@ pub fn put_file(docroot: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     f.write_all(bytes).unwrap();
     path
 }
+
+/// Push the one-layer docker archive `archive` (scripts/docker-archive.py) to the registry at
+/// `HOST:PORT` as `repo:tag` over distribution's HTTP API (an OCI manifest, its layer
+/// uncompressed), with basic auth when given.
+pub fn push_archive(
+    agent: &ureq::Agent,
+    registry: &str,
+    repo: &str,
+    tag: &str,
+    archive: &Path,
+    auth: Option<(&str, &str)>,
+) {
+    use base64::Engine;
+    use sha2::Digest;
+    use std::io::Read;
+    let mut members = std::collections::BTreeMap::new();
+    let mut tar = tar::Archive::new(std::fs::File::open(archive).unwrap());
+    for e in tar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        members.insert(name, bytes);
+    }
+    let manifest: serde_json::Value = serde_json::from_slice(&members["manifest.json"]).unwrap();
+    let config = &members[manifest[0]["Config"].as_str().unwrap()];
+    let layer = &members[manifest[0]["Layers"][0].as_str().unwrap()];
+    let header = auth.map(|(u, p)| {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+        format!("Basic {token}")
+    });
+    let with_auth = |mut r: ureq::RequestBuilder<_>| {
+        if let Some(h) = &header {
+            r = r.header("Authorization", h);
+        }
+        r
+    };
+    let digest = |b: &[u8]| format!("sha256:{}", hex::encode(sha2::Sha256::digest(b)));
+    let base = format!("https://{registry}");
+    for blob in [config, layer] {
+        let resp = with_auth(agent.post(format!("{base}/v2/{repo}/blobs/uploads/")))
+            .send_empty()
+            .unwrap();
+        assert_eq!(resp.status(), 202, "start an upload to {registry}");
+        let location = resp.headers()["location"].to_str().unwrap().to_string();
+        let location = match location.starts_with('/') {
+            true => format!("{base}{location}"),
+            false => location,
+        };
+        let sep = if location.contains('?') { '&' } else { '?' };
+        let resp = with_auth(agent.put(format!("{location}{sep}digest={}", digest(blob))))
+            .header("Content-Type", "application/octet-stream")
+            .send(&blob[..])
+            .unwrap();
+        assert_eq!(resp.status(), 201, "upload to {registry}");
+    }
+    let body = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": digest(config),
+            "size": config.len(),
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": digest(layer),
+            "size": layer.len(),
+        }],
+    })
+    .to_string();
+    let resp = with_auth(agent.put(format!("{base}/v2/{repo}/manifests/{tag}")))
+        .header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        .send(body.as_bytes())
+        .unwrap();
+    assert_eq!(resp.status(), 201, "push the manifest to {registry}");
+}
