@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::manifest::{sha256_hex, Manifest};
 use super::root::{Kind, Root};
-use super::tree::{Artifact, Tree};
+use super::tree::{Artifact, Tree, MODE_EXECUTABLE, MODE_PUBLIC, MODE_SECRET};
 use crate::error::Error;
 use crate::spec::paths::{LOCK, MANIFEST};
 
@@ -42,12 +42,12 @@ pub fn read(src: &Path) -> Result<(Tree, Manifest), Error> {
     for (rel, entry) in &manifest.files {
         let mode = u32::from_str_radix(&entry.mode, 8)
             .ok()
-            .filter(|m| [0o600, 0o644].contains(m))
+            .filter(|m| [MODE_SECRET, MODE_PUBLIC, MODE_EXECUTABLE].contains(m))
             .ok_or_else(|| {
                 refuse(
                     src,
                     format!(
-                        "{MANIFEST}: {rel} has mode {:?}, not 0600 or 0644",
+                        "{MANIFEST}: {rel} has mode {:?}, not 0600, 0644 or 0755",
                         entry.mode
                     ),
                 )

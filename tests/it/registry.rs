@@ -719,6 +719,16 @@ fn a_worker_pulls_through_the_caches_on_the_first_nodes_link() {
             .any(|p| p.starts_with("/v2/library/sim-only/manifests/1")),
         "{asked:?}"
     );
+    // With the upstream gone, another node, whose containerd never pulled it, gets the image
+    // from the cache (nodeName: the control-plane node's NoSchedule taint is the scheduler's).
+    inet.stop(Site::DockerHub);
+    env.run_pod_on(
+        "on-control-plane",
+        "sim-only:1",
+        "cat /marker; exec sleep 3600",
+        Some("control-plane"),
+    );
+    assert_eq!(env.kubectl_ok(&["logs", "on-control-plane"]).trim(), marker);
     env.ku_ok(&["stop"]);
     assert_eq!(inet.packets_out(), 0);
     inet.assert_no_leak();
