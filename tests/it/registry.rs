@@ -492,6 +492,32 @@ fn side_by_side_environments_have_their_own_registries() {
     }
 }
 
+/// `gen` of `profile` (a file extending dev or multi) into WORK/`dir` on the pinned binaries, with
+/// the offline switch lifted: the test's registries are the simulated internet's.
+fn gen_online<'c>(
+    c: &'c Container,
+    ports: &Ports,
+    profile: &Path,
+    dir: &str,
+    version: &str,
+) -> Env<'c> {
+    let state = c.work.join(dir);
+    let mut args = dev_args(version);
+    args[1] = profile.to_string_lossy().into();
+    let mut argv: Vec<String> = vec!["gen".into(), "--state-dir".into()];
+    argv.push(state.to_string_lossy().into());
+    argv.extend(ports.sets());
+    argv.extend(args);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = c.kubeunit_online(&argv);
+    assert!(out.status.success(), "gen: {}", text(&out));
+    Env {
+        c,
+        state,
+        kubectl: kubectl_path(version),
+    }
+}
+
 /// Every line of the container's journal and every process's command line, for a secret.
 fn journal_and_argv(c: &Container) -> String {
     let journal = text(&c.run(&["journalctl", "--no-pager", "-o", "verbose"]));
@@ -546,21 +572,7 @@ fn dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it() {
         ),
     )
     .unwrap();
-    let state = work.join("dev");
-    let mut args = dev_args(&version);
-    args[1] = profile.to_string_lossy().into();
-    let mut argv: Vec<String> = vec!["gen".into(), "--state-dir".into()];
-    argv.push(state.to_string_lossy().into());
-    argv.extend(ports.sets());
-    argv.extend(args);
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let out = c.kubeunit_online(&argv);
-    assert!(out.status.success(), "gen: {}", text(&out));
-    let env = Env {
-        c: &c,
-        state,
-        kubectl: kubectl_path(&version),
-    };
+    let env = gen_online(&c, &ports, &profile, "dev", &version);
     let t0 = Instant::now();
     let out = env.ku(&["start", "--timeout", "180"]);
     assert!(out.status.success(), "start: {}", text(&out));
@@ -687,21 +699,7 @@ fn a_worker_pulls_through_the_caches_on_the_first_nodes_link() {
         ),
     )
     .unwrap();
-    let state = work.join("multi");
-    let mut args = dev_args(&version);
-    args[1] = profile.to_string_lossy().into();
-    let mut argv: Vec<String> = vec!["gen".into(), "--state-dir".into()];
-    argv.push(state.to_string_lossy().into());
-    argv.extend(ports.sets());
-    argv.extend(args);
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let out = c.kubeunit_online(&argv);
-    assert!(out.status.success(), "gen: {}", text(&out));
-    let env = Env {
-        c: &c,
-        state,
-        kubectl: kubectl_path(&version),
-    };
+    let env = gen_online(&c, &ports, &profile, "multi", &version);
     let out = env.ku(&["start", "--timeout", "240"]);
     assert!(out.status.success(), "start: {}", text(&out));
     // worker-1's containerd reaches docker.io's cache across its own link, on this host.
