@@ -113,6 +113,12 @@ pub fn complete(dir: &Path) -> Result<Option<Stamp>, FetchError> {
         .map_err(|e| tampered(&stamp_path, format!("not a stamp kubeunit wrote ({e})")))?;
     for (name, want) in &stamp.files {
         let path = dir.join(name);
+        // A link or anything but a file in its place is a change too (and is not followed).
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => return Err(tampered(&path, "no longer a regular file".into())),
+            Err(e) => return Err(tampered(&path, format!("cannot be read: {e}"))),
+        }
         let (sha256, size) = sha256_of(&path)?;
         if sha256 != want.sha256 || size != want.size {
             return Err(tampered(

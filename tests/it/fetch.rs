@@ -188,6 +188,27 @@ fn a_fetch_checks_every_file_and_a_second_asks_nothing() {
     let out = m.fetch("control-plane", &["--refresh"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_same_as_built(&m.cache);
+    // A link in a binary's place (even to the same bytes) and a missing binary: refused alike.
+    std::fs::remove_file(&kubelet).unwrap();
+    std::os::unix::fs::symlink(releases::built_file("kubernetes", "kubelet"), &kubelet).unwrap();
+    let out = m.fetch("control-plane", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("no longer a regular file"),
+        "{}",
+        text(&out)
+    );
+    std::fs::remove_file(&kubelet).unwrap();
+    let out = m.fetch("control-plane", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(&kubelet.display().to_string()),
+        "{}",
+        text(&out)
+    );
+    let out = m.fetch("control-plane", &["--refresh"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_same_as_built(&m.cache);
     assert_eq!(
         m.sets().iter().filter(|s| s.starts_with("tmp/")).count(),
         0,
