@@ -116,7 +116,7 @@ impl Client {
     }
 }
 
-/// The certificates of a PEM bundle.
+/// The certificates of a PEM bundle (each block read by x509-parser, which kubeunit has already).
 fn roots(file: &Path) -> Result<Vec<Certificate<'static>>, FetchError> {
     let pem = std::fs::read(file).map_err(|e| FetchError::io(file, "read", e))?;
     let bad = |reason: String| FetchError::CaFile {
@@ -124,35 +124,16 @@ fn roots(file: &Path) -> Result<Vec<Certificate<'static>>, FetchError> {
         reason,
     };
     let mut certs = Vec::new();
-    for block in pem_blocks(&pem) {
-        certs.push(
-            Certificate::from_pem(block.as_bytes())
-                .map_err(|e| bad(e.to_string()))?
-                .to_owned(),
-        );
+    for block in x509_parser::pem::Pem::iter_from_buffer(&pem) {
+        let block = block.map_err(|e| bad(e.to_string()))?;
+        if block.label == "CERTIFICATE" {
+            certs.push(Certificate::from_der(&block.contents).to_owned());
+        }
     }
     if certs.is_empty() {
         return Err(bad("it holds no PEM certificate".into()));
     }
     Ok(certs)
-}
-
-/// Each `-----BEGIN CERTIFICATE-----` block of a bundle (ureq's from_pem reads one).
-fn pem_blocks(pem: &[u8]) -> Vec<String> {
-    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-    const END: &str = "-----END CERTIFICATE-----";
-    let text = String::from_utf8_lossy(pem);
-    let mut blocks = Vec::new();
-    let mut rest = text.as_ref();
-    while let Some(start) = rest.find(BEGIN) {
-        let Some(len) = rest[start..].find(END) else {
-            break;
-        };
-        let end = start + len + END.len();
-        blocks.push(rest[start..end].to_string());
-        rest = &rest[end..];
-    }
-    blocks
 }
 
 fn transport(url: &str, e: &ureq::Error) -> FetchError {
@@ -200,5 +181,24 @@ fn read_failed(url: &str, got: u64, announced: Option<u64>, e: std::io::Error) -
                 reason: e.to_string(),
             },
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed certificate (openssl req -x509, P-256, CN=a.test).
+    const CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIUP2Ga+bIAz3TrYySifd7EKD9EtZQwCgYIKoZIzj0EAwIw\nETEPMA0GA1UEAwwGYS50ZXN0MB4XDTI2MTEyNjAyNDU1MVoXDTM2MTEyMzAyNDU1\nMVowETEPMA0GA1UEAwwGYS50ZXN0MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n7RuD04UAll34yPJU8IpKvKH9NW42uFJy4XcSrQhZtsHRJPpfTzxuKcAGHQA3H6Si\n/r2GIY1h8JQJGYwE0JjFiKNTMFEwHQYDVR0OBBYEFJpANnvtbhj5pTRpkcbjLQ+o\nINP+MB8GA1UdIwQYMBaAFJpANnvtbhj5pTRpkcbjLQ+oINP+MA8GA1UdEwEB/wQF\nMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIhAOrpmafbn9a0TDs00UBBbl+4JGHvrzCt\no38d4aRXLguCAiBYqTl1cRc7+jRyQpCc83pGLNiI2Rq0i5AoUDOqaeHexg==\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn a_bundle_gives_each_certificate_and_text_between_them_is_skipped() {
+        let cert = CERT;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bundle.pem");
+        std::fs::write(&file, format!("# a comment\n{cert}\nanother line\n{cert}")).unwrap();
+        assert_eq!(roots(&file).unwrap().len(), 2);
+        std::fs::write(&file, "no certificate here\n").unwrap();
+        assert!(matches!(roots(&file), Err(FetchError::CaFile { .. })));
     }
 }
