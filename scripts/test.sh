@@ -9,6 +9,8 @@ keep_test_networks_local
 # Offline: no environment of a test reaches beyond this machine (egress off, CoreDNS forwarding nothing); the
 # harness passes it into the test containers, and only the simulated-internet tests lift it.
 export KUBEUNIT_OFFLINE=1
+# Golden files are compared, never rewritten, in a run of the suite.
+unset KUBEUNIT_UPDATE_GOLDEN
 start=$(date +%s)
 scripts/build-test-binaries.sh
 echo "test binaries ready after $(( $(date +%s) - start ))s"
@@ -22,10 +24,5 @@ threads=${KUBEUNIT_TEST_THREADS:-2}
 cargo test --locked --no-run
 cargo test --locked --lib --bins -- --test-threads="$threads"
 cargo test --locked --doc
-# The integration tests are one binary (tests/it); its areas run one after another, each with two tests at a
-# time, so that two areas' containers never share this machine's two cores (as when each area was a binary).
-for area in $(sed -n 's/^mod \([a-z_]*\);$/\1/p' tests/it/main.rs); do
-  echo "==> tests/it: $area"
-  cargo test --locked --test it -- --test-threads="$threads" "$area::"
-done
+scripts/test-areas.sh
 echo "tests done after $(( $(date +%s) - start ))s"

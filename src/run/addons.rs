@@ -149,7 +149,11 @@ fn apply_object(
         // Several control-plane hosts apply the addons at once. When another one created the
         // object between this apply's lookup and its create, the create can fail validation
         // instead of answering 409 (a Service: "provided IP is already allocated", by the other
-        // one's Service). The object now exists, so one more apply updates it.
+        // one's Service). The object now exists, so one more apply updates it. The other create
+        // takes the address before it stores its Service, so a lookup right after can still
+        // miss it: "already allocated" is retried until the deadline (a Service a user made with
+        // that address still fails, after it, with the server's message).
+        let address_taken = status == 422 && text.contains("already allocated");
         let created_meanwhile = status == 422
             && !retried_as_update
             && matches!(
@@ -157,7 +161,8 @@ fn apply_object(
                 Ok(200)
             );
         retried_as_update |= created_meanwhile;
-        let retry = created_meanwhile || matches!(status, 0 | 404 | 409 | 429 | 500..=599);
+        let retry =
+            address_taken || created_meanwhile || matches!(status, 0 | 404 | 409 | 429 | 500..=599);
         if !retry || Instant::now() >= deadline {
             return Err(Error::Addon(format!(
                 "applying {path} from {file}: HTTP {status}: {text}"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The integration tests (tests/it, one binary), one area after another, each with two tests at a time, so that
+# two areas' containers never share this machine's two cores. scripts/test.sh runs it; alone:
+#   scripts/test-areas.sh                 every area
+#   scripts/test-areas.sh hosts fetch     those areas
+# No area can drop out silently. The areas come from the binary's own `--list`, and the run fails when:
+#   - a file or folder of tests/it (an area) has no test in the binary (its `mod` line is gone, or it has none);
+#   - a test is in no area (a #[test] in main.rs);
+#   - an area's run did not pass exactly the tests the list names for it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${KUBEUNIT_TEST_THREADS:-2}
+
+fail() { echo "test-areas: $*" >&2; exit 1; }
+
+list=$(cargo test --locked --test it -- --list --format terse 2>/dev/null) ||
+  fail "cargo test --test it -- --list failed"
+tests=$(printf '%s\n' "$list" | sed -n 's/: test$//p')
+[ -n "$tests" ] || fail "the binary lists no tests"
+
+rootless=$(printf '%s\n' "$tests" | grep -v '::' || true)
+[ -z "$rootless" ] || fail "tests in no area (move each into an area's file): $rootless"
+
+listed_areas=$(printf '%s\n' "$tests" | sed 's/::.*//' | sort -u)
+# Every .rs file beside main.rs, and every folder with a mod.rs, is an area.
+file_areas=$(
+  cd tests/it
+  { ls -1 ./*.rs | sed 's|^\./||; s|\.rs$||' | grep -vx main; ls -1d ./*/ 2>/dev/null | while read -r d; do
+      [ -f "$d/mod.rs" ] && basename "$d"; done; } | sort -u
+)
+missing=$(comm -23 <(printf '%s\n' "$file_areas") <(printf '%s\n' "$listed_areas"))
+[ -z "$missing" ] ||
+  fail "areas in tests/it with no test in the binary (is its \`mod\` line in tests/it/main.rs?): $(echo $missing)"
+unknown=$(comm -13 <(printf '%s\n' "$file_areas") <(printf '%s\n' "$listed_areas"))
+[ -z "$unknown" ] || fail "areas in the binary with no file in tests/it: $(echo $unknown)"
+
+areas=${*:-$listed_areas}
+for area in $areas; do
+  printf '%s\n' "$listed_areas" | grep -qx "$area" || fail "no area '$area' (areas: $(echo $listed_areas))"
+  mapfile -t names < <(printf '%s\n' "$tests" | grep "^$area::")
+  echo "==> tests/it: $area (${#names[@]} tests)"
+  log=$(mktemp)
+  # --exact with every name: the run is exactly the area's tests, whatever their names contain.
+  set +e
+  cargo test --locked --test it -- --test-threads="$threads" --exact "${names[@]}" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  passed=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$log" | tail -1)
+  rm -f "$log"
+  [ "$rc" = 0 ] || fail "area $area failed (exit $rc)"
+  [ "${passed:-0}" = "${#names[@]}" ] ||
+    fail "area $area passed ${passed:-0} tests, the list names ${#names[@]}"
+done
