@@ -6,6 +6,7 @@
 //! serving with one control-plane host's power cut, and the host rejoins when it is back; a worker's
 //! pods move to the other worker once it is gone.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -360,7 +361,11 @@ spec:
         "DNS answered {:.1}s after kube-dns's endpoint was ready",
         asked.elapsed().as_secs_f64()
     );
-    assert!(dns.contains("10.0.0.1"), "{dns}");
+    assert_eq!(
+        nslookup_answers(&dns),
+        ["10.0.0.1"],
+        "kubernetes.default's address:\n{dns}"
+    );
 
     // Cluster addresses go to their hosts, never by a host's default route.
     for h in &hosts {
@@ -391,87 +396,113 @@ spec:
         );
     }
 
-    // A control-plane host's power cut: writes go on, new pods start, the endpoints drop to 2.
-    let cp3 = hosts.iter().position(|h| h.name == "cp-3").unwrap();
-    hosts[cp3].c.power_cut();
-    // A write may time out while etcd elects a leader (when cp-3's member led it): about the
-    // election timeout, 1 s; then every write succeeds.
-    let cut = std::time::Instant::now();
-    wait_for("a write with cp-3 off", Duration::from_secs(30), || {
-        kubectl(
-            &out,
-            "cp-1",
-            &["create", "configmap", "written-with-cp-3-off"],
-        )
-        .status
-        .success()
-    });
-    eprintln!(
-        "first write after the cut: {:.1}s",
-        cut.elapsed().as_secs_f64()
-    );
-    for i in 0..5 {
-        kubectl_ok(&out, "cp-2", &["create", "configmap", &format!("then-{i}")]);
-    }
     let image = format!("--image={image}");
-    kubectl_ok(
-        &out,
-        "cp-2",
-        &[
-            "create",
-            "deployment",
-            "after-cut",
-            &image,
-            "--replicas=2",
-            "--",
-            "sleep",
-            "3600",
-        ],
-    );
-    wait_shown(
-        &out,
-        "after-cut's 2 pods Running",
-        Duration::from_secs(120),
-        || {
-            let o = kubectl(
+
+    // The history check (common::history): a client on each API server and on each etcd member
+    // writes keys once each and reads back what others were told was written, before, during and
+    // after two power cuts: the etcd leader's host first, then a follower's. Afterwards every
+    // acknowledged write is there, with its value, on every member's own data and through every
+    // API server, and nothing appears that no client wrote.
+    kubectl_ok(&out, "cp-1", &["create", "namespace", HISTORY_NAMESPACE]);
+    let members = etcd_members(&out);
+    assert_eq!(members.len(), 3, "3 etcd members: {members:?}");
+    let record = history::History::new();
+    let api: Vec<ApiStore> = hosts
+        .iter()
+        .filter(|h| h.control_plane)
+        .map(|h| ApiStore {
+            out: &out,
+            host: h.name,
+        })
+        .collect();
+    let etcd: Vec<EtcdStore> = hosts
+        .iter()
+        .filter(|h| h.control_plane)
+        .map(|h| EtcdStore {
+            out: &out,
+            host: h.name,
+            address: h.address,
+        })
+        .collect();
+    let mut hosts = hosts;
+    let cut_hosts: Vec<&'static str> = std::thread::scope(|s| {
+        for store in &api {
+            let record = &record;
+            s.spawn(move || record.client("api-", store));
+        }
+        for store in &etcd {
+            let record = &record;
+            s.spawn(move || record.client("etcd-", store));
+        }
+        // (A panic here stops the clients first: the scope waits for them.)
+        let cuts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            std::thread::sleep(Duration::from_secs(10));
+            let leader = etcd_leader(&out);
+            let first = power_cut_and_rejoin(
+                &mut hosts,
                 &out,
-                "cp-1",
-                &[
-                    "get",
-                    "pods",
-                    "-l",
-                    "app=after-cut",
-                    "-o",
-                    "jsonpath={.items[*].status.phase}",
-                ],
+                &record,
+                leader,
+                "leader",
+                &cp_addresses,
+                &image,
             );
-            String::from_utf8_lossy(&o.stdout).trim() == "Running Running"
+            let follower = {
+                let now = etcd_leader(&out);
+                HOSTS.iter().find(|h| h.2 && h.0 != now).unwrap().0
+            };
+            let second = power_cut_and_rejoin(
+                &mut hosts,
+                &out,
+                &record,
+                follower,
+                "follower",
+                &cp_addresses,
+                &image,
+            );
+            vec![first, second]
+        }));
+        record.stop();
+        cuts.unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
+
+    // The same 3 members, and every member's own data caught up with the leader's revision.
+    assert_eq!(etcd_members(&out), members, "the members after both cuts");
+    let leader_revision = etcd_status(&out).iter().map(|s| s.3).max().unwrap();
+    wait_for(
+        "every member at the leader's revision",
+        Duration::from_secs(60),
+        || {
+            let status = etcd_status(&out);
+            status.len() == 3 && status.iter().all(|s| s.3 >= leader_revision)
         },
     );
-    wait_for(
-        "the endpoints without cp-3",
-        Duration::from_secs(60),
-        || apiserver_endpoints(&out, "cp-1") == cp_addresses[..2],
+    let mut finals = Vec::new();
+    for h in HOSTS.iter().filter(|h| h.2) {
+        finals.push((format!("{}'s etcd member", h.0), member_holds(&out, h.1)));
+        finals.push((format!("{}'s API server", h.0), api_holds(&out, h.0)));
+    }
+    let (ops, acked, unknown) = record.counts();
+    eprintln!(
+        "history: {ops} operations, {acked} acknowledged writes, {unknown} without an answer; cut: {cut_hosts:?}"
     );
-
-    // Power back on: cp-3 starts again, its member rejoins, its API server is an endpoint again.
-    let mut hosts = hosts;
-    hosts[cp3].c.power_on();
-    let o = hosts[cp3].ku(&["start"]);
-    assert!(o.status.success(), "start on cp-3 again: {}", text(&o));
-    wait_for("3 healthy etcd members", Duration::from_secs(60), || {
-        etcd_health(&hosts[0]).matches("is healthy").count() == 3
-    });
-    wait_for(
-        "the endpoints with cp-3 again",
-        Duration::from_secs(60),
-        || apiserver_endpoints(&out, "cp-3") == cp_addresses,
-    );
+    for phase in [
+        "before",
+        "leader off",
+        "leader back",
+        "follower off",
+        "follower back",
+    ] {
+        let n = record.acked_in(phase).len();
+        eprintln!("history: {n} writes acknowledged in phase {phase:?}");
+        assert!(n > 0, "no write acknowledged in phase {phase:?}");
+    }
+    let anomalies = record.check(&finals);
     assert!(
-        kubectl(&out, "cp-3", &["get", "configmap", "written-with-cp-3-off"])
-            .status
-            .success(),
-        "cp-3 serves what was written while it was off"
+        anomalies.is_empty(),
+        "the cluster broke what it acknowledged ({} anomalies):\n{}",
+        anomalies.len(),
+        anomalies.join("\n")
     );
 
     // A worker's power cut: its pods go to the other worker once the eviction timeout is over.
@@ -967,4 +998,399 @@ fn a_profile_with_hosts_is_refused_when_wrong_and_needs_out() {
         assert!(text(&o).contains(field), "{args:?}: {}", text(&o));
         assert!(!out.exists(), "{args:?}: wrote {}", out.display());
     }
+}
+
+/// The etcd members' clients of the history check: etcdctl from this machine with the API
+/// server's etcd identity of `out/HOST` (every control-plane host has one).
+fn etcdctl_at(
+    out: &Path,
+    endpoints: &[&str],
+    args: &[&str],
+    stdin: Option<&str>,
+) -> std::process::Output {
+    use std::io::Write;
+    let pki = |f: &str| out.join("cp-1").join(f);
+    let endpoints: Vec<String> = endpoints
+        .iter()
+        .map(|a| format!("https://{a}:2379"))
+        .collect();
+    let mut cmd = Command::new(etcd_bin_dir().join("etcdctl"));
+    cmd.arg("--endpoints")
+        .arg(endpoints.join(","))
+        .arg("--cacert")
+        .arg(pki("pki/etcd/ca.crt"))
+        .arg("--cert")
+        .arg(pki("pki/apiserver-etcd-client.crt"))
+        .arg("--key")
+        .arg(pki("pki/apiserver-etcd-client.key"))
+        .args(["--dial-timeout=2s", "--command-timeout=5s"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("run etcdctl");
+    if let Some(input) = stdin {
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("etcdctl output")
+}
+
+/// The control-plane hosts' addresses.
+fn member_addresses() -> Vec<&'static str> {
+    HOSTS.iter().filter(|h| h.2).map(|h| h.1).collect()
+}
+
+const HISTORY_PREFIX: &str = "/kubeunit-history/";
+const HISTORY_NAMESPACE: &str = "history";
+
+/// A history client on one etcd member (its endpoint only: it fails while its host is off).
+struct EtcdStore<'a> {
+    out: &'a Path,
+    host: &'static str,
+    address: &'static str,
+}
+
+impl history::Store for EtcdStore<'_> {
+    fn name(&self) -> String {
+        format!("etcd@{}", self.host)
+    }
+
+    fn create_or_get(&self, key: &str, value: &str) -> history::Written {
+        // One transaction: put it when the key has no version yet, else get it.
+        let k = format!("{HISTORY_PREFIX}{key}");
+        let txn = format!("version(\"{k}\") = \"0\"\n\nput {k} {value}\n\nget {k}\n\n");
+        let o = etcdctl_at(self.out, &[self.address], &["txn"], Some(&txn));
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<&str> = said.lines().filter(|l| !l.is_empty()).collect();
+        match (o.status.success(), lines.first()) {
+            (true, Some(&"SUCCESS")) => history::Written::Created,
+            (true, Some(&"FAILURE")) if lines.len() == 3 && lines[1] == k => {
+                history::Written::Exists(lines[2].to_string())
+            }
+            _ => history::Written::Unknown(text(&o)),
+        }
+    }
+
+    fn read(&self, key: &str) -> history::Read {
+        let k = format!("{HISTORY_PREFIX}{key}");
+        let o = etcdctl_at(
+            self.out,
+            &[self.address],
+            &["get", &k, "--print-value-only"],
+            None,
+        );
+        let v = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        match (o.status.success(), v.is_empty()) {
+            (true, true) => history::Read::Absent,
+            (true, false) => history::Read::Value(v),
+            _ => history::Read::Unknown(text(&o)),
+        }
+    }
+}
+
+/// A history client on one host's API server (ConfigMaps; the API server reaches every member).
+struct ApiStore<'a> {
+    out: &'a Path,
+    host: &'static str,
+}
+
+impl ApiStore<'_> {
+    fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        let kubectl = kubernetes_bin_dir().join("kubectl");
+        run(Command::new(kubectl)
+            .env(
+                "KUBECONFIG",
+                self.out.join(self.host).join("kubeconfig/admin.kubeconfig"),
+            )
+            .args(["--request-timeout=5s", "-n", HISTORY_NAMESPACE])
+            .args(args))
+    }
+}
+
+impl history::Store for ApiStore<'_> {
+    fn name(&self) -> String {
+        format!("api@{}", self.host)
+    }
+
+    fn create_or_get(&self, key: &str, value: &str) -> history::Written {
+        let o = self.kubectl(&[
+            "create",
+            "configmap",
+            key,
+            &format!("--from-literal=v={value}"),
+        ]);
+        if o.status.success() {
+            return history::Written::Created;
+        }
+        if !String::from_utf8_lossy(&o.stderr).contains("(AlreadyExists)") {
+            return history::Written::Unknown(text(&o));
+        }
+        match self.read(key) {
+            history::Read::Value(v) => history::Written::Exists(v),
+            other => history::Written::Unknown(format!("exists, then read {other:?}")),
+        }
+    }
+
+    fn read(&self, key: &str) -> history::Read {
+        let o = self.kubectl(&["get", "configmap", key, "-o", "jsonpath={.data.v}"]);
+        if o.status.success() {
+            return history::Read::Value(String::from_utf8_lossy(&o.stdout).into_owned());
+        }
+        if String::from_utf8_lossy(&o.stderr).contains("(NotFound)") {
+            return history::Read::Absent;
+        }
+        history::Read::Unknown(text(&o))
+    }
+}
+
+/// `endpoint status` of every member: (address, member ID, leader's ID, revision); a member that
+/// does not answer is left out.
+fn etcd_status(out: &Path) -> Vec<(String, u64, u64, u64)> {
+    let mut found = Vec::new();
+    for address in member_addresses() {
+        let o = etcdctl_at(out, &[address], &["endpoint", "status", "-w", "json"], None);
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&o.stdout) else {
+            continue;
+        };
+        for s in v.as_array().into_iter().flatten() {
+            let st = &s["Status"];
+            if let (Some(id), Some(leader), Some(rev)) = (
+                st["header"]["member_id"].as_u64(),
+                st["leader"].as_u64(),
+                st["header"]["revision"].as_u64(),
+            ) {
+                found.push((address.to_string(), id, leader, rev));
+            }
+        }
+    }
+    found
+}
+
+/// The etcd leader's host, as the members that answer agree.
+fn etcd_leader(out: &Path) -> &'static str {
+    let mut leader = None;
+    wait_for(
+        "the etcd members to agree on a leader",
+        Duration::from_secs(60),
+        || {
+            let status = etcd_status(out);
+            let leaders: std::collections::BTreeSet<u64> = status.iter().map(|s| s.2).collect();
+            leader = match leaders.iter().collect::<Vec<_>>()[..] {
+                [id] => status.iter().find(|s| s.1 == *id).map(|s| s.0.clone()),
+                _ => None,
+            };
+            leader.is_some()
+        },
+    );
+    let address = leader.unwrap();
+    HOSTS.iter().find(|h| h.1 == address).unwrap().0
+}
+
+/// `member list`: every member's ID and name, sorted.
+fn etcd_members(out: &Path) -> Vec<(u64, String)> {
+    let o = etcdctl_at(
+        out,
+        &member_addresses(),
+        &["member", "list", "-w", "json"],
+        None,
+    );
+    assert!(o.status.success(), "etcdctl member list: {}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut members: Vec<(u64, String)> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["ID"].as_u64().unwrap(),
+                m["name"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    members.sort();
+    members
+}
+
+/// What one member holds of the history, read from it alone (a serializable read: its own data,
+/// not the leader's): the etcd clients' keys and the API clients' ConfigMaps.
+fn member_holds(out: &Path, address: &str) -> BTreeMap<String, String> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut held = BTreeMap::new();
+    for prefix in [
+        HISTORY_PREFIX.to_string(),
+        format!("/registry/configmaps/{HISTORY_NAMESPACE}/"),
+    ] {
+        let o = etcdctl_at(
+            out,
+            &[address],
+            &["get", "--prefix", &prefix, "--consistency=s", "-w", "json"],
+            None,
+        );
+        assert!(o.status.success(), "etcdctl get at {address}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for kv in v["kvs"].as_array().into_iter().flatten() {
+            let key = b64.decode(kv["key"].as_str().unwrap()).unwrap();
+            let value = b64.decode(kv["value"].as_str().unwrap()).unwrap();
+            let key = String::from_utf8_lossy(&key);
+            let name = key.rsplit('/').next().unwrap().to_string();
+            // (The namespace's own ConfigMaps are not the clients'.)
+            if !name.starts_with("api-") && !name.starts_with("etcd-") {
+                continue;
+            }
+            let value = if prefix == HISTORY_PREFIX {
+                String::from_utf8_lossy(&value).into_owned()
+            } else {
+                configmap_value(&value)
+            };
+            held.insert(name, value);
+        }
+    }
+    held
+}
+
+/// The value of key `v` of a ConfigMap as the API server stores it (protobuf). Its `data` map
+/// entry is the bytes 0a 01 'v' 12 LEN VALUE; a hand-read because decoding the whole object would
+/// need the Kubernetes types, and the values here are shorter than 128 bytes (one length byte).
+fn configmap_value(stored: &[u8]) -> String {
+    let marker = [0x0a, 0x01, b'v', 0x12];
+    stored
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .and_then(|at| {
+            let len = *stored.get(at + 4)? as usize;
+            stored.get(at + 5..at + 5 + len)
+        })
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_else(|| format!("<no data.v in {} stored bytes>", stored.len()))
+}
+
+/// What one API server serves of the history's ConfigMaps.
+fn api_holds(out: &Path, host: &'static str) -> BTreeMap<String, String> {
+    let store = ApiStore { out, host };
+    let o = store.kubectl(&["get", "configmaps", "-o", "json"]);
+    assert!(o.status.success(), "configmaps at {host}: {}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|cm| {
+            Some((
+                cm["metadata"]["name"].as_str()?.to_string(),
+                cm["data"]["v"]
+                    .as_str()
+                    .unwrap_or("<no data.v>")
+                    .to_string(),
+            ))
+        })
+        .filter(|(name, _)| name.starts_with("api-"))
+        .collect()
+}
+
+/// Cut the power of control-plane host `name` (`role`: the etcd leader's or a follower's) while
+/// the history's clients run: writes go on (the history acknowledges one), new pods start and the
+/// endpoints drop to 2; power it back on and start it: its member rejoins (3 healthy) and its API
+/// server is an endpoint again. The phases are "ROLE off" and "ROLE back" (the clients go on
+/// writing for a while after the rejoin, for the final reads to find on its own member).
+#[allow(clippy::too_many_arguments)]
+fn power_cut_and_rejoin(
+    hosts: &mut [Host],
+    out: &Path,
+    record: &history::History,
+    name: &'static str,
+    role: &str,
+    cp_addresses: &[String],
+    image: &str,
+) -> &'static str {
+    let i = hosts.iter().position(|h| h.name == name).unwrap();
+    let other = hosts
+        .iter()
+        .find(|h| h.control_plane && h.name != name)
+        .unwrap()
+        .name;
+    eprintln!("power cut of {name}, the etcd {role}'s host");
+    let acked_before = record.acked().len();
+    record.set_phase(&format!("{role} off"));
+    hosts[i].c.power_cut();
+    let cut = std::time::Instant::now();
+    // A write may go unanswered while etcd elects a leader (after the leader's cut): about the
+    // election timeout, 1 s; then the clients' writes are acknowledged again.
+    wait_for(
+        &format!("a write acknowledged with {name} off"),
+        Duration::from_secs(30),
+        || !record.acked_in(&format!("{role} off")).is_empty(),
+    );
+    eprintln!(
+        "first write acknowledged after the cut: {:.1}s ({} before it)",
+        cut.elapsed().as_secs_f64(),
+        acked_before
+    );
+    let deployment = format!("after-{role}-cut");
+    kubectl_ok(
+        out,
+        other,
+        &[
+            "create",
+            "deployment",
+            &deployment,
+            image,
+            "--replicas=2",
+            "--",
+            "sleep",
+            "3600",
+        ],
+    );
+    wait_shown(
+        out,
+        &format!("{deployment}'s 2 pods Running"),
+        Duration::from_secs(120),
+        || {
+            let o = kubectl(
+                out,
+                other,
+                &[
+                    "get",
+                    "pods",
+                    "-l",
+                    &format!("app={deployment}"),
+                    "-o",
+                    "jsonpath={.items[*].status.phase}",
+                ],
+            );
+            String::from_utf8_lossy(&o.stdout).trim() == "Running Running"
+        },
+    );
+    let without: Vec<String> = cp_addresses
+        .iter()
+        .filter(|a| *a != hosts[i].address)
+        .cloned()
+        .collect();
+    wait_for(
+        &format!("the endpoints without {name}"),
+        Duration::from_secs(60),
+        || apiserver_endpoints(out, other) == without,
+    );
+
+    hosts[i].c.power_on();
+    record.set_phase(&format!("{role} back"));
+    let o = hosts[i].ku(&["start"]);
+    assert!(o.status.success(), "start on {name} again: {}", text(&o));
+    wait_for("3 healthy etcd members", Duration::from_secs(60), || {
+        etcd_health(&hosts[i]).matches("is healthy").count() == 3
+    });
+    wait_for(
+        &format!("the endpoints with {name} again"),
+        Duration::from_secs(60),
+        || apiserver_endpoints(out, name) == cp_addresses,
+    );
+    // Writes after the rejoin, for its own member to hold at the end.
+    let back = record.acked_in(&format!("{role} back")).len();
+    wait_for(
+        &format!("10 more writes acknowledged with {name} back"),
+        Duration::from_secs(60),
+        || record.acked_in(&format!("{role} back")).len() >= back + 10,
+    );
+    name
 }

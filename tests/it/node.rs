@@ -312,7 +312,7 @@ fn node_end_to_end(version: &str) {
         "kubernetes.default.svc.cluster.local",
     ]);
     assert!(
-        lookup.contains("Address: 10.0.0.1"),
+        nslookup_answers(&lookup) == ["10.0.0.1"],
         "the first IP of the service CIDR:\n{lookup}"
     );
 

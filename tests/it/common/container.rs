@@ -226,6 +226,13 @@ impl Container {
             "--plain",
             pattern,
         ]);
+        // A failed systemctl lists nothing: every "nothing left" check would pass on it.
+        assert!(
+            out.status.success(),
+            "systemctl list-units {pattern} in {}: {}",
+            self.name,
+            text(&out)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 

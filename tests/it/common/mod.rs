@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod history;
 pub mod internet;
 pub mod ports;
 pub mod releases;
@@ -254,4 +255,22 @@ pub fn recorded_ports(state: &Path) -> BTreeMap<String, u16> {
             )
         })
         .collect()
+}
+
+/// The addresses an `nslookup` answered for the name it looked up: the `Address` lines after the
+/// `Name:` line (the lines before it name the server, 10.0.0.10 and its port, which a `contains`
+/// of the answer would match).
+pub fn nslookup_answers(out: &str) -> Vec<String> {
+    out.lines()
+        .skip_while(|l| !l.starts_with("Name:"))
+        .filter_map(|l| l.strip_prefix("Address:"))
+        .map(|a| a.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn nslookup_answers_are_the_lines_after_the_name() {
+    let busybox = "Server:\t\t10.0.0.10\nAddress:\t10.0.0.10:53\n\nName:\tkubernetes.default.svc.cluster.local\nAddress: 10.0.0.1\n";
+    assert_eq!(nslookup_answers(busybox), vec!["10.0.0.1"]);
+    assert!(nslookup_answers("Server:\t\t10.0.0.10\nAddress:\t10.0.0.10:53\n").is_empty());
 }
