@@ -16,6 +16,8 @@ pub enum PkiError {
     Parse,
     #[error("SAN {san}: {reason}")]
     San { san: String, reason: String },
+    #[error("certificate {name}: {count} groups (O attributes), at most 2 can be issued")]
+    Groups { name: String, count: usize },
     #[error("validity out of range: {0}")]
     Validity(String),
     #[error("{0}")]

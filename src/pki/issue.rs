@@ -112,9 +112,21 @@ fn params_for(
 ) -> Result<CertificateParams, PkiError> {
     let mut p = CertificateParams::default();
     let mut dn = DistinguishedName::new();
-    // rcgen keeps one value per DN type; several O attributes (several groups) need the raw OID.
-    for org in &spec.orgs {
-        dn.push(DnType::CustomDnType(vec![2, 5, 4, 10]), org.as_str());
+    // rcgen keeps one value per DN type (a map), so a second group goes in as O's raw OID, which
+    // rcgen counts as another type. A third has no way in; no row of the table has one, and one
+    // that did would be refused here rather than issued without it.
+    let o_types = [
+        DnType::OrganizationName,
+        DnType::CustomDnType(vec![2, 5, 4, 10]),
+    ];
+    if spec.orgs.len() > o_types.len() {
+        return Err(PkiError::Groups {
+            name: spec.name.clone(),
+            count: spec.orgs.len(),
+        });
+    }
+    for (ty, org) in o_types.into_iter().zip(&spec.orgs) {
+        dn.push(ty, org.as_str());
     }
     dn.push(DnType::CommonName, spec.cn.as_str());
     p.distinguished_name = dn;
@@ -388,5 +400,45 @@ mod tests {
         for (usage, prior, want) in cases {
             assert_eq!(decide(usage, &prior), want, "{usage:?} {prior:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod subject_tests {
+    use super::*;
+    use crate::pki::key::Entropy;
+
+    /// A client identity in two groups has an O attribute for each, each its own RDN (as
+    /// Kubernetes reads a certificate's groups), though rcgen keeps one value per DN type.
+    #[test]
+    fn several_groups_become_several_o_attributes() {
+        let plan = Plan::for_tests("dev", &[]);
+        let mut spec = crate::pki::table::specs(&plan)
+            .into_iter()
+            .find(|s| s.name == "admin")
+            .expect("the admin row");
+        spec.orgs = vec!["system:masters".into(), "team-a".into()];
+        let key = || Key::generate(Algorithm::EcdsaP256, &Entropy::Seed(1), "test").unwrap();
+        let (pem, _) = issue(&spec, &plan, key(), "digest", None).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let orgs: Vec<&str> = cert
+            .subject()
+            .iter_organization()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(orgs, ["system:masters", "team-a"]);
+        assert_eq!(
+            cert.subject().iter().count(),
+            3,
+            "an RDN each: 2 O and the CN"
+        );
+        // A third group is refused, not dropped.
+        spec.orgs.push("team-b".into());
+        let refused = issue(&spec, &plan, key(), "digest", None).map(|_| ());
+        assert!(
+            matches!(refused, Err(PkiError::Groups { count: 3, .. })),
+            "{refused:?}"
+        );
     }
 }

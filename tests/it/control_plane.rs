@@ -1152,6 +1152,12 @@ fn stop_killed_midway_then_stop_again_leaves_nothing() {
         );
         let out = c.run(&["sh", "-c", &script]);
         assert!(out.status.success(), "{}", text(&out));
+        // 137: the kill landed while stop ran (a stop that finished first would say 0).
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "137",
+            "the stop killed after {delay}s"
+        );
         let out = cl.ku(&["stop", "-o", "json"]);
         assert!(
             out.status.success(),

@@ -302,22 +302,6 @@ fn subjects_sans_and_key_usages_are_as_specified() {
 }
 
 #[test]
-fn several_groups_become_several_o_attributes() {
-    // An extra O is only reachable through the table, so check the one multi-group path we have
-    // through openssl's own reading of the subject.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("state");
-    gen_dev(&dir, &["--set", "network.advertiseAddress=192.0.2.10"]);
-    let out = run(Command::new("openssl")
-        .args(["x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in"])
-        .arg(dir.join("pki/kubelet-client.crt")));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "subject=CN=system:node:dev,O=system:nodes"
-    );
-}
-
-#[test]
 fn first_service_address_follows_the_service_cidr() {
     for (cidr, first, dns, advertise) in [
         ("10.96.0.0/16", "10.96.0.1", "10.96.0.10", "192.0.2.10"),

@@ -447,9 +447,14 @@ spec:
                 &cp_addresses,
                 &image,
             );
+            // A follower other than the host cut first (which may follow now).
             let follower = {
                 let now = etcd_leader(&out);
-                HOSTS.iter().find(|h| h.2 && h.0 != now).unwrap().0
+                HOSTS
+                    .iter()
+                    .find(|h| h.2 && h.0 != now && h.0 != first)
+                    .unwrap()
+                    .0
             };
             let second = power_cut_and_rejoin(
                 &mut hosts,
@@ -479,8 +484,10 @@ spec:
     );
     let mut finals = Vec::new();
     for h in HOSTS.iter().filter(|h| h.2) {
-        finals.push((format!("{}'s etcd member", h.0), member_holds(&out, h.1)));
-        finals.push((format!("{}'s API server", h.0), api_holds(&out, h.0)));
+        let member = member_holds(&out, h.1);
+        finals.push((format!("{}'s etcd member", h.0), String::new(), member));
+        let api = api_holds(&out, h.0);
+        finals.push((format!("{}'s API server", h.0), "api-".into(), api));
     }
     let (ops, acked, unknown) = record.counts();
     eprintln!(

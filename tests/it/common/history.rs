@@ -77,6 +77,9 @@ pub struct History {
     seq: AtomicUsize,
 }
 
+/// A final read: where, the prefix of the keys it holds, and those keys with their values.
+pub type Final = (String, String, BTreeMap<String, String>);
+
 /// A violation of what the cluster acknowledged.
 pub type Anomalies = Vec<String>;
 
@@ -152,8 +155,12 @@ impl History {
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
-            // A read of an acknowledged key, walking through them.
-            let keys: Vec<String> = self.acked.lock().unwrap().keys().cloned().collect();
+            // A read of a key acknowledged on a store of this kind (this prefix), walking through
+            // them.
+            let keys: Vec<String> = (self.acked.lock().unwrap().keys())
+                .filter(|k| k.starts_with(prefix))
+                .cloned()
+                .collect();
             if !keys.is_empty() {
                 round += 7;
                 let key = keys[round % keys.len()].clone();
@@ -208,16 +215,16 @@ impl History {
         (events.len(), self.acked.lock().unwrap().len(), unknown)
     }
 
-    /// Check the history against `finals`: each a name (where it was read) and every key under
-    /// the clients' prefix that it holds, with its value.
-    pub fn check(&self, finals: &[(String, BTreeMap<String, String>)]) -> Anomalies {
+    /// Check the history against `finals`: each where it was read, the prefix of the keys it
+    /// holds (an API server serves the API clients' keys only), and every such key it holds.
+    pub fn check(&self, finals: &[Final]) -> Anomalies {
         check(&self.events(), finals)
     }
 }
 
 /// The checker, on a recorded history (separate from the recorder so that it is tested on
 /// histories made up to break each rule).
-pub fn check(events: &[Event], finals: &[(String, BTreeMap<String, String>)]) -> Anomalies {
+pub fn check(events: &[Event], finals: &[Final]) -> Anomalies {
     let mut anomalies = Vec::new();
     // Values tried per key, and the acknowledgements (value, when it ended).
     let mut tried: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -288,8 +295,8 @@ pub fn check(events: &[Event], finals: &[(String, BTreeMap<String, String>)]) ->
         }
     }
     // The final reads.
-    for (place, state) in finals {
-        for (key, list) in &acks {
+    for (place, prefix, state) in finals {
+        for (key, list) in acks.iter().filter(|(k, _)| k.starts_with(prefix.as_str())) {
             let acked = list[0].0;
             match state.get(*key) {
                 Some(v) if v == acked => {}
@@ -343,9 +350,10 @@ mod tests {
         }
     }
 
-    fn state(kv: &[(&str, &str)]) -> Vec<(String, BTreeMap<String, String>)> {
+    fn state(kv: &[(&str, &str)]) -> Vec<Final> {
         vec![(
             "member-1".into(),
+            "k".into(),
             kv.iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
