@@ -98,6 +98,7 @@ echo "==> the images the conformance specs use (cached)"
 scripts/build-e2e-images.sh >/dev/null
 images_dir=$(scripts/build-e2e-images.sh --print | grep -- "/e2e-images-$version\$")
 
+given_state=$state
 if [ -z "$state" ]; then
   node_images=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
   archives=$( (find "$node_images" "$images_dir" -name '*.tar') | sort | paste -sd, -)
@@ -123,6 +124,21 @@ results=${results:-conformance-results/$stamp-$version}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
+# An environment it did not bring up: the images the specs use go onto its node before any spec runs (its
+# registry takes only what it lacks), else the specs would pull them from outside, or wait out their
+# timeouts in ImagePullBackOff offline. Where they cannot be loaded, nothing runs.
+if [ -n "$given_state" ] && [ -z "$dry_run" ]; then
+  echo "==> the e2e images onto the node of $state (kubeunit images load)"
+  if ! scripts/kubeunit images load --state-dir "$state" "$images_dir"/*.tar >"$results/images-load.log" 2>&1; then
+    echo "conformance.sh: the images the specs use could not be loaded into $state:" >&2
+    tail -n 5 "$results/images-load.log" | sed 's/^/  /' >&2
+    echo "  missing on its node, so not run (the specs would pull them):" >&2
+    cut -d' ' -f2 "$images_dir/images.txt" | sed 's/^/    /' >&2
+    echo "  fix: start the environment with a node (scripts/up.sh), or load them: scripts/kubeunit images load --state-dir $state $images_dir/*.tar" >&2
+    exit 2
+  fi
+fi
+
 # The e2e flags of upstream's conformance image (test/conformance/image/go-runner), offline: the images are
 # under their upstream names already, so no registry override (KUBE_TEST_REPO_LIST) is needed.
 e2e_flags=(--kubeconfig="$kubeconfig" --provider=skeleton --kubectl-path="$kubectl" --disable-log-dump
@@ -144,10 +160,13 @@ run() {
   "$e2e_dir/ginkgo" "${args[@]}" "$@" "$e2e_dir/e2e.test" -- "${e2e_flags[@]}" \
     --report-dir="$results/$name" >"$results/e2e-$name.log" 2>&1 || rc=$?
   echo "$name: ginkgo exited $rc after $((SECONDS - start))s (log: $results/e2e-$name.log)"
+  # Its own verdict counts too: a BeforeSuite or AfterSuite failure has every listed spec passed.
+  [ "$rc" = 0 ] || ginkgo_failed+=("$name (exit $rc)")
   echo "$name $((SECONDS - start))" >>"$results/wall-seconds.txt"
 }
 
 : >"$results/wall-seconds.txt"
+ginkgo_failed=()
 {
   echo "kubernetes $version, e2e.test $("$e2e_dir/e2e.test" --version 2>/dev/null | head -n1)"
   echo "environment $state, $nodes node(s), $(nproc) cores, $(uname -r)"
@@ -169,4 +188,11 @@ fi
 summary_args=("$results" "$here/conformance-single-node.txt")
 [ "$nodes" -ge 2 ] || summary_args+=(--single-node)
 [ -z "$specs" ] || summary_args+=(--expect "$specs")
-python3 "$here/conformance-summary.py" "${summary_args[@]}" | tee "$results/summary.txt"
+summary_rc=0
+python3 "$here/conformance-summary.py" "${summary_args[@]}" | tee "$results/summary.txt" || summary_rc=$?
+if [ ${#ginkgo_failed[@]} -gt 0 ]; then
+  echo "ginkgo failed: ${ginkgo_failed[*]}: see the e2e logs in $results (a suite-level failure fails the run)" |
+    tee -a "$results/summary.txt"
+  exit 1
+fi
+exit "$summary_rc"

@@ -13,17 +13,24 @@ mod_dir() {
   echo "$d"
 }
 
-# The networks the tests and scripts/conformance.sh give their environments (the node links 198.18.0.0/15,
-# pod networks 10.88.0.0/13, Service networks 10.0.0.0/16) and the tests' simulated internet (198.19.255.0/24,
-# inside the first, which no node link picks). While an environment runs, its node's routes take its ranges,
-# and a simulated internet's veth its /28; when none does (stopped, or a test's client still dialling after
-# the link went), a packet for them would follow the default route off this machine. Reject routes of the
-# lowest priority keep them here (idempotent; they stay, and carry nothing: `start` ignores reject routes).
-# Not TEST-NET-3: this workplace's machines reach their package registries at 203.0.113.80.
+# The networks the tests and scripts give their environments (node links, pod and Service networks, the
+# simulated internet: no literal here, which would count), as scripts/test-networks.py finds them
+# in profiles/, tests/ and scripts/ (never by hand: a test that takes a new range is covered by it). While an
+# environment runs, its node's routes take its ranges, and a simulated internet's veth its /28; when none
+# does (stopped, or a test's client still dialling after the link went), a packet for them would follow the
+# default route off this machine. Reject routes of the lowest priority keep them here (idempotent; they
+# stay, and carry nothing: `start` ignores reject routes). Never over this machine's own networks and
+# gateways, nor TEST-NET-3: this workplace's machines reach their package registries at 203.0.113.80.
 keep_test_networks_local() {
-  local net
-  for net in 198.18.0.0/15 10.88.0.0/13 10.0.0.0/16; do
-    ip route replace unreachable "$net" metric 4294967295 2>/dev/null ||
+  local net keep=() lib_dir
+  lib_dir=$(dirname "${BASH_SOURCE[0]}")
+  for net in $(ip -o addr show | awk '$3 == "inet" || $3 == "inet6" {print $4}') \
+    $(ip route show default | awk '{print $3}') $(ip -6 route show default | awk '{print $3}'); do
+    keep+=(--keep "$net")
+  done
+  for net in $(python3 "$lib_dir/test-networks.py" "${keep[@]}"); do
+    case $net in *:*) family=-6 ;; *) family=-4 ;; esac
+    ip "$family" route replace unreachable "$net" metric 4294967295 2>/dev/null ||
       echo "warning: could not add 'unreachable $net' (a stray packet for it would take the default route)" >&2
   done
 }

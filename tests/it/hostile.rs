@@ -328,15 +328,28 @@ fn kill_then_repair(forced: bool, n: u32) -> bool {
 #[test]
 fn a_gen_killed_at_any_step_is_repaired_by_the_next() {
     for forced in [false, true] {
-        // Every 11th step, then each of the last ones (last renames, manifest, journal removal).
-        let mut n = 1;
-        while kill_then_repair(forced, n) {
-            n += 11;
+        // Every 11th step, then one by one to the last (its last renames, the manifest, the
+        // journal's removal): each of the last 5 steps is killed.
+        let mut last_killed = 1;
+        assert!(
+            kill_then_repair(forced, 1),
+            "forced {forced}: step 1 not killed"
+        );
+        while kill_then_repair(forced, last_killed + 11) {
+            last_killed += 11;
         }
-        assert!(n > 20, "a gen has more steps than {n}");
-        for last in n.saturating_sub(5)..n {
-            kill_then_repair(forced, last);
+        let mut steps = last_killed;
+        while kill_then_repair(forced, steps + 1) {
+            steps += 1;
         }
+        assert!(steps > 20, "forced {forced}: a gen has only {steps} steps");
+        for last in steps - 4..=steps {
+            assert!(
+                kill_then_repair(forced, last),
+                "forced {forced}: step {last} of {steps} not killed"
+            );
+        }
+        eprintln!("forced {forced}: {steps} steps, the last 5 and every 11th killed and repaired");
     }
 }
 
@@ -798,9 +811,11 @@ fn profiling_is_off_by_default() {
 // Properties.
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
     /// Arbitrary `--set` values on an existing state dir: gen renders (exit 0) or refuses the input
-    /// (exit 2) and leaves the state dir as it was; it never panics (exit 101).
+    /// (exit 2) and leaves the state dir as it was; it never panics (exit 101). What it renders is
+    /// whole: `gen --check` agrees, the same gen again changes nothing, and nothing is written
+    /// beside the state dir.
     #[test]
     fn arbitrary_sets_render_or_leave_the_state_dir_alone(
         key in proptest::sample::select(vec![
@@ -809,15 +824,24 @@ proptest::proptest! {
             "components.etcd.extraArgs.f", "binDir", "ports.apiserver", "name",
         ]),
         // No NUL: a command line cannot carry one (the library-level property test covers it).
-        value in "\\PC{0,20}|[\\x01-\\x7f]{0,20}",
+        value in "\\PC{0,300}|[\\x01-\\x7f]{0,300}|(\\.\\./|/|-|[0-9]|[a-z]){0,40}",
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("state");
         assert!(gen(&dir, &[]).status.success());
         let before = contents(&dir);
         let out = gen(&dir, &["--set", &format!("{key}={value}")]);
+        let beside: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        proptest::prop_assert!(beside == [std::ffi::OsString::from("state")], "written beside: {:?}", beside);
         match out.status.code() {
-            Some(0) => {}
+            Some(0) => {
+                let checked = check(&dir);
+                proptest::prop_assert!(checked.status.success(), "gen --check after it: {}", text(&checked));
+                let rendered = contents(&dir);
+                let again = gen(&dir, &["--set", &format!("{key}={value}")]);
+                proptest::prop_assert!(again.status.success(), "the same gen again: {}", text(&again));
+                proptest::prop_assert!(contents(&dir) == rendered, "the same gen again changed the state dir");
+            }
             Some(2) => proptest::prop_assert!(contents(&dir) == before, "{}", text(&out)),
             other => proptest::prop_assert!(false, "exit {:?}: {}", other, text(&out)),
         }

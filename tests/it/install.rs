@@ -38,14 +38,26 @@ impl Env {
     }
 
     fn node_ready(&self) -> bool {
-        self.kubectl(&[
+        self.node_ready_since("")
+    }
+
+    /// The node Ready, as its kubelet said at or after `since` (RFC 3339 in UTC, as the API
+    /// writes times, so that the strings compare as the times): not a status left from before.
+    fn node_ready_since(&self, since: &str) -> bool {
+        let o = self.kubectl(&[
             "get",
             "nodes",
             "-o",
-            "jsonpath={.items[0].status.conditions[?(@.type=='Ready')].status}",
-        ])
-        .stdout
-            == b"True"
+            "jsonpath={.items[0].status.conditions[?(@.type=='Ready')].status} {.items[0].status.conditions[?(@.type=='Ready')].lastHeartbeatTime}",
+        ]);
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        matches!(said.split_once(' '), Some(("True", at)) if at >= since)
+    }
+
+    /// This container's clock now, as the API writes times.
+    fn now(&self) -> String {
+        let out = self.c.run(&["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// Every file and link below /etc/systemd/system, with type and mode.
@@ -129,6 +141,7 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
     ]);
 
     // Power off, boot the same root: nobody runs kubeunit, the environment comes back.
+    let before_reboot = env.now();
     env.c.reboot();
     let out = env.c.run(&[
         "systemctl",
@@ -146,7 +159,26 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
     wait_for(
         "node Ready after the reboot",
         Duration::from_secs(180),
-        || env.node_ready(),
+        || env.node_ready_since(&before_reboot),
+    );
+    // The Deployment's pod runs again: a container started after the reboot, ready (the
+    // Deployment's own "available" may be what it said before it).
+    wait_for(
+        "kept's pod running again after the reboot",
+        Duration::from_secs(180),
+        || {
+            let o = env.kubectl(&[
+                "get",
+                "pods",
+                "-l",
+                "app=kept",
+                "-o",
+                "jsonpath={range .items[*]}{.status.containerStatuses[0].ready} {.status.containerStatuses[0].state.running.startedAt}{\"\\n\"}{end}",
+            ]);
+            String::from_utf8_lossy(&o.stdout).lines().any(
+                |l| matches!(l.split_once(' '), Some(("true", at)) if at >= before_reboot.as_str()),
+            )
+        },
     );
     env.kubectl_ok(&[
         "wait",

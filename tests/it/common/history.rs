@@ -75,6 +75,7 @@ pub struct History {
     phases: Mutex<BTreeMap<String, String>>,
     stop: AtomicBool,
     seq: AtomicUsize,
+    forgotten: AtomicUsize,
 }
 
 /// A final read: where, the prefix of the keys it holds, and those keys with their values.
@@ -101,6 +102,20 @@ impl History {
 
     pub fn record(&self, client: &str, began: Instant, op: Op) {
         let ended = Instant::now();
+        // The check's own break (to see it fail on a live cluster): a client that forgets every
+        // 50th write it was told was stored, as if it had never made it.
+        if std::env::var("KUBEUNIT_HISTORY_BREAK").as_deref() == Ok("forget-acks")
+            && matches!(
+                op,
+                Op::Write {
+                    answer: Written::Created,
+                    ..
+                }
+            )
+            && self.forgotten.fetch_add(1, Ordering::SeqCst) % 50 == 49
+        {
+            return;
+        }
         if let Op::Write {
             key,
             value,
