@@ -89,7 +89,7 @@ pub async fn exec(command: Command) -> Result<i32, Error> {
 }
 
 fn check_expiration(args: CheckArgs) -> Result<i32, Error> {
-    let dir = host::absolute(&args.target.state_dir())?;
+    let dir = host::local_state_dir(&args.target.state_dir())?;
     // A `gen` or `renew` in progress is waited for, not read half-way.
     let _lock = state::lock::acquire(&dir, Access::Shared, false, lock_wait()?, &mut say)?;
     let env = args.target.env()?;

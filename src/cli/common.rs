@@ -55,14 +55,14 @@ impl Target {
 
     /// The environment's state dir, loaded for running (read-only commands: status, logs).
     pub fn env(&self) -> Result<Env, Error> {
-        let dir = crate::spec::host::absolute(&self.state_dir())?;
+        let dir = crate::spec::host::local_state_dir(&self.state_dir())?;
         Env::load(&dir, &HostFacts::gather())
     }
 
     /// The environment's state dir, locked against other writers (gen, start, stop, restart,
     /// destroy) for as long as the returned lock lives, then loaded.
     pub fn env_locked(&self) -> Result<(Env, Lock), Error> {
-        let dir = crate::spec::host::absolute(&self.state_dir())?;
+        let dir = crate::spec::host::local_state_dir(&self.state_dir())?;
         if state::dir::inspect(&dir)? != Found::Ours {
             return Err(Error::state(
                 &dir,

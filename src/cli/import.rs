@@ -32,7 +32,11 @@ pub struct Args {
 
 pub fn exec(args: Args) -> Result<i32, Error> {
     let src = host::absolute(&args.src)?;
-    let dst = args.state_dir.as_deref().map(host::absolute).transpose()?;
+    let dst = args
+        .state_dir
+        .as_deref()
+        .map(host::local_state_dir)
+        .transpose()?;
     let (manifest, summary) = pipeline::import(&src, dst.as_deref(), lock_wait()?, &mut say)?;
     match args.output {
         Output::Json => print_json(&serde_json::json!({

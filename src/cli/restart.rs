@@ -59,7 +59,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
 /// Regenerate the state dir from its own profile with the component's binary set (or cleared). A
 /// binary that is not there changes nothing.
 fn set_binary(args: &Args) -> Result<(), Error> {
-    let dir = crate::spec::host::absolute(&args.target.state_dir())?;
+    let dir = crate::spec::host::local_state_dir(&args.target.state_dir())?;
     let env = args.target.env()?;
     let (c, _) = env.unit(&args.component)?;
     let value = match &args.binary {

@@ -41,13 +41,30 @@ pub fn profile_with_binaries(
 /// The resolved profile a state dir was generated from (read without following links).
 pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
     let path = state_dir.join(paths::PROFILE);
+    // gen writes it: a state dir's profile.yaml that cannot be read is made again by gen, not
+    // fixed by hand or swapped for another profile.
+    let regenerate = || {
+        format!(
+            "generate the state dir again: kubeunit gen --state-dir {} --profile PROFILE (the one it was made from)",
+            state_dir.display()
+        )
+    };
     let text = state::root::Root::open(state_dir)
         .and_then(|r| r.read_string(paths::PROFILE))
-        .map_err(|e| Error::ProfileRead {
-            source_name: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-    let (source, profile) = spec::load::resolved(&path, &text)?;
+        .map_err(|e| Error::state(&path, format!("cannot be read: {e}"), regenerate()))?;
+    let (source, profile) = spec::load::resolved(&path, &text).map_err(|e| match e {
+        Error::Profile(errors) => {
+            let why: Vec<String> = (errors.errors.iter())
+                .map(|f| format!("field '{}': {}", f.field, f.message))
+                .collect();
+            Error::state(
+                &path,
+                format!("is not a profile: {}", why.join("; ")),
+                regenerate(),
+            )
+        }
+        other => other,
+    })?;
     // gen fills these in (`binaries`): a state dir names its binaries by absolute paths.
     for (field, empty) in [
         ("binDir", profile.bin_dir.as_os_str().is_empty()),

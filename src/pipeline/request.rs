@@ -86,7 +86,11 @@ pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome
         .state_dir
         .clone()
         .unwrap_or_else(|| host::default_state_dir(&profile.name));
-    let dir = host::absolute(&dir)?;
+    // With --out it is a path of another host, not of this machine.
+    let dir = match req.out {
+        None => host::local_state_dir(&dir)?,
+        Some(_) => host::absolute(&dir)?,
+    };
     // Readers share the lock: a `gen` in progress is waited for, not read half-way.
     let _lock = if req.check {
         state::lock::acquire(&dir, Access::Shared, false, req.lock_wait, on_wait)?

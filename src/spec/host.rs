@@ -148,6 +148,30 @@ pub fn executable(path: &Path) -> Result<(), NotExecutable> {
     }
 }
 
+/// A state dir of this machine, as `absolute` makes it, that is not a symbolic link: the units and
+/// configs name the state dir, and a link could be turned elsewhere under running units (and
+/// `destroy` would empty its target). A link among its parents is a layout of the system
+/// (`/home` -> `/var/home`), and is used as it is.
+pub fn local_state_dir(p: &Path) -> Result<PathBuf, Error> {
+    let dir = absolute(p)?;
+    if let Ok(meta) = std::fs::symlink_metadata(&dir) {
+        if meta.file_type().is_symlink() {
+            let to = std::fs::read_link(&dir)
+                .map(|t| dir.parent().unwrap_or(Path::new("/")).join(t))
+                .map(|t| std::fs::canonicalize(&t).unwrap_or(t));
+            let to = to.map(|t| t.display().to_string()).unwrap_or_default();
+            return Err(Error::state(
+                &dir,
+                format!("is a symbolic link (to {to}), not a directory"),
+                format!(
+                    "pass the directory itself: --state-dir {to} (the units name the state dir, and a link can be turned elsewhere under them)"
+                ),
+            ));
+        }
+    }
+    Ok(dir)
+}
+
 /// A state-dir path made absolute against the working directory. Its path ends up in flags, unit
 /// files (where `EnvironmentFile=` cannot quote) and configs: it must be UTF-8 without control
 /// characters.

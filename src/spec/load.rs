@@ -181,13 +181,64 @@ fn read_source(spec: &str) -> Result<(Source, String), Error> {
         });
     }
     let path = PathBuf::from(spec);
-    std::fs::read_to_string(&path)
-        .map(|t| (Source::File(path.clone()), t))
-        .map_err(|e| Error::ProfileRead {
-            source_name: path.display().to_string(),
-            reason: e.to_string(),
-        })
+    let refused = |reason: String| Error::ProfileRead {
+        source_name: path.display().to_string(),
+        reason,
+    };
+    // A regular file of a profile's size only: a FIFO or a device would block the read or never
+    // end, and a file of megabytes is no profile (the built-in ones are a few kB).
+    let meta = std::fs::metadata(&path).map_err(|e| refused(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(refused(format!(
+            "not a regular file (a {})",
+            file_kind(&meta)
+        )));
+    }
+    if meta.len() > MAX_PROFILE_BYTES {
+        return Err(refused(format!(
+            "{} bytes, more than a profile's limit of {MAX_PROFILE_BYTES}",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(&path).map_err(|e| refused(e.to_string()))?,
+            MAX_PROFILE_BYTES + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(|e| refused(e.to_string()))?;
+    if bytes.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(refused(format!(
+            "more than a profile's limit of {MAX_PROFILE_BYTES} bytes"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        refused(format!(
+            "not UTF-8 text (byte {} is not): a profile is YAML in UTF-8",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    Ok((Source::File(path.clone()), text))
 }
+
+/// What a path that is not a regular file is, for an error.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    match () {
+        _ if t.is_dir() => "directory",
+        _ if t.is_fifo() => "FIFO",
+        _ if t.is_socket() => "socket",
+        _ if t.is_char_device() || t.is_block_device() => "device",
+        _ if t.is_symlink() => "symbolic link",
+        _ => "special file",
+    }
+}
+
+/// The largest profile file read (1 MiB).
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// Deep-merge `over` into `base`: mappings merge by key, everything else replaces.
 fn merge(base: &mut Value, over: Value) {

@@ -213,14 +213,23 @@ pub fn write(
         manifest_mode,
     };
     journal.save(root)?;
-    for rel in &changed {
-        let a = &tree[rel];
-        super::faults::step();
-        root.write_temp(rel, &a.bytes, a.mode)
-            .map_err(io_err(root, rel, "write"))?;
+    let staged = (|| {
+        for rel in &changed {
+            let a = &tree[rel];
+            super::faults::step();
+            root.write_temp(rel, &a.bytes, a.mode)
+                .map_err(io_err(root, rel, "write"))?;
+        }
+        journal.manifest = Some(json.clone());
+        journal.save(root)
+    })();
+    if let Err(e) = staged {
+        // A write that failed (a full disk) before the run was complete on disk: roll it back
+        // now, as the next gen would, so that the state dir is as it was (recover acts on the
+        // journal as it is on disk: rolled forward if its manifest got there after all).
+        let _ = recover(root);
+        return Err(e);
     }
-    journal.manifest = Some(json.clone());
-    journal.save(root)?;
     journal.finish(root, &json)?;
     summary.written = changed;
     summary.removed = removed;

@@ -1169,3 +1169,275 @@ fn man_refuses_an_out_dir_that_is_a_file() {
     assert!(text(&out).contains("is not a directory"), "{}", text(&out));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
 }
+
+// 9. Hostile inputs of every kind: links, sizes, special files, bytes that are not text, a full disk.
+
+/// `dir` holds what `before` recorded (naming the paths that differ, not their bytes).
+fn assert_unchanged(before: &[(PathBuf, Vec<u8>, u32)], dir: &Path, what: &str) {
+    let after = contents(dir);
+    let mut differ: Vec<&Path> = before
+        .iter()
+        .filter(|b| !after.contains(b))
+        .chain(after.iter().filter(|a| !before.contains(a)))
+        .map(|e| e.0.as_path())
+        .collect();
+    differ.dedup();
+    assert!(
+        differ.is_empty(),
+        "{what}: changed in {}: {differ:?}",
+        dir.display()
+    );
+}
+
+/// A `--state-dir` that is a symbolic link is refused by every command (exit 2, naming where it
+/// points), and nothing changes; a link among its parents is a system's layout and is used.
+#[test]
+fn a_state_dir_that_is_a_link_is_refused_and_a_linked_parent_is_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    assert!(gen(&real, &[]).status.success());
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let before = contents(&real);
+    let sd = link.to_str().unwrap();
+    for args in [
+        &[
+            "gen",
+            "--profile",
+            "ci",
+            "--set",
+            ADVERTISE,
+            "--state-dir",
+            sd,
+        ][..],
+        &["gen", "--check", "--state-dir", sd],
+        &["cmdline", "kube-apiserver", "--state-dir", sd],
+        &["kubeconfig", "--state-dir", sd],
+        &["status", "--state-dir", sd],
+        &["stop", "--state-dir", sd],
+        &["destroy", "--state-dir", sd],
+        &["certs", "check-expiration", "--state-dir", sd],
+    ] {
+        let out = run(kubeunit().args(args));
+        refused(
+            &out,
+            &[
+                &format!("state dir {sd}: is a symbolic link (to {})", real.display()),
+                &format!("--state-dir {}", real.display()),
+            ],
+        );
+        assert_unchanged(&before, &real, &format!("{args:?}"));
+    }
+    // Through a linked parent: gen and its check work.
+    let parent = tmp.path().join("parent");
+    std::os::unix::fs::symlink(tmp.path(), &parent).unwrap();
+    let through = parent.join("other");
+    let out = gen(&through, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(check(&through).status.success());
+    assert!(tmp.path().join("other/manifest.json").is_file());
+}
+
+/// Profiles that are too big, alias bombs, special files and bytes that are not UTF-8 are refused
+/// at once (exit 2, naming the file and why), and an existing state dir stays as it was.
+#[test]
+fn hostile_profiles_are_refused_at_once_and_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let before = contents(&dir);
+    let big = tmp.path().join("big.yaml");
+    let mut body = String::from("name: ci\nextends: ci\nfeatureGates:\n");
+    while body.len() < 3 << 20 {
+        body.push_str(&format!("  Gate{}: true\n", body.len()));
+    }
+    std::fs::write(&big, body).unwrap();
+    let bomb = tmp.path().join("bomb.yaml");
+    let mut yaml = String::from("name: ci\nextends: ci\na0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        yaml.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    std::fs::write(&bomb, yaml).unwrap();
+    let fifo = tmp.path().join("fifo.yaml");
+    assert!(run(Command::new("mkfifo").arg(&fifo)).status.success());
+    let binary = tmp.path().join("binary.yaml");
+    std::fs::write(&binary, b"name: ci\nextends: ci\nnode:\n  name: \xff\xfe\n").unwrap();
+    let directory = tmp.path().join("dir.yaml");
+    std::fs::create_dir(&directory).unwrap();
+    for (profile, needles) in [
+        (&big, &["more than a profile's limit of 1048576"][..]),
+        (&bomb, &["repetition limit exceeded"]),
+        (&fifo, &["not a regular file (a FIFO)"]),
+        (&binary, &["not UTF-8 text"]),
+        (&directory, &["not a regular file (a directory)"]),
+    ] {
+        let started = std::time::Instant::now();
+        let mut cmd = kubeunit();
+        cmd.args(["gen", "--profile"])
+            .arg(profile)
+            .args(["--set", ADVERTISE, "--state-dir"])
+            .arg(&dir);
+        let out = run(&mut cmd);
+        let mut needles = needles.to_vec();
+        let name = profile.display().to_string();
+        needles.push(&name);
+        refused(&out, &needles);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{name}: refused only after {:?}",
+            started.elapsed()
+        );
+        assert_unchanged(&before, &dir, &name);
+    }
+    // A --set value of 100 kB (near a command line's limit for one argument) and one with bytes
+    // that are not UTF-8: rendered or refused, never a panic, and the refusal changes nothing.
+    let huge = format!("components.etcd.env.HUGE={}", "v".repeat(100_000));
+    let out = gen(&dir, &["--set", &huge]);
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{}", text(&out));
+    assert!(gen(&dir, &[]).status.success());
+    let before = contents(&dir);
+    let out = run(kubeunit()
+        .args(["gen", "--profile", "ci", "--set", ADVERTISE, "--set"])
+        .arg(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"node.name=\xff"))
+        .arg("--state-dir")
+        .arg(&dir));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_unchanged(&before, &dir, "a --set that is not UTF-8");
+}
+
+/// Files of the state dir that cannot be read as what they are (garbage, a FIFO, bytes that are not
+/// UTF-8) are refused by the commands that read them, naming the file and the fix (exit 2), with
+/// the state dir unchanged; `gen` with a profile writes a managed file again.
+#[test]
+fn unreadable_state_files_are_named_and_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let sd = dir.to_str().unwrap().to_string();
+    let good = contents(&dir);
+    enum Bad {
+        Bytes(&'static [u8]),
+        Fifo,
+    }
+    for (file, bad, needles) in [
+        (
+            "manifest.json",
+            Bad::Bytes(b"{{{ not json"),
+            &["manifest.json is unreadable", "--force"][..],
+        ),
+        (
+            "profile.yaml",
+            Bad::Bytes(b"{{{ not: [yaml"),
+            &["profile.yaml: is not a profile", "kubeunit gen --state-dir"],
+        ),
+        (
+            "profile.yaml",
+            Bad::Bytes(b"name: \xff\n"),
+            &["profile.yaml: cannot be read", "not UTF-8"],
+        ),
+        (
+            "profile.yaml",
+            Bad::Fifo,
+            &["profile.yaml: cannot be read", "not a regular file"],
+        ),
+        (
+            "pki/ca.key",
+            Bad::Fifo,
+            &["pki/ca.key is a symbolic link or special file"],
+        ),
+    ] {
+        let path = dir.join(file);
+        std::fs::remove_file(&path).unwrap();
+        match bad {
+            Bad::Bytes(b) => std::fs::write(&path, b).unwrap(),
+            Bad::Fifo => assert!(run(Command::new("mkfifo").arg(&path)).status.success()),
+        }
+        let before = contents(&dir);
+        let readers: Vec<Vec<&str>> = match file {
+            // Read by gen (its previous files) and gen --check; the others read profile.yaml.
+            "manifest.json" | "pki/ca.key" => vec![vec!["gen", "--check", "--state-dir", &sd]],
+            _ => vec![
+                vec!["gen", "--check", "--state-dir", &sd],
+                vec!["cmdline", "etcd", "--state-dir", &sd],
+                vec!["kubeconfig", "--state-dir", &sd],
+            ],
+        };
+        for args in readers {
+            let started = std::time::Instant::now();
+            let out = run(kubeunit().args(&args));
+            refused(&out, needles);
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+            assert_unchanged(&before, &dir, &format!("{file}: {args:?}"));
+        }
+        let out = gen(&dir, &[]);
+        let special = matches!(bad, Bad::Fifo);
+        if file == "profile.yaml" && !special {
+            // gen writes it: made again from the profile given.
+            assert!(out.status.success(), "{file}: {}", text(&out));
+            assert_unchanged(&good, &dir, &format!("{file} written again"));
+        } else {
+            let gen_says = if special {
+                &[" is a symbolic link or special file"][..]
+            } else {
+                needles
+            };
+            refused(&out, gen_says);
+            assert_unchanged(&before, &dir, &format!("{file}: gen"));
+            std::fs::remove_file(&path).unwrap();
+            let (_, bytes, mode) = good.iter().find(|e| e.0 == Path::new(file)).unwrap();
+            std::fs::write(&path, bytes).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode)).unwrap();
+        }
+    }
+}
+
+/// A small filesystem mounted for a test, unmounted with it.
+struct SmallFs(PathBuf);
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = run(Command::new("umount").arg("-l").arg(&self.0));
+    }
+}
+
+/// A gen that fills the disk stops with the error (exit 1: the disk, not the input) and leaves the
+/// state dir as it was: its temp files and journal rolled back at once, not at the next gen.
+#[test]
+fn a_full_disk_leaves_the_state_dir_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(&mnt));
+    assert!(out.status.success(), "mount a tmpfs: {}", text(&out));
+    let _fs = SmallFs(mnt.clone());
+    let dir = mnt.join("state");
+    assert!(gen(&dir, &[]).status.success());
+    let before = contents(&dir);
+    // Fill it but for a few kB: less than a forced gen rewrites.
+    let filler = mnt.join("filler");
+    let out = run(Command::new("sh").arg("-c").arg(format!(
+        "dd if=/dev/zero of={} bs=1k count=$(( $(df -k --output=avail {} | tail -1) - 16 ))",
+        filler.display(),
+        mnt.display()
+    )));
+    assert!(out.status.success(), "{}", text(&out));
+    let out = gen(&dir, &["--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("No space left on device"),
+        "{}",
+        text(&out)
+    );
+    assert_unchanged(&before, &dir, "the state dir after the full disk");
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+    // With room again, the same gen goes through.
+    std::fs::remove_file(&filler).unwrap();
+    let out = gen(&dir, &["--force"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(check(&dir).status.success());
+}
