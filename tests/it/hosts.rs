@@ -87,6 +87,15 @@ fn kubectl_ok(out: &Path, host: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `kubectl create ...` retried until it is there: a create that timed out (an etcd election)
+/// may have been stored, and its retry then answers AlreadyExists, which is success here.
+fn create_or_keep(out: &Path, host: &str, args: &[&str]) {
+    wait_for(&format!("kubectl {args:?}"), Duration::from_secs(60), || {
+        let o = kubectl(out, host, args);
+        o.status.success() || text(&o).contains("(AlreadyExists)")
+    });
+}
+
 /// The addresses of the `kubernetes` Service's endpoints, sorted.
 fn apiserver_endpoints(out: &Path, host: &str) -> Vec<String> {
     let o = kubectl(
@@ -1319,8 +1328,9 @@ fn power_cut_and_rejoin(
         .name;
     eprintln!("power cut of {name}, the etcd {role}'s host");
     let acked_before = record.acked().len();
-    record.set_phase(&format!("{role} off"));
     hosts[i].c.power_cut();
+    // After the cut (a write begun before it counts as before it).
+    record.set_phase(&format!("{role} off"));
     let cut = std::time::Instant::now();
     // A write may go unanswered while etcd elects a leader (after the leader's cut): about the
     // election timeout, 1 s; then the clients' writes are acknowledged again.
@@ -1335,7 +1345,7 @@ fn power_cut_and_rejoin(
         acked_before
     );
     let deployment = format!("after-{role}-cut");
-    kubectl_ok(
+    create_or_keep(
         out,
         other,
         &[
