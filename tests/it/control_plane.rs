@@ -1191,6 +1191,90 @@ fn stop_killed_midway_then_stop_again_leaves_nothing() {
     assert!(cl.ku(&["stop"]).status.success());
 }
 
+/// `start` and `stop` of one environment at the same time, in rounds with the stop a little later
+/// each time: they take turns (the state dir's lock), both succeed, and the environment ends as
+/// the one that finished last left it: running with every component healthy, or stopped with no
+/// unit, process or busy port left. A last stop leaves nothing.
+#[test]
+fn start_and_stop_at_once_end_in_one_state_with_nothing_leaked() {
+    let ports = Ports::allocate();
+    let c = Container::boot("start-stop");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let state = gen_control_plane(&c, &version, &ports, &[]);
+    let cl = Cluster::started(&c, &version, state, &ports);
+    assert!(cl.ku(&["stop"]).status.success());
+    let nothing_left = |when: &str| {
+        let units = c.list_units(&format!("{}*", unit_prefix(&cl.state)));
+        assert!(units.is_empty(), "{when}: units left: {units}");
+        let procs = c.run(&[
+            "pgrep",
+            "-f",
+            &format!("--secure-port={}", ports.port("apiserver")),
+        ]);
+        assert!(!procs.status.success(), "{when}: kube-apiserver still runs");
+        let out = cl.ku(&["stop", "-o", "json"]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stop -o json");
+        assert_eq!(
+            report["busyPorts"],
+            serde_json::json!([]),
+            "{when}: {report}"
+        );
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for (round, delay) in [0u64, 300, 1000, 2500, 5000].into_iter().enumerate() {
+        let ((start, start_end), (stop, stop_end)) = std::thread::scope(|s| {
+            let start = s.spawn(|| {
+                let out = cl.ku(&["start"]);
+                (out, std::time::Instant::now())
+            });
+            let stop = s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(delay));
+                let out = cl.ku(&["stop"]);
+                (out, std::time::Instant::now())
+            });
+            (start.join().unwrap(), stop.join().unwrap())
+        });
+        assert!(
+            start.status.success(),
+            "round {round}: start: {}",
+            text(&start)
+        );
+        assert!(
+            stop.status.success(),
+            "round {round}: stop: {}",
+            text(&stop)
+        );
+        let when = format!("round {round} (stop {delay} ms after start)");
+        if stop_end > start_end {
+            seen.insert("stopped");
+            nothing_left(&when);
+        } else {
+            seen.insert("running");
+            let out = cl.ku(&["status"]);
+            assert!(
+                out.status.success(),
+                "{when}: running but not healthy: {}",
+                text(&out)
+            );
+            assert!(cl.ku(&["stop"]).status.success());
+            nothing_left(&format!("{when}, then stopped"));
+        }
+        // Both orders were taken at least once over the rounds (the last, late stop ends it).
+        eprintln!(
+            "{when}: ended {}",
+            if stop_end > start_end {
+                "stopped"
+            } else {
+                "running"
+            }
+        );
+    }
+    assert!(
+        seen.contains("stopped"),
+        "no round ended with the stop last"
+    );
+}
+
 /// The Kubernetes clients start once kube-apiserver is up (READY=1, sent once it listens), not
 /// alongside it: with an API server slow to get there (its binary sleeps 12 s first, longer than
 /// the controller-manager's 10 s WaitForAPIServer, after which it would exit), the controller-manager

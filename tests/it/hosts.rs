@@ -90,10 +90,14 @@ fn kubectl_ok(out: &Path, host: &str, args: &[&str]) -> String {
 /// `kubectl create ...` retried until it is there: a create that timed out (an etcd election)
 /// may have been stored, and its retry then answers AlreadyExists, which is success here.
 fn create_or_keep(out: &Path, host: &str, args: &[&str]) {
-    wait_for(&format!("kubectl {args:?}"), Duration::from_secs(60), || {
-        let o = kubectl(out, host, args);
-        o.status.success() || text(&o).contains("(AlreadyExists)")
-    });
+    wait_for(
+        &format!("kubectl {args:?}"),
+        Duration::from_secs(60),
+        || {
+            let o = kubectl(out, host, args);
+            o.status.success() || text(&o).contains("(AlreadyExists)")
+        },
+    );
 }
 
 /// The addresses of the `kubernetes` Service's endpoints, sorted.
@@ -1030,8 +1034,12 @@ fn etcdctl_at(
         .iter()
         .map(|a| format!("https://{a}:2379"))
         .collect();
-    let mut cmd = Command::new(etcd_bin_dir().join("etcdctl"));
-    cmd.arg("--endpoints")
+    // Under coreutils' timeout: an etcdctl was seen hanging for good on a member whose host was
+    // cut, its --command-timeout notwithstanding, which would hang the test (its clients' scope).
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "2", "20"])
+        .arg(etcd_bin_dir().join("etcdctl"))
+        .arg("--endpoints")
         .arg(endpoints.join(","))
         .arg("--cacert")
         .arg(pki("pki/etcd/ca.crt"))
@@ -1114,7 +1122,10 @@ struct ApiStore<'a> {
 impl ApiStore<'_> {
     fn kubectl(&self, args: &[&str]) -> std::process::Output {
         let kubectl = kubernetes_bin_dir().join("kubectl");
-        run(Command::new(kubectl)
+        // (Under timeout too, as etcdctl.)
+        run(Command::new("timeout")
+            .args(["-k", "2", "20"])
+            .arg(kubectl)
             .env(
                 "KUBECONFIG",
                 self.out.join(self.host).join("kubeconfig/admin.kubeconfig"),
