@@ -26,6 +26,8 @@
 #                                            (curl, openssl, sudo): Debian packages, installed in the
 #                                            container at each boot (its root is a volatile overlay)
 set -euo pipefail
+# Offline, as every script here (scripts/up.sh says what it means; KUBEUNIT_OFFLINE=0 lifts it).
+export KUBEUNIT_OFFLINE=${KUBEUNIT_OFFLINE-1}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 # shellcheck source-path=SCRIPTDIR

@@ -10,6 +10,8 @@
 #   git worktree add /tmp/old c270e5f && (cd /tmp/old && CARGO_TARGET_DIR=/tmp/old-target cargo build --release)
 #   scripts/bench-revisions.sh /tmp/old-target/release/kubeunit target/release/kubeunit dev 5
 set -euo pipefail
+# Offline, as every script here (scripts/up.sh says what it means; KUBEUNIT_OFFLINE=0 lifts it).
+export KUBEUNIT_OFFLINE=${KUBEUNIT_OFFLINE-1}
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 # shellcheck source-path=SCRIPTDIR

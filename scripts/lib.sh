@@ -21,16 +21,74 @@ mod_dir() {
 # default route off this machine. Reject routes of the lowest priority keep them here (idempotent; they
 # stay, and carry nothing: `start` ignores reject routes). Never over this machine's own networks and
 # gateways, nor TEST-NET-3: this workplace's machines reach their package registries at 203.0.113.80.
+# This machine's own networks: the addresses of its default routes' interfaces, and its gateways (test
+# environments' veths and bridges are not among them).
+machine_networks() {
+  local ifc
+  for ifc in $( (ip -4 route show default; ip -6 route show default) | awk '{print $5}' | sort -u); do
+    ip -o addr show dev "$ifc" | awk '$3 == "inet" || $3 == "inet6" {print $4}'
+  done
+  (ip -4 route show default; ip -6 route show default) | awk '{print $3}'
+}
+
 keep_test_networks_local() {
   local net keep=() lib_dir
   lib_dir=$(dirname "${BASH_SOURCE[0]}")
-  for net in $(ip -o addr show | awk '$3 == "inet" || $3 == "inet6" {print $4}') \
-    $(ip route show default | awk '{print $3}') $(ip -6 route show default | awk '{print $3}'); do
-    keep+=(--keep "$net")
-  done
+  for net in $(machine_networks); do keep+=(--keep "$net"); done
   for net in $(python3 "$lib_dir/test-networks.py" "${keep[@]}"); do
     case $net in *:*) family=-6 ;; *) family=-4 ;; esac
     ip "$family" route replace unreachable "$net" metric 4294967295 2>/dev/null ||
       echo "warning: could not add 'unreachable $net' (a stray packet for it would take the default route)" >&2
   done
+}
+
+# The whole suite's leak counter: iptables rules (mangle POSTROUTING, before NAT: a pod's packet still has its
+# pod's source) counting packets that leave through a default route's interface to or from a network the tests
+# use (scripts/test-networks.py), or for a DNS server (port 53: nothing may resolve a real name). Host-wide: any
+# process's packet counts. `leak_counter start`, then `leak_counter check` prints what was counted, removes the
+# rules and fails when anything was; `leak_counter stop` only removes them.
+leak_counter() {
+  local chain=KU-SUITE-LEAK tool family net ifc keep=() lib_dir
+  lib_dir=$(dirname "${BASH_SOURCE[0]}")
+  for tool in iptables ip6tables; do
+    "$tool" -t mangle -D POSTROUTING -j "$chain" 2>/dev/null || true
+    case $1 in start | stop) "$tool" -t mangle -F "$chain" 2>/dev/null || true ;; esac
+  done
+  case $1 in
+    start)
+      for net in $(machine_networks); do keep+=(--keep "$net"); done
+      local nets
+      nets=$(python3 "$lib_dir/test-networks.py" "${keep[@]}")
+      for tool in iptables ip6tables; do
+        case $tool in iptables) family=-4 ;; *) family=-6 ;; esac
+        "$tool" -t mangle -N "$chain" 2>/dev/null || "$tool" -t mangle -F "$chain"
+        for ifc in $(ip "$family" route show default | awk '{print $5}' | sort -u); do
+          for net in $nets; do
+            case $net in *:*) [ "$family" = -6 ] || continue ;; *) [ "$family" = -4 ] || continue ;; esac
+            "$tool" -t mangle -A "$chain" -o "$ifc" -d "$net" -j RETURN
+            "$tool" -t mangle -A "$chain" -o "$ifc" -s "$net" -j RETURN
+          done
+          "$tool" -t mangle -A "$chain" -o "$ifc" -p udp --dport 53 -j RETURN
+          "$tool" -t mangle -A "$chain" -o "$ifc" -p tcp --dport 53 -j RETURN
+        done
+        "$tool" -t mangle -I POSTROUTING -j "$chain"
+      done
+      ;;
+    check)
+      local counted=0 line
+      for tool in iptables ip6tables; do
+        while read -r line; do
+          echo "leak: $tool $line" >&2
+          counted=1
+        done < <("$tool" -t mangle -L "$chain" -v -x -n 2>/dev/null | awk 'NR > 2 && $1 > 0')
+        "$tool" -t mangle -F "$chain" 2>/dev/null || true
+        "$tool" -t mangle -X "$chain" 2>/dev/null || true
+      done
+      [ "$counted" = 0 ] || { echo "packets of the tests' networks or DNS left through the default route (above)" >&2; return 1; }
+      echo "no packet of the tests' networks and no DNS query left through the default route"
+      ;;
+    stop)
+      for tool in iptables ip6tables; do "$tool" -t mangle -X "$chain" 2>/dev/null || true; done
+      ;;
+  esac
 }

@@ -24,5 +24,10 @@ threads=${KUBEUNIT_TEST_THREADS:-2}
 cargo test --locked --no-run
 cargo test --locked --lib --bins -- --test-threads="$threads"
 cargo test --locked --doc
+# No packet of a test network and no DNS query may leave by the default route in the whole run (each simulated
+# internet test counts its own too).
+leak_counter start
+trap 'leak_counter stop' EXIT
 scripts/test-areas.sh
+leak_counter check
 echo "tests done after $(( $(date +%s) - start ))s"

@@ -13,6 +13,8 @@
 # that a client here, such as e2e.test, reaches what a client on the hosts' network would); nothing goes
 # beyond the bridge: the hosts' default route is this machine, which does not forward.
 set -euo pipefail
+# Offline, as every script here (scripts/up.sh says what it means; KUBEUNIT_OFFLINE=0 lifts it).
+export KUBEUNIT_OFFLINE=${KUBEUNIT_OFFLINE-1}
 cd "$(dirname "$0")/.."
 here=$(pwd)
 . scripts/versions.env
