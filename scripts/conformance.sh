@@ -132,7 +132,8 @@ results=$(cd "$results" && pwd)
 if [ -n "$given_state" ] && [ -z "$dry_run" ]; then
   missing=$(python3 - "$images_dir/images.txt" <("$kubectl" --kubeconfig "$kubeconfig" get nodes -o json) <<'PY'
 import json, sys
-wanted = [line.split()[1] for line in open(sys.argv[1]) if line.strip()]
+# images.txt: "ARCHIVE REFERENCE" lines, then "#" lines of where each came from
+wanted = [line.split()[1] for line in open(sys.argv[1]) if line.strip() and not line.startswith("#")]
 nodes = json.load(open(sys.argv[2]))["items"]
 on_all = set.intersection(*[{n for i in node["status"].get("images", []) for n in i.get("names", [])}
                             for node in nodes]) if nodes else set()
