@@ -315,6 +315,28 @@ fn node_end_to_end(version: &str) {
         nslookup_answers(&lookup) == ["10.0.0.1"],
         "the first IP of the service CIDR:\n{lookup}"
     );
+    // The test image's other applets work (wget was seen to segfault in it, exit 139): wget and nc
+    // get the API server's plain-HTTP answer, 400.
+    let wget = n.kubectl(&["exec", &pod, "--", "wget", "-qO-", "http://10.0.0.1:443/"]);
+    assert_eq!(wget.status.code(), Some(1), "wget: {}", text(&wget));
+    assert!(
+        text(&wget).contains("400 Bad Request"),
+        "wget: {}",
+        text(&wget)
+    );
+    let nc = n.kubectl(&[
+        "exec",
+        &pod,
+        "--",
+        "sh",
+        "-c",
+        "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 10.0.0.1 443",
+    ]);
+    assert!(
+        text(&nc).contains("HTTP/1.0 400 Bad Request"),
+        "nc: {}",
+        text(&nc)
+    );
 
     // The default StorageClass provisions: a claim binds and a pod writes to it.
     let manifest = n.state.parent().unwrap().join("pvc.yaml");
