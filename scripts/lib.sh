@@ -31,11 +31,16 @@ machine_networks() {
   (ip -4 route show default; ip -6 route show default) | awk '{print $3}'
 }
 
-keep_test_networks_local() {
-  local net keep=() lib_dir
-  lib_dir=$(dirname "${BASH_SOURCE[0]}")
+# The networks the tests use, but never one of this machine's (scripts/test-networks.py), one per line.
+test_networks() {
+  local net keep=()
   for net in $(machine_networks); do keep+=(--keep "$net"); done
-  for net in $(python3 "$lib_dir/test-networks.py" "${keep[@]}"); do
+  python3 "$(dirname "${BASH_SOURCE[0]}")/test-networks.py" "${keep[@]}"
+}
+
+keep_test_networks_local() {
+  local net family
+  for net in $(test_networks); do
     case $net in *:*) family=-6 ;; *) family=-4 ;; esac
     ip "$family" route replace unreachable "$net" metric 4294967295 2>/dev/null ||
       echo "warning: could not add 'unreachable $net' (a stray packet for it would take the default route)" >&2
@@ -48,17 +53,15 @@ keep_test_networks_local() {
 # process's packet counts. `leak_counter start`, then `leak_counter check` prints what was counted, removes the
 # rules and fails when anything was; `leak_counter stop` only removes them.
 leak_counter() {
-  local chain=KU-SUITE-LEAK tool family net ifc keep=() lib_dir
-  lib_dir=$(dirname "${BASH_SOURCE[0]}")
+  local chain=KU-SUITE-LEAK tool family net ifc
   for tool in iptables ip6tables; do
     "$tool" -t mangle -D POSTROUTING -j "$chain" 2>/dev/null || true
     case $1 in start | stop) "$tool" -t mangle -F "$chain" 2>/dev/null || true ;; esac
   done
   case $1 in
     start)
-      for net in $(machine_networks); do keep+=(--keep "$net"); done
       local nets
-      nets=$(python3 "$lib_dir/test-networks.py" "${keep[@]}")
+      nets=$(test_networks)
       for tool in iptables ip6tables; do
         case $tool in iptables) family=-4 ;; *) family=-6 ;; esac
         "$tool" -t mangle -N "$chain" 2>/dev/null || "$tool" -t mangle -F "$chain"

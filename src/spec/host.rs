@@ -156,10 +156,11 @@ pub fn local_state_dir(p: &Path) -> Result<PathBuf, Error> {
     let dir = absolute(p)?;
     if let Ok(meta) = std::fs::symlink_metadata(&dir) {
         if meta.file_type().is_symlink() {
-            let to = std::fs::read_link(&dir)
-                .map(|t| dir.parent().unwrap_or(Path::new("/")).join(t))
-                .map(|t| std::fs::canonicalize(&t).unwrap_or(t));
-            let to = to.map(|t| t.display().to_string()).unwrap_or_default();
+            // Where it ends up; a dangling link's own target.
+            let to = std::fs::canonicalize(&dir)
+                .or_else(|_| std::fs::read_link(&dir))
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
             return Err(Error::state(
                 &dir,
                 format!("is a symbolic link (to {to}), not a directory"),

@@ -3,6 +3,7 @@
 //! cannot say (CIDRs, ports, components, and which fields `ports:` has: the component table's) is
 //! checked afterwards, all fields at once.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::Value;
@@ -186,7 +187,8 @@ fn read_source(spec: &str) -> Result<(Source, String), Error> {
         reason,
     };
     // A regular file of a profile's size only: a FIFO or a device would block the read or never
-    // end, and a file of megabytes is no profile (the built-in ones are a few kB).
+    // end, and a file of megabytes is no profile (the built-in ones are a few kB). The read is
+    // bounded, not the size checked first: a file may grow between the two.
     let meta = std::fs::metadata(&path).map_err(|e| refused(e.to_string()))?;
     if !meta.is_file() {
         return Err(refused(format!(
@@ -194,21 +196,10 @@ fn read_source(spec: &str) -> Result<(Source, String), Error> {
             file_kind(&meta)
         )));
     }
-    if meta.len() > MAX_PROFILE_BYTES {
-        return Err(refused(format!(
-            "{} bytes, more than a profile's limit of {MAX_PROFILE_BYTES}",
-            meta.len()
-        )));
-    }
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(
-            std::fs::File::open(&path).map_err(|e| refused(e.to_string()))?,
-            MAX_PROFILE_BYTES + 1,
-        ),
-        &mut bytes,
-    )
-    .map_err(|e| refused(e.to_string()))?;
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_PROFILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| refused(e.to_string()))?;
     if bytes.len() as u64 > MAX_PROFILE_BYTES {
         return Err(refused(format!(
             "more than a profile's limit of {MAX_PROFILE_BYTES} bytes"
@@ -223,8 +214,8 @@ fn read_source(spec: &str) -> Result<(Source, String), Error> {
     Ok((Source::File(path.clone()), text))
 }
 
-/// What a path that is not a regular file is, for an error.
-pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+/// What a path that is not a regular file is, for an error (links are followed before).
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     match () {
@@ -232,7 +223,6 @@ pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
         _ if t.is_fifo() => "FIFO",
         _ if t.is_socket() => "socket",
         _ if t.is_char_device() || t.is_block_device() => "device",
-        _ if t.is_symlink() => "symbolic link",
         _ => "special file",
     }
 }

@@ -625,10 +625,9 @@ fn wait_shown(out: &Path, what: &str, timeout: Duration, mut f: impl FnMut() -> 
 /// `etcdctl endpoint health` of every member, from `host` with the health-check identity.
 fn etcd_health(host: &Host) -> String {
     let etcdctl = etcd_bin_dir().join("etcdctl");
-    let endpoints: Vec<String> = HOSTS
+    let endpoints: Vec<String> = member_addresses()
         .iter()
-        .filter(|h| h.2)
-        .map(|h| format!("https://{}:2379", h.1))
+        .map(|a| format!("https://{a}:2379"))
         .collect();
     let pki = |f: &str| format!("{STATE}/pki/etcd/{f}");
     let o = host.c.run(&[

@@ -239,14 +239,8 @@ impl SlotLock {
                 "slot {slot} is {owner}'s (SLOTS in internet.rs)"
             );
         }
-        std::fs::create_dir_all(LOCK_DIR).unwrap();
         let path = Path::new(LOCK_DIR).join(format!("{slot}.lock"));
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file = super::lock_file(&path);
         // Another process's test of the same slot: wait for it.
         file.lock()
             .unwrap_or_else(|e| panic!("flock {}: {e}", path.display()));

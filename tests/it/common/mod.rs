@@ -197,12 +197,25 @@ pub fn built_dir(prefix: &str) -> PathBuf {
 /// host's network, where a node's link (`ku-<name>`, its /30) is named after its environment, and two
 /// nodes at once would also overload a small machine. Held until the file is dropped.
 pub fn node_lock() -> std::fs::File {
-    std::fs::create_dir_all("/tmp/kubeunit-it").unwrap();
-    let f = std::fs::File::create("/tmp/kubeunit-it/node.lock").unwrap();
-    // SAFETY: flock on a descriptor we own; released when the file is dropped.
-    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    assert_eq!(rc, 0);
+    let path = Path::new("/tmp/kubeunit-it/node.lock");
+    let f = lock_file(path);
+    f.lock()
+        .unwrap_or_else(|e| panic!("flock {}: {e}", path.display()));
     f
+}
+
+/// A lock file of the harness (its directory made), open for `flock` (`File::lock`): the lock,
+/// not the file, is what is shared.
+pub fn lock_file(path: &Path) -> std::fs::File {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Poll `f` until it holds; fail the test naming `what` after `timeout`.

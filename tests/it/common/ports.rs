@@ -29,15 +29,9 @@ pub struct Ports {
 
 impl Ports {
     pub fn allocate() -> Ports {
-        std::fs::create_dir_all(LOCK_DIR).unwrap();
         for block in 0..BLOCKS {
             let path = Path::new(LOCK_DIR).join(format!("{block}.lock"));
-            let file = File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let file = super::lock_file(&path);
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => continue,
