@@ -54,10 +54,6 @@ debcache=$cache/e2e-debs
 # (kubernetes#131924, netexec /serverport) between v1.34.0-alpha.0 (2.53) and v1.34.0-alpha.1 (2.56); no tag holds
 # 2.55. v1.34.0-alpha.1 is the nearest tagged source: 2.55 plus netexec's /serverport endpoint.
 SOURCE_OVERRIDES="agnhost:2.55=v1.34.0-alpha.1"
-# busybox's release source, from Debian's source package of this suite (a private apt dir under the cache with
-# only that suite's deb-src index) and its sha256 (upstream's busybox-1.37.0.tar.bz2).
-BUSYBOX_SOURCE_SUITE=trixie
-BUSYBOX_SOURCE_SHA256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
 # The image's PATH (alpine's and Debian's default).
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -296,24 +292,8 @@ add_user() {
 
 # busybox VERSION: upstream's release, defconfig, dynamically linked against this machine's (Debian's) glibc.
 busybox_part() {
-  local ver=$1 apt=$cache/e2e-apt/$BUSYBOX_SOURCE_SUITE-src src epoch
-  local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/none"
-    -o "Dir::State::Lists=$apt/lists" -o "Dir::State::status=$apt/status" -o "Dir::Cache=$apt/cache"
-    -o "Acquire::Languages=none")
-  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-  : >"$apt/status"
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $BUSYBOX_SOURCE_SUITE main" \
-    >"$apt/sources.list"
-  # the index is fetched once and kept; fetched again when the source it names is gone from the mirror
-  if ! apt-cache "${o[@]}" showsrc busybox >/dev/null 2>&1 ||
-    ! (cd "$work" && apt-get "${o[@]}" -o APT::Sandbox::User=root source --download-only -qq busybox >/dev/null 2>&1); then
-    apt-get "${o[@]}" -o APT::Sandbox::User=root update -qq || die "apt-get update of the $BUSYBOX_SOURCE_SUITE sources failed"
-    (cd "$work" && apt-get "${o[@]}" -o APT::Sandbox::User=root source --download-only -qq busybox >/dev/null 2>&1) ||
-      die "apt-get source busybox ($BUSYBOX_SOURCE_SUITE) failed"
-  fi
-  src=$work/busybox_$ver.orig.tar.bz2
-  [ -f "$src" ] || die "Debian's busybox source in $BUSYBOX_SOURCE_SUITE is not $ver: $(cd "$work" && echo busybox_*.orig.*)"
-  echo "$BUSYBOX_SOURCE_SHA256  $src" | sha256sum -c --quiet - || die "$src: not BUSYBOX_SOURCE_SHA256"
+  local ver=$1 src epoch
+  src=$(busybox_source "$ver" "$work")
   tar -xjf "$src" -C "$work"
   # the build date busybox prints: its release's (the top Makefile's mtime in the tarball)
   epoch=$(stat -c %Y "$work/busybox-$ver/Makefile")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the pinned binaries (scripts/versions.env) from the Go module proxy into a versioned cache:
 # Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS, the local
-# registry (distribution) and the offline images (pause, coredns, a busybox test image) that
+# registry (distribution), the addons (metrics-server, local-path-provisioner) and the offline images (pause,
+# coredns, a busybox test image, the addons') that
 # `ctr -n k8s.io images import` loads.
 #
 #   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
@@ -26,7 +27,10 @@
 #         $KUBEUNIT_CACHE/bin/crictl-<ver>/crictl
 #         $KUBEUNIT_CACHE/bin/coredns-<ver>/coredns
 #         $KUBEUNIT_CACHE/bin/registry-<ver>/registry
-#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>/{pause,coredns,busybox}.tar
+#         $KUBEUNIT_CACHE/bin/metrics-server-<ver>/metrics-server
+#         $KUBEUNIT_CACHE/bin/local-path-provisioner-<ver>/local-path-provisioner
+#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>-metrics-server-<ver>-local-path-<ver>/
+#           {pause,coredns,busybox,metrics-server,local-path-provisioner}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
 #         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
@@ -51,7 +55,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 k8s_newest=${KUBERNETES_VERSIONS%% *}
-images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION
+images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION-metrics-server-$METRICS_SERVER_VERSION-local-path-$LOCAL_PATH_VERSION
 dlv_dir=$cache/bin/dlv-$DLV_VERSION
 debug_dir=$cache/bin/debug-kubernetes-$k8s_newest
 
@@ -104,6 +108,8 @@ if [ "$mode" = print ]; then
   echo "$cache/bin/crictl-$CRICTL_VERSION"
   echo "$cache/bin/coredns-$COREDNS_VERSION"
   echo "$cache/bin/registry-$REGISTRY_VERSION"
+  echo "$cache/bin/metrics-server-$METRICS_SERVER_VERSION"
+  echo "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION"
   echo "$images_dir"
   echo "$dlv_dir"
   echo "$debug_dir"
@@ -331,7 +337,7 @@ check_pins() {
 }
 
 images_build() {
-  local arch dpkg_arch deb bb_ver
+  local arch dpkg_arch
   arch=$(go env GOARCH)
   dpkg_arch=$(dpkg --print-architecture)
   [ "$dpkg_arch" = "$arch" ] || die "Debian architecture $dpkg_arch is not Go's $arch: map it in images_build"
@@ -349,34 +355,73 @@ images_build() {
   python3 "$here/docker-archive.py" "$tmp/coredns.tar" --ref "$COREDNS_IMAGE" --arch "$arch" \
     --entrypoint '["/coredns"]' --file "$cache/bin/coredns-$COREDNS_VERSION/coredns:/coredns:755"
 
-  # busybox from Debian's busybox-static, fetched (not installed: it conflicts with Debian's busybox)
-  (cd "$work" && { apt-get download -q busybox-static >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get download -q busybox-static >/dev/null; }; }) ||
-    die "apt-get download busybox-static failed"
-  deb=$(echo "$work"/busybox-static_*.deb)
-  bb_ver=$(dpkg-deb -f "$deb" Version)
-  case $bb_ver in
-    *:"$BUSYBOX_VERSION"-*|"$BUSYBOX_VERSION"-*) ;;
-    *) die "Debian's busybox-static is $bb_ver, not upstream $BUSYBOX_VERSION: update BUSYBOX_VERSION and TEST_IMAGE" ;;
-  esac
+  # busybox: upstream's release source (lib.sh busybox_source), defconfig, linked static (the image holds
+  # nothing else), a link per applet in /bin. Debian's busybox-static 1.35 segfaulted when wget's -T timeout
+  # fired (exit 139 in a pod) and its nc has no -z.
   [ "$TEST_IMAGE" = "kubeunit.local/busybox:$BUSYBOX_VERSION" ] ||
     die "TEST_IMAGE $TEST_IMAGE does not name BUSYBOX_VERSION $BUSYBOX_VERSION (versions.env)"
-  dpkg-deb -x "$deb" "$work/bb"
-  local links=() l
-  for l in sh nc nslookup httpd sleep cat echo ls wget hostname; do links+=(--symlink "/bin/$l:busybox"); done
-  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$work/passwd"
-  printf 'root:x:0:\nnogroup:x:65534:\n' >"$work/group"
-  python3 "$here/docker-archive.py" "$tmp/busybox.tar" --ref "$TEST_IMAGE" --arch "$arch" --cmd '["sh"]' \
-    --file "$work/bb/bin/busybox:/bin/busybox:755" "${links[@]}" \
-    --file "$work/passwd:/etc/passwd:644" --file "$work/group:/etc/group:644" \
-    --dir /root:700 --dir /tmp:1777 --dir /var/www:755
+  local src epoch bb a
+  src=$(busybox_source "$BUSYBOX_VERSION" "$work")
+  tar -xjf "$src" -C "$work"
+  bb=$work/busybox-$BUSYBOX_VERSION
+  # the build date busybox prints: its release's (the top Makefile's mtime in the tarball)
+  epoch=$(stat -c %Y "$bb/Makefile")
+  (cd "$bb" && export SOURCE_DATE_EPOCH=$epoch && make -s defconfig >/dev/null &&
+    sed -i 's/^# CONFIG_STATIC is not set$/CONFIG_STATIC=y/' .config &&
+    grep -qx CONFIG_STATIC=y .config &&
+    make -s -j"$(nproc)" busybox >"$work/make.log" 2>&1) ||
+    { tail -n 30 "$work/make.log" >&2; die "busybox $BUSYBOX_VERSION did not build"; }
+  ! grep -q 'program interpreter' <<<"$(readelf -l "$bb/busybox")" ||
+    die "busybox $BUSYBOX_VERSION is not statically linked"
+  mkdir -p "$work/bb/bin" "$work/bb/etc" "$work/bb/root" "$work/bb/tmp" "$work/bb/var/www"
+  chmod 700 "$work/bb/root"; chmod 1777 "$work/bb/tmp"
+  cp "$bb/busybox" "$work/bb/bin/busybox"; chmod 755 "$work/bb/bin/busybox"
+  for a in $("$bb/busybox" --list-full); do
+    mkdir -p "$work/bb/$(dirname "$a")"
+    [ "$a" = bin/busybox ] || ln -s /bin/busybox "$work/bb/$a"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$work/bb/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$work/bb/etc/group"
+  chmod 644 "$work/bb/etc/passwd" "$work/bb/etc/group"
+  python3 "$here/docker-archive.py" "$tmp/busybox.tar" --ref "$TEST_IMAGE" \
+    --ref "docker.io/library/busybox:$BUSYBOX_VERSION" --arch "$arch" --cmd '["sh"]' --tree "$work/bb"
+
+  # metrics-server as its Dockerfile lays it out (FROM distroless/static: the binary at /, user 65534)
+  python3 "$here/docker-archive.py" "$tmp/metrics-server.tar" --ref "$METRICS_SERVER_IMAGE" --arch "$arch" \
+    --entrypoint '["/metrics-server"]' --user 65534 \
+    --file "$cache/bin/metrics-server-$METRICS_SERVER_VERSION/metrics-server:/metrics-server:755"
+  # local-path-provisioner: its Dockerfile puts the binary at /usr/bin on alpine; the provisioner runs no other
+  # program (its helper pods run busybox), so the image holds the static binary alone
+  python3 "$here/docker-archive.py" "$tmp/local-path-provisioner.tar" --ref "$LOCAL_PATH_IMAGE" --arch "$arch" \
+    --cmd '["local-path-provisioner"]' \
+    --file "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION/local-path-provisioner:/usr/bin/local-path-provisioner:755"
 
   {
     echo "pause.tar $PAUSE_IMAGE"
     echo "coredns.tar $COREDNS_IMAGE"
-    echo "busybox.tar $TEST_IMAGE"
+    echo "busybox.tar $TEST_IMAGE docker.io/library/busybox:$BUSYBOX_VERSION"
+    echo "metrics-server.tar $METRICS_SERVER_IMAGE"
+    echo "local-path-provisioner.tar $LOCAL_PATH_IMAGE"
   } >"$tmp/images.txt"
-  echo "# busybox-static $bb_ver ($arch)" >>"$tmp/images.txt"
+  echo "# busybox $BUSYBOX_VERSION from busybox_$BUSYBOX_VERSION.orig.tar.bz2 (Debian $BUSYBOX_SOURCE_SUITE), defconfig, static ($arch)" >>"$tmp/images.txt"
+}
+
+# --- addons: each from its Go module, as its upstream Makefile builds it ---
+
+metrics_server_build() {
+  local ver=$METRICS_SERVER_VERSION m=sigs.k8s.io/metrics-server pkg=k8s.io/client-go/pkg
+  go_get "$m/cmd/metrics-server@$ver"
+  (cd "$work" && go build -trimpath \
+    -ldflags "-s -w -X $pkg/version.gitVersion=$ver -X $pkg/version.buildDate=1970-01-01T00:00:00Z" \
+    -o "$tmp/metrics-server" "$m/cmd/metrics-server")
+  grep -q "$ver" <<<"$("$tmp/metrics-server" --version 2>&1)" || die "the metrics-server built is not $ver"
+}
+
+local_path_build() {
+  local ver=$LOCAL_PATH_VERSION m=github.com/rancher/local-path-provisioner
+  go_get "$m@$ver"
+  (cd "$work" && go build -trimpath -ldflags "-s -w -X main.VERSION=$ver" -o "$tmp/local-path-provisioner" "$m")
+  grep -q "$ver" <<<"$("$tmp/local-path-provisioner" --version 2>&1)" || die "the local-path-provisioner built is not $ver"
 }
 
 # --- debugging ---
@@ -436,6 +481,8 @@ if [ "$mode" = node ]; then
   cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" cni_build
   cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
   cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
+  cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
+  cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
   cached images "$k8s_newest" "$images_dir" images_build
   exit 0
 fi
@@ -449,6 +496,8 @@ cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_V
 cached crictl "$CRICTL_VERSION" "$cache/bin/crictl-$CRICTL_VERSION" crictl_build
 cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
 cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
+cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
+cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a one-layer docker-archive image tar, byte-reproducibly (for `ctr -n k8s.io images import`).
 
-    docker-archive.py OUT.tar --ref REF --arch amd64 [--entrypoint JSON] [--cmd JSON] [--user U]
+    docker-archive.py OUT.tar --ref REF [--ref REF]... --arch amd64 [--entrypoint JSON] [--cmd JSON] [--user U]
                       [--env K=V]... [--workdir DIR] [--label K=V]... [--expose PORT[/PROTO]]...
                       [--stop-signal SIG] [--tree DIR]... [--owner PATH:UID:GID]...
                       [--dir PATH:MODE]... [--file SRC:PATH:MODE]... [--symlink PATH:TARGET]...
@@ -129,7 +129,8 @@ def tree(root, add):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
-    p.add_argument("--ref", required=True, help="image reference (RepoTags), e.g. registry.k8s.io/pause:3.10.2")
+    p.add_argument("--ref", required=True, action="append",
+                   help="image reference (RepoTags), e.g. registry.k8s.io/pause:3.10.2; again for another name")
     p.add_argument("--arch", required=True, help="OCI/Go architecture name, e.g. amd64")
     p.add_argument("--entrypoint", type=json.loads)
     p.add_argument("--cmd", type=json.loads)
@@ -174,7 +175,7 @@ def main():
     config_json = json.dumps(image_config, sort_keys=True, separators=(",", ":")).encode()
     config_name = hashlib.sha256(config_json).hexdigest() + ".json"
     layer_name = diff_id + "/layer.tar"
-    manifest = [{"Config": config_name, "RepoTags": [args.ref], "Layers": [layer_name]}]
+    manifest = [{"Config": config_name, "RepoTags": args.ref, "Layers": [layer_name]}]
     manifest_json = json.dumps(manifest, separators=(",", ":")).encode()
 
     members = [

@@ -10,10 +10,11 @@ done
 # nix-bin: Nix 2.8, single-user, for tests/it/nix.rs (builds lib.mkState with real nix-build; no nixpkgs).
 # The node build (scripts/build-test-binaries.sh): gcc and libc6-dev for the static pause binary and the
 # static runc, libseccomp-dev + pkg-config for runc's seccomp support, python3 for the image tars.
-# Debian's busybox-static is fetched there with `apt-get download` (installing it would replace busybox).
+# The test image's busybox is built from its release source there (make; bzip2 unpacks the tarball; readelf
+# checks it is static).
 # The tests' simulated internet (tests/it/common/internet.rs): iptables (its leak counter) and Debian's
 # /usr/bin/python3 (its web servers, standard library only).
-for pair in gcc:gcc pkg-config:pkg-config python3:python3 /usr/bin/python3:python3 dpkg-deb:dpkg \
+for pair in gcc:gcc make:make bzip2:bzip2 readelf:binutils pkg-config:pkg-config python3:python3 /usr/bin/python3:python3 dpkg-deb:dpkg \
             iptables:iptables ip6tables:iptables; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")

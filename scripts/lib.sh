@@ -95,3 +95,30 @@ leak_counter() {
       ;;
   esac
 }
+
+# busybox_source VERSION DIR: upstream's busybox VERSION release tarball (busybox_VERSION.orig.tar.bz2 of Debian's
+# source package in BUSYBOX_SOURCE_SUITE, versions.env), downloaded into DIR and checked against
+# BUSYBOX_SOURCE_SHA256; prints its path. A private apt dir under the cache holds only that suite's deb-src index
+# (fetched once and kept; fetched again when the source it names is gone from the mirror). Shared by the node's
+# test image (build-test-binaries.sh) and the e2e busybox (build-e2e-images.sh). Fails through the caller's `die`.
+busybox_source() {
+  local ver=$1 dir=$2 apt src
+  apt=$(kubeunit_cache)/e2e-apt/$BUSYBOX_SOURCE_SUITE-src
+  local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/none"
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::State::status=$apt/status" -o "Dir::Cache=$apt/cache"
+    -o "Acquire::Languages=none" -o APT::Sandbox::User=root)
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+  : >"$apt/status"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $BUSYBOX_SOURCE_SUITE main" \
+    >"$apt/sources.list"
+  if ! apt-cache "${o[@]}" showsrc busybox >/dev/null 2>&1 ||
+    ! (cd "$dir" && apt-get "${o[@]}" source --download-only -qq busybox >/dev/null 2>&1); then
+    apt-get "${o[@]}" update -qq >&2 || die "apt-get update of the $BUSYBOX_SOURCE_SUITE sources failed"
+    (cd "$dir" && apt-get "${o[@]}" source --download-only -qq busybox >/dev/null 2>&1) ||
+      die "apt-get source busybox ($BUSYBOX_SOURCE_SUITE) failed"
+  fi
+  src=$dir/busybox_$ver.orig.tar.bz2
+  [ -f "$src" ] || die "Debian's busybox source in $BUSYBOX_SOURCE_SUITE is not $ver: $(cd "$dir" && echo busybox_*.orig.*)"
+  echo "$BUSYBOX_SOURCE_SHA256  $src" | sha256sum -c --quiet - >&2 || die "$src: not BUSYBOX_SOURCE_SHA256"
+  echo "$src"
+}

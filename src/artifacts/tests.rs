@@ -497,10 +497,21 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
     let two_plan = plan(&[]).with_extra_node_for_tests("worker-1");
     let two = generate(&two_plan, &empty, &opts()).unwrap();
     // Everything of one node, byte for byte, but the API server's certificate (the second node
-    // reaches it at the host's end of its own link, one SAN more) and the profile the state dir
-    // records (one node more).
+    // reaches it at the host's end of its own link, one SAN more), the profile the state dir
+    // records (one node more) and local-path-provisioner's config (the new node's volumes in its
+    // own data dir).
     for (rel, a) in &one.tree {
         let b = two.tree.get(rel).unwrap_or_else(|| panic!("{rel} is gone"));
+        if rel == "addons/20-storageclass.yaml" {
+            let want = r#"{"node":"worker-1","paths":["/s/data/nodes/worker-1/local-path"]}"#;
+            assert!(!text(&one, rel).contains(want), "{rel}");
+            assert!(
+                text(&two, rel).contains(want),
+                "{rel}:\n{}",
+                text(&two, rel)
+            );
+            continue;
+        }
         if rel == "pki/apiserver.crt" || rel == "profile.yaml" {
             assert!(a.bytes != b.bytes && a.mode == b.mode, "{rel}");
             continue;

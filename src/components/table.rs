@@ -13,7 +13,7 @@ use crate::render::Template;
 use crate::spec::hosts::OnHosts;
 use crate::spec::paths;
 use crate::spec::plan::{auto_link_ranges, host_port, EtcdMember};
-use crate::spec::profile::{HostRole, Role, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
+use crate::spec::profile::{HostRole, Role, StorageProvisioner, AUDIT_LEVELS, CONTROL_PLANE_ROLE};
 use crate::spec::Plan;
 
 /// What an entry does not say: a Kubernetes component, started with Type=exec, probed over HTTPS.
@@ -158,6 +158,10 @@ const ADDON_COREDNS: Template = Template {
 const ADDON_STORAGECLASS: Template = Template {
     name: "addons/storageclass.yaml.hbs",
     text: include_str!("../../addons/storageclass.yaml.hbs"),
+};
+const ADDON_METRICS_SERVER: Template = Template {
+    name: "addons/metrics-server.yaml.hbs",
+    text: include_str!("../../addons/metrics-server.yaml.hbs"),
 };
 const SCHEDULER_CONFIG: Template = Template {
     name: "configs/scheduler-config.yaml.hbs",
@@ -426,7 +430,29 @@ pub const COMPONENTS: &[Component] = &[
                 path: "addons/20-storageclass.yaml",
                 mode: FileMode::Public,
                 when: |plan| plan.profile.addons.default_storage_class,
-                content: |_| Ok(Content::Template(&ADDON_STORAGECLASS, json!({}))),
+                content: |cx| {
+                    let addons = &cx.plan.profile.addons;
+                    Ok(Content::Template(
+                        &ADDON_STORAGECLASS,
+                        json!({
+                            "local_path": addons.storage_provisioner == StorageProvisioner::LocalPath,
+                            "image": addons.local_path_image,
+                            "helper_image": addons.local_path_helper_image,
+                            "config_json": local_path_config(cx.plan),
+                        }),
+                    ))
+                },
+            },
+            File {
+                path: "addons/30-metrics-server.yaml",
+                mode: FileMode::Public,
+                when: |plan| plan.profile.addons.metrics_server,
+                content: |cx| {
+                    Ok(Content::Template(
+                        &ADDON_METRICS_SERVER,
+                        json!({ "image": cx.plan.profile.addons.metrics_server_image }),
+                    ))
+                },
             },
         ],
         after_healthy: Some(Hook::ApplyAddons),
@@ -815,7 +841,8 @@ pub const COMPONENTS: &[Component] = &[
         delegate: true,
         probe: plain_http(port::KUBELET_HEALTHZ),
         ports: &[port::KUBELET, port::KUBELET_HEALTHZ],
-        data_dirs: &["kubelet", "pod-logs"],
+        // local-path: the node's volumes (local-path-provisioner's helper pods make them there).
+        data_dirs: &["kubelet", "pod-logs", "local-path"],
         flags: kubelet_flags,
         pre_start: |plan| vec![pods_cgroup_v1(plan)],
         host_checks: &[host::cgroups_writable, host::proc_sys_writable, host::kmsg],
@@ -1784,10 +1811,27 @@ fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
         // spec.podCIDR, which the kubelet's start hook applies.
         flag("allocate-node-cidrs", "false"),
     ]);
-    if plan.profile.addons.default_storage_class {
+    let addons = &plan.profile.addons;
+    if addons.default_storage_class && addons.storage_provisioner == StorageProvisioner::HostPath {
         flags.push(flag("enable-hostpath-provisioner", "true"));
     }
     flags
+}
+
+/// local-path-provisioner's config.json: each node's volumes in its own data dir (`<data
+/// dir>/local-path`). The nodes of one host share its disk, so each after the first is listed by
+/// name; the first node's, and across hosts every host's node (each the first on its host, with
+/// the same state dir), is the default path. Every control-plane host renders the same file.
+fn local_path_config(plan: &Plan) -> String {
+    let dir = |d: &std::path::Path| d.join("local-path").to_string_lossy().into_owned();
+    let mut map = vec![json!({
+        "node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+        "paths": [dir(&plan.data_dir)],
+    })];
+    for node in plan.nodes.iter().skip(1) {
+        map.push(json!({ "node": node.name, "paths": [dir(&node.data_dir)] }));
+    }
+    json!({ "nodePathMap": map }).to_string()
 }
 
 fn scheduler_flags(plan: &Plan) -> Vec<(String, String)> {

@@ -1,5 +1,6 @@
 //! Objects applied once the API server is ready: the manifests `gen` rendered into `STATE/addons/`
-//! (RBAC for the generated identities, CoreDNS, the default StorageClass), applied server-side with
+//! (RBAC for the generated identities, CoreDNS, the default StorageClass and its provisioner,
+//! metrics-server), applied server-side with
 //! the admin identity, so re-applying is idempotent.
 //!
 //! The API calls are plain HTTPS PATCHes (`application/apply-patch+yaml`) through the same TLS client
@@ -29,6 +30,7 @@ const KINDS: &[(&str, &str, bool)] = &[
     ("StorageClass", "storageclasses", false),
     ("Namespace", "namespaces", false),
     ("Node", "nodes", false),
+    ("APIService", "apiservices", false),
 ];
 
 /// Every document of every `addons/*.yaml`, in file order.
@@ -161,8 +163,20 @@ fn apply_object(
                 Ok(200)
             );
         retried_as_update |= created_meanwhile;
-        let retry =
-            address_taken || created_meanwhile || matches!(status, 0 | 404 | 409 | 429 | 500..=599);
+        // A StorageClass's provisioner and binding mode cannot change (the default class of an
+        // environment generated again with another `addons.storageProvisioner`): the old class
+        // goes, and the next apply creates the new one. Its volumes stay, with their provisioner.
+        let class_replaced = status == 422
+            && path.contains("/storageclasses/")
+            && text.contains("updates to")
+            && matches!(
+                agent.delete(&get_url).call().map(|r| r.status().as_u16()),
+                Ok(200 | 202)
+            );
+        let retry = address_taken
+            || created_meanwhile
+            || class_replaced
+            || matches!(status, 0 | 404 | 409 | 429 | 500..=599);
         if !retry || Instant::now() >= deadline {
             return Err(Error::Addon(format!(
                 "applying {path} from {file}: HTTP {status}: {text}"

@@ -765,7 +765,26 @@ pub struct Addons {
     /// `forward` plugin takes them. Empty: nowhere (it answers for the cluster only, and nothing it
     /// is asked leaves this machine).
     pub coredns_forward: String,
+    /// A default StorageClass `standard`, its volumes made by `storage_provisioner`.
     pub default_storage_class: bool,
+    pub storage_provisioner: StorageProvisioner,
+    /// local-path-provisioner's image, and its helper pods' (a busybox: mkdir and rm of a volume).
+    pub local_path_image: String,
+    pub local_path_helper_image: String,
+    /// metrics-server: the resource metrics API (`kubectl top`, HorizontalPodAutoscalers).
+    pub metrics_server: bool,
+    pub metrics_server_image: String,
+}
+
+/// Who provisions the default StorageClass's volumes (`addons.storageProvisioner`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageProvisioner {
+    /// rancher's local-path-provisioner: each volume a directory in the data dir of its pod's node.
+    LocalPath,
+    /// kube-controller-manager's in-tree hostPath provisioner: one node only (its flag help says
+    /// it "won't work in a multi-node cluster").
+    HostPath,
 }
 
 /// k3s's write-kubeconfig and write-kubeconfig-mode: the admin identity merged into a kubeconfig of

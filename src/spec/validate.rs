@@ -64,14 +64,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
             ));
         }
     }
-    if has_control(&p.addons.coredns_image) || p.addons.coredns_image.trim().is_empty() {
-        errs.push(FieldError::new(
-            "addons.corednsImage",
-            quoted(&p.addons.coredns_image),
-            "not an image reference",
-            "write e.g. registry.k8s.io/coredns/coredns:v1.12.1",
-        ));
-    }
+    addon_images(p, &mut errs);
     if let Some(why) = coredns_forward_problem(&p.addons.coredns_forward) {
         errs.push(FieldError::new(
             "addons.corednsForward",
@@ -746,6 +739,42 @@ fn component_settings(p: &Profile, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// Every addon image is one word (whitespace would split or break the manifest's line).
+fn addon_images(p: &Profile, errs: &mut Vec<FieldError>) {
+    for (field, image, example) in [
+        (
+            "addons.corednsImage",
+            &p.addons.coredns_image,
+            "registry.k8s.io/coredns/coredns:v1.14.2",
+        ),
+        (
+            "addons.localPathImage",
+            &p.addons.local_path_image,
+            "docker.io/rancher/local-path-provisioner:v0.0.30",
+        ),
+        (
+            "addons.localPathHelperImage",
+            &p.addons.local_path_helper_image,
+            "docker.io/library/busybox:1.37.0",
+        ),
+        (
+            "addons.metricsServerImage",
+            &p.addons.metrics_server_image,
+            "registry.k8s.io/metrics-server/metrics-server:v0.9.0",
+        ),
+    ] {
+        // An image reference is one word: whitespace would split or break the manifest's line.
+        if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            errs.push(FieldError::new(
+                field,
+                quoted(image),
+                "not an image reference",
+                format!("write e.g. {example}"),
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -785,6 +814,25 @@ mod tests {
             1,
             "a newline would end the Corefile's block: {errs:?}"
         );
+    }
+
+    #[test]
+    fn addon_images_are_one_word() {
+        for field in [
+            "addons.corednsImage",
+            "addons.localPathImage",
+            "addons.localPathHelperImage",
+            "addons.metricsServerImage",
+        ] {
+            assert_eq!(errors(&[&format!("{field}=example.com/a/b:1")]), vec![]);
+            for bad in ["", "a b", "a\nkind: Secret", "a\tb"] {
+                let e = errors(&[&format!("{field}={bad}")]);
+                assert_eq!(e.len(), 1, "{field}={bad:?}: {e:?}");
+                assert_eq!(e[0].field, field);
+            }
+        }
+        assert_eq!(errors(&["addons.storageProvisioner=host-path"]), vec![]);
+        assert!(load::layered("dev", &["addons.storageProvisioner=nfs".to_string()]).is_err());
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl Env<'_> {
             let out = self.kubectl(&[
                 "run",
                 name,
-                "--image=kubeunit.local/busybox:1.35.0",
+                &format!("--image={}", pinned("TEST_IMAGE")[0]),
                 "--restart=Never",
             ]);
             if out.status.success() {
@@ -293,7 +293,7 @@ fn a_component_runs_under_dlv_in_place_and_comes_back() {
         "create",
         "deployment",
         "web",
-        "--image=kubeunit.local/busybox:1.35.0",
+        &format!("--image={}", pinned("TEST_IMAGE")[0]),
         "--replicas=2",
     ]);
     assert!(out.status.success(), "{}", text(&out));

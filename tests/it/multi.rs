@@ -6,6 +6,7 @@
 //! nothing of any node.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::common::container::{dev_args, gen_in, Container, Env};
@@ -439,6 +440,8 @@ spec:
         "a node's packet for an off-host address: {from_node}"
     );
 
+    volumes_stay_on_their_nodes(&m, &image);
+
     // kill -9 of worker-1's kubelet and containerd: systemd restarts both; worker-2's pods and
     // units are untouched.
     let untouched: Vec<(String, String)> = ["kubelet", "containerd", "kube-proxy"]
@@ -608,4 +611,118 @@ spec:
     let out = m.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
     m.assert_nothing_left(Some("worker-1"), "destroy");
+}
+
+/// A StatefulSet of 3 with a claim each, one pod per node: local-path-provisioner puts each volume
+/// in the data dir of its pod's node, the PV has node affinity to that node, the data survives the
+/// pod's deletion and the pod comes back to its node. Deleting the claims deletes the directories.
+fn volumes_stay_on_their_nodes(m: &Multi, image: &str) {
+    let keep = "[ -e /data/id ] || echo \"$(hostname) $(date +%s%N)\" >/data/id; exec sleep 3600";
+    m.apply(
+        "statefulset",
+        &format!(
+            r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: kept}}
+spec:
+  replicas: 3
+  serviceName: kept
+  selector: {{matchLabels: {{app: kept}}}}
+  template:
+    metadata: {{labels: {{app: kept}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      tolerations: [{{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}}]
+      topologySpreadConstraints:
+      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: kept}}}}}}
+      containers:
+      - name: c
+        image: {image}
+        command: [sh, -c, {keep:?}]
+        volumeMounts: [{{name: data, mountPath: /data}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
+"#
+        ),
+    );
+    m.kubectl_ok(&["rollout", "status", "sts/kept", "--timeout=240s"]);
+    let node_of = |pod: &str| m.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"]);
+    let id_of = |pod: &str| m.kubectl_ok(&["exec", pod, "--", "cat", "/data/id"]);
+    let data_dir = |node: &str| match node {
+        "control-plane" => m.state.join("data"),
+        n => m.state.join("data/nodes").join(n),
+    };
+    let mut nodes = Vec::new();
+    let mut dirs = Vec::new();
+    for i in 0..3 {
+        let pod = format!("kept-{i}");
+        let node = node_of(&pod);
+        // The volume: node affinity to the pod's node, a directory in that node's data dir
+        // holding what the pod wrote.
+        let pv = m.kubectl_ok(&[
+            "get",
+            "pvc",
+            &format!("data-{pod}"),
+            "-o",
+            "jsonpath={.spec.volumeName}",
+        ]);
+        let affinity = m.kubectl_ok(&[
+            "get",
+            "pv",
+            &pv,
+            "-o",
+            "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[*]}",
+        ]);
+        assert_eq!(affinity, node, "{pv} of {pod}: node affinity");
+        let path = m.kubectl_ok(&["get", "pv", &pv, "-o", "jsonpath={.spec.hostPath.path}"]);
+        let dir = data_dir(&node).join("local-path");
+        assert!(
+            Path::new(&path).starts_with(&dir),
+            "{pv} of {pod} on {node}: {path} is not in {}",
+            dir.display()
+        );
+        let on_disk = std::fs::read_to_string(Path::new(&path).join("id")).unwrap_or_default();
+        assert_eq!(on_disk.trim(), id_of(&pod).trim(), "{path}/id");
+        nodes.push(node);
+        dirs.push(path);
+    }
+    let mut spread = nodes.clone();
+    spread.sort();
+    assert_eq!(
+        spread,
+        ["control-plane", "worker-1", "worker-2"],
+        "one pod per node"
+    );
+    // Each pod deleted comes back to its node, with what it wrote (the file is written once).
+    for i in [1, 2] {
+        let pod = format!("kept-{i}");
+        let before = id_of(&pod);
+        m.kubectl_ok(&["delete", "pod", &pod, "--wait=true"]);
+        m.kubectl_ok(&["rollout", "status", "sts/kept", "--timeout=180s"]);
+        m.kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            &format!("pod/{pod}"),
+            "--timeout=120s",
+        ]);
+        assert_eq!(node_of(&pod), nodes[i], "{pod} back on its node");
+        assert_eq!(id_of(&pod), before, "{pod}'s data survived its deletion");
+    }
+    // The claims' deletion removes the volumes' directories (helper pods on each node).
+    m.kubectl_ok(&["delete", "sts", "kept", "--wait=true"]);
+    m.kubectl_ok(&[
+        "delete",
+        "pvc",
+        "data-kept-0",
+        "data-kept-1",
+        "data-kept-2",
+        "--ignore-not-found",
+        "--wait=true",
+    ]);
+    wait_for(
+        "the volumes' directories gone",
+        Duration::from_secs(120),
+        || dirs.iter().all(|d| !Path::new(d).exists()),
+    );
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::container::{dev_args, gen_in, Container, Env};
+use crate::common::container::{dev_args, gen_in, offline_image_refs, Container, Env};
 use crate::common::ports::Ports;
 use crate::common::*;
 
@@ -101,11 +101,12 @@ fn node_end_to_end(version: &str) {
     let out = n.ku(&["start", "--timeout", "180"]);
     let t = text(&out);
     assert!(out.status.success(), "start:\n{t}");
+    let refs = offline_image_refs().len();
     assert!(
-        t.contains("containerd") && t.contains("import images (3)"),
+        t.contains("containerd") && t.contains(&format!("import images ({refs})")),
         "progress shows the image import:\n{t}"
     );
-    assert!(t.contains("imported 3 images"), "{t}");
+    assert!(t.contains(&format!("imported {refs} images")), "{t}");
     // Every running unit's memory, containerd's and the kubelet's with their children.
     let rows: serde_json::Value =
         serde_json::from_slice(&n.ku(&["status", "-o", "json"]).stdout).unwrap_or_default();
@@ -337,6 +338,34 @@ fn node_end_to_end(version: &str) {
         "nc: {}",
         text(&nc)
     );
+    // wget by name (the resolver of a static busybox), its timeout against a server that never
+    // answers (Debian's busybox 1.35 segfaulted there, exit 139), and nc -z.
+    let by_name = n.kubectl(&[
+        "exec",
+        &pod,
+        "--",
+        "wget",
+        "-qO-",
+        "http://kubernetes.default.svc.cluster.local:443/",
+    ]);
+    assert!(
+        by_name.status.code() == Some(1) && text(&by_name).contains("400 Bad Request"),
+        "wget by name: {}",
+        text(&by_name)
+    );
+    let applets = n.kubectl_ok(&[
+        "exec",
+        &pod,
+        "--",
+        "sh",
+        "-c",
+        "(nc -l -p 9 >/dev/null &) ; sleep 1; wget -T 2 -qO- http://127.0.0.1:9/ >/dev/null 2>&1; \
+         echo wget-exit=$?; nc -z 10.0.0.1 443; echo nc-z-exit=$?",
+    ]);
+    assert!(
+        applets.contains("wget-exit=1") && applets.contains("nc-z-exit=0"),
+        "{applets}"
+    );
 
     // The default StorageClass provisions: a claim binds and a pod writes to it.
     let manifest = n.state.parent().unwrap().join("pvc.yaml");
@@ -373,6 +402,53 @@ spec:
         n.kubectl_ok(&["get", "pvc", "data", "-o", "jsonpath={.status.phase}"]),
         "Bound"
     );
+    // local-path-provisioner made it: a directory in the node's data dir, the PV bound to the node.
+    let pv = n.kubectl_ok(&["get", "pvc", "data", "-o", "jsonpath={.spec.volumeName}"]);
+    let path = n.kubectl_ok(&["get", "pv", &pv, "-o", "jsonpath={.spec.hostPath.path}"]);
+    assert!(
+        Path::new(&path).starts_with(n.state.join("data/local-path")),
+        "{pv}: {path}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&path).join("f")).unwrap_or_default(),
+        "kept\n",
+        "{path}/f"
+    );
+    assert_eq!(
+        n.kubectl_ok(&[
+            "get",
+            "pv",
+            &pv,
+            "-o",
+            "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[*]}",
+        ]),
+        n.name,
+        "{pv}: node affinity"
+    );
+
+    // metrics-server: `kubectl top` shows numbers (it verifies the kubelet with the cluster CA).
+    let top_wait = std::time::Instant::now();
+    let mut top = String::new();
+    wait_for(
+        "kubectl top nodes and pods",
+        Duration::from_secs(180),
+        || {
+            let nodes = n.kubectl(&["top", "nodes", "--no-headers"]);
+            let pods = n.kubectl(&["top", "pods", "-A", "--no-headers"]);
+            top = format!("{}\n{}", text(&nodes), text(&pods));
+            nodes.status.success()
+                && pods.status.success()
+                && text(&nodes).contains("m ")
+                && text(&pods).contains("coredns")
+        },
+    );
+    eprintln!(
+        "kubectl top answered {:.1}s after start returned:\n{top}",
+        top_wait.elapsed().as_secs_f64()
+    );
+    if version == pinned("KUBERNETES_VERSIONS")[0] {
+        hpa_scales_up_and_down(&n, &image);
+    }
 
     // kill -9 of containerd, the kubelet and kube-proxy: systemd restarts each, pods keep running.
     let before = n.restarts();
@@ -502,6 +578,85 @@ spec:
     );
     let out = n.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
+}
+
+/// An HPA on CPU scales a Deployment up under load and back down once the load is gone. Each pod
+/// burns CPU (at most its limit, 2x its request) until /tmp/idle exists.
+fn hpa_scales_up_and_down(n: &Node, image: &str) {
+    let burn = "while [ ! -e /tmp/idle ]; do :; done; exec sleep 36000";
+    let manifest = n.state.parent().unwrap().join("hpa.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: burn}}
+spec:
+  selector: {{matchLabels: {{app: burn}}}}
+  template:
+    metadata: {{labels: {{app: burn}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: {image}
+        command: [sh, -c, {burn:?}]
+        resources: {{requests: {{cpu: 100m}}, limits: {{cpu: 200m}}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {{name: burn}}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: burn}}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {{name: cpu, target: {{type: Utilization, averageUtilization: 50}}}}
+  behavior:
+    scaleDown: {{stabilizationWindowSeconds: 0}}
+"#
+        ),
+    )
+    .unwrap();
+    n.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+    let hpa = |field: &str| {
+        n.kubectl(&["get", "hpa", "burn", "-o", &format!("jsonpath={field}")])
+            .stdout
+    };
+    let t0 = std::time::Instant::now();
+    wait_for(
+        "the HPA scaled burn up to 3",
+        Duration::from_secs(300),
+        || hpa("{.status.desiredReplicas}") == b"3",
+    );
+    eprintln!("HPA: 3 replicas after {:.0}s", t0.elapsed().as_secs_f64());
+    // The load goes (every pod, the new ones too, until the HPA wants one).
+    let t1 = std::time::Instant::now();
+    wait_for(
+        "the HPA scaled burn down to 1",
+        Duration::from_secs(300),
+        || {
+            let pods = n.kubectl_ok(&[
+                "get",
+                "pods",
+                "-l",
+                "app=burn",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ]);
+            for pod in pods.split_whitespace() {
+                n.kubectl(&["exec", pod, "--", "touch", "/tmp/idle"]);
+            }
+            hpa("{.status.desiredReplicas}") == b"1" && hpa("{.status.currentReplicas}") == b"1"
+        },
+    );
+    eprintln!(
+        "HPA: back to 1 replica after {:.0}s",
+        t1.elapsed().as_secs_f64()
+    );
+    n.kubectl_ok(&["delete", "-f", &manifest.to_string_lossy()]);
 }
 
 #[test]

@@ -330,7 +330,17 @@ pub fn control_plane_args(version: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// The offline images' archives (pause, CoreDNS, busybox) built here.
+/// The references of the offline images (images.txt: an archive and its names per line; busybox
+/// has two).
+pub fn offline_image_refs() -> Vec<String> {
+    let list = std::fs::read_to_string(super::built_dir("images-").join("images.txt")).unwrap();
+    list.lines()
+        .filter(|l| !l.starts_with('#'))
+        .flat_map(|l| l.split_whitespace().skip(1).map(String::from))
+        .collect()
+}
+
+/// The offline images' archives (pause, CoreDNS, busybox, the addons') built here.
 pub fn offline_images() -> Vec<String> {
     std::fs::read_dir(super::built_dir("images-"))
         .unwrap()
