@@ -381,10 +381,19 @@ spec:
             && seen_from.ends_with(&format!(" on {server}")),
         "pod -> pod across nodes, the client's own address seen:\n{by_ip}"
     );
+    // By name: CoreDNS first (its pod may still be starting on a loaded machine).
+    m.kubectl_ok(&[
+        "-n",
+        "kube-system",
+        "rollout",
+        "status",
+        "deployment/coredns",
+        "--timeout=120s",
+    ]);
     let mut seen = std::collections::BTreeSet::new();
-    wait_for(
+    wait_for_saying(
         "both endpoints through the Service",
-        Duration::from_secs(60),
+        Duration::from_secs(90),
         || {
             let out = m.kubectl(&[
                 "exec",
@@ -400,7 +409,10 @@ spec:
                     seen.insert(pod.clone());
                 }
             }
-            seen.len() == 2
+            (
+                seen.len() == 2,
+                format!("{seen:?} so far; the last answer: {}", text(&out)),
+            )
         },
     );
     // DNS answers on every node.
@@ -506,8 +518,15 @@ spec:
         "worker-2's pods untouched"
     );
 
-    // A drain of worker-1 moves the Deployment's pods to worker-2.
-    m.kubectl_ok(&["drain", "worker-1", "--ignore-daemonsets", "--timeout=120s"]);
+    // A drain of worker-1 moves the Deployment's pods to worker-2 (metrics-server's too, whose
+    // emptyDir a drain leaves alone only when told).
+    m.kubectl_ok(&[
+        "drain",
+        "worker-1",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=120s",
+    ]);
     m.kubectl_ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
     wait_for("web on worker-2 only", Duration::from_secs(60), || {
         let web = m.pods_by_node("web");
@@ -724,5 +743,14 @@ spec:
         "the volumes' directories gone",
         Duration::from_secs(120),
         || dirs.iter().all(|d| !Path::new(d).exists()),
+    );
+    // and the provisioner removes its helper pods (a drain would refuse them: no controller).
+    wait_for(
+        "local-path's helper pods gone",
+        Duration::from_secs(60),
+        || {
+            !m.kubectl_ok(&["get", "pods", "-n", "local-path-storage", "-o", "name"])
+                .contains("helper-pod")
+        },
     );
 }

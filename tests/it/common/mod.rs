@@ -230,6 +230,26 @@ pub fn wait_for(what: &str, timeout: std::time::Duration, mut f: impl FnMut() ->
     }
 }
 
+/// `wait_for`, and a timeout says what `f` saw last (`f` gives whether it is done, and what it saw).
+pub fn wait_for_saying(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> (bool, String),
+) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let (done, saw) = f();
+        if done {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; last seen:\n{saw}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 /// What the unit names of the environment in `state` start with, as its profile.yaml records it:
 /// `kubeunit-NAME`, or `kubeunit-NAME_INSTANCE` for a state dir outside the name's default place.
 pub fn unit_prefix(state: &Path) -> String {
