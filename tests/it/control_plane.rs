@@ -307,6 +307,31 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
         "jsonpath={.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class}",
     ]);
     assert_eq!(default_sc, "true");
+    // A class's provisioner cannot be updated: an apply that changes it replaces the class (an
+    // environment generated again with another addons.storageProvisioner), both ways.
+    let provisioner = || {
+        cl.kubectl(&[
+            "get",
+            "storageclass",
+            "standard",
+            "-o",
+            "jsonpath={.provisioner}",
+        ])
+    };
+    assert_eq!(provisioner(), "rancher.io/local-path");
+    let other = state.join("addons/50-other-class.yaml");
+    std::fs::write(
+        &other,
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: standard}\nprovisioner: kubernetes.io/host-path\n",
+    )
+    .unwrap();
+    let out = cl.ku(&["hook", "kube-apiserver"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(provisioner(), "kubernetes.io/host-path");
+    std::fs::remove_file(&other).unwrap();
+    let out = cl.ku(&["hook", "kube-apiserver"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(provisioner(), "rancher.io/local-path");
 
     // The controller-manager works; the scheduler leaves pods Pending with no node to bind.
     cl.kubectl(&[
