@@ -168,7 +168,7 @@ fn apply_object(
         // goes, and the next apply creates the new one. Its volumes stay, with their provisioner.
         let class_replaced = status == 422
             && path.contains("/storageclasses/")
-            && text.contains("updates to")
+            && text.contains("field is immutable")
             && matches!(
                 agent.delete(&get_url).call().map(|r| r.status().as_u16()),
                 Ok(200 | 202)
