@@ -113,9 +113,13 @@ pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outco
             Some(true) => {}
         }
     }
-    if let Err(why) = watchable(pid, unit) {
+    match watchable(pid, unit) {
+        Ok(()) => {}
+        // It closed its listener and exited (between two looks, 5 ms): its connections ended
+        // with it.
+        Err(Unwatchable::Exited { .. }) => return Outcome::Ended(0),
         // (Once its listener is gone: still the unit's process, not its PID reused since.)
-        return Outcome::Skipped(why.to_string());
+        Err(why) => return Outcome::Skipped(why.to_string()),
     }
     match end_own(pid, port) {
         Ok(n) => Outcome::Ended(n),
@@ -156,7 +160,12 @@ fn watchable(pid: u32, unit: &str) -> Result<(), Unwatchable> {
         });
     }
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
-    if ns("self").is_none() || ns("self") != ns(&pid.to_string()) {
+    // A process that exited but is not reaped yet keeps its cgroup file and loses its namespaces:
+    // that is an exit, not another network.
+    let Some(its) = ns(&pid.to_string()) else {
+        return Err(Unwatchable::Exited { pid });
+    };
+    if ns("self") != Some(its) {
         return Err(Unwatchable::OtherNetwork { pid });
     }
     Ok(())
@@ -173,6 +182,8 @@ pub enum Unwatchable {
     OtherUnit { pid: u32, unit: String },
     #[error("PID {pid} is in another network namespace")]
     OtherNetwork { pid: u32 },
+    #[error("PID {pid} exited")]
+    Exited { pid: u32 },
 }
 
 /// A connection the kernel would not end.
@@ -373,6 +384,30 @@ mod tests {
         assert_eq!(&got, b"child\n");
         child.wait().unwrap();
         assert_eq!(end_own(pid, port).unwrap(), 0, "nothing left to end");
+    }
+
+    #[test]
+    fn an_exited_process_is_an_exit_not_another_network() {
+        // A child not waited for: a zombie, whose cgroup file stays and whose namespaces go.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let gone = |p: u32| std::fs::read_link(format!("/proc/{p}/ns/net")).is_err();
+        for _ in 0..100 {
+            if gone(pid) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        let unit = cgroup
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit('/').next())
+            .unwrap_or_default()
+            .to_string();
+        let err = watchable(pid, &unit).unwrap_err();
+        assert!(matches!(err, Unwatchable::Exited { .. }), "{err}");
+        child.wait().unwrap();
     }
 
     #[test]
