@@ -1,7 +1,7 @@
-//! What the addons cost: `kubeunit start` of dev as it ships (metrics-server, local-path-provisioner
-//! and their images) against dev without them (the in-tree hostPath class, as before they came, and
-//! only the pause, CoreDNS and busybox images), on real systemd (PID 1 in a node container) and the
-//! pinned binaries. Per run: `start` until usable, then until the addons' Deployments are
+//! What the addons cost: `kubeunit start` of dev as it ships (metrics-server, local-path-provisioner,
+//! MetalLB and their images) against dev without them (the in-tree hostPath class, as before they
+//! came, and only the pause, CoreDNS and busybox images), on real systemd (PID 1 in a node
+//! container) and the pinned binaries. Per run: `start` until usable, then until the addons' Deployments are
 //! available, then, after a minute of settling, the environment's memory (the proportional set
 //! size of every process in its slice: every unit and every pod). Not a test: it reports. The two
 //! take turns run by run (with, without, then without, with, ...), so a noisy machine's slow minute
@@ -21,7 +21,12 @@ use common::ports::Ports;
 use common::{cache_dir, node_lock, pinned, run, text, unit_prefix};
 
 /// The addons' archives, left out of the environment without them.
-const ADDON_ARCHIVES: [&str; 2] = ["metrics-server.tar", "local-path-provisioner.tar"];
+const ADDON_ARCHIVES: [&str; 4] = [
+    "metrics-server.tar",
+    "local-path-provisioner.tar",
+    "metallb-controller.tar",
+    "metallb-speaker.tar",
+];
 /// How long the environment settles before its memory is read.
 const SETTLE: Duration = Duration::from_secs(60);
 
@@ -76,6 +81,7 @@ fn main() {
             &[
                 "kube-system/metrics-server",
                 "local-path-storage/local-path-provisioner",
+                "metallb-system/controller",
             ][..],
         ),
         case(
@@ -85,13 +91,14 @@ fn main() {
                 "network.serviceCIDR=10.0.3.0/24".into(),
                 "addons.metricsServer=false".into(),
                 "addons.storageProvisioner=host-path".into(),
+                "addons.loadBalancer=false".into(),
                 format!("images=[{}]", core_images.join(",")),
             ],
             &[][..],
         ),
     ];
     println!(
-        "dev with and without its addons (metrics-server, local-path-provisioner), Kubernetes {version}, {} cores, {rounds} rounds, alternating; memory after {} s\n",
+        "dev with and without its addons (metrics-server, local-path-provisioner, MetalLB), Kubernetes {version}, {} cores, {rounds} rounds, alternating; memory after {} s\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         SETTLE.as_secs()
     );

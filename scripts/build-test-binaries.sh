@@ -29,8 +29,9 @@
 #         $KUBEUNIT_CACHE/bin/registry-<ver>/registry
 #         $KUBEUNIT_CACHE/bin/metrics-server-<ver>/metrics-server
 #         $KUBEUNIT_CACHE/bin/local-path-provisioner-<ver>/local-path-provisioner
-#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>-metrics-server-<ver>-local-path-<ver>/
-#           {pause,coredns,busybox,metrics-server,local-path-provisioner}.tar
+#         $KUBEUNIT_CACHE/bin/metallb-<ver>/{controller,speaker}
+#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>-metrics-server-<ver>-local-path-<ver>-metallb-<ver>/
+#           {pause,coredns,busybox,metrics-server,local-path-provisioner,metallb-controller,metallb-speaker}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
 #         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
@@ -55,7 +56,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 k8s_newest=${KUBERNETES_VERSIONS%% *}
-images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION-metrics-server-$METRICS_SERVER_VERSION-local-path-$LOCAL_PATH_VERSION
+images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION-metrics-server-$METRICS_SERVER_VERSION-local-path-$LOCAL_PATH_VERSION-metallb-$METALLB_VERSION
 dlv_dir=$cache/bin/dlv-$DLV_VERSION
 debug_dir=$cache/bin/debug-kubernetes-$k8s_newest
 
@@ -110,6 +111,7 @@ if [ "$mode" = print ]; then
   echo "$cache/bin/registry-$REGISTRY_VERSION"
   echo "$cache/bin/metrics-server-$METRICS_SERVER_VERSION"
   echo "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION"
+  echo "$cache/bin/metallb-$METALLB_VERSION"
   echo "$images_dir"
   echo "$dlv_dir"
   echo "$debug_dir"
@@ -395,6 +397,12 @@ images_build() {
   python3 "$here/docker-archive.py" "$tmp/local-path-provisioner.tar" --ref "$LOCAL_PATH_IMAGE" --arch "$arch" \
     --cmd '["local-path-provisioner"]' \
     --file "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION/local-path-provisioner:/usr/bin/local-path-provisioner:755"
+  # MetalLB as its Dockerfiles lay it out (FROM distroless/static: the binary at /; the speaker's FRR reloader
+  # serves its FRR mode, which kubeunit does not run)
+  python3 "$here/docker-archive.py" "$tmp/metallb-controller.tar" --ref "$METALLB_CONTROLLER_IMAGE" \
+    --arch "$arch" --entrypoint '["/controller"]' --file "$cache/bin/metallb-$METALLB_VERSION/controller:/controller:755"
+  python3 "$here/docker-archive.py" "$tmp/metallb-speaker.tar" --ref "$METALLB_SPEAKER_IMAGE" \
+    --arch "$arch" --entrypoint '["/speaker"]' --file "$cache/bin/metallb-$METALLB_VERSION/speaker:/speaker:755"
 
   {
     echo "pause.tar $PAUSE_IMAGE"
@@ -402,6 +410,8 @@ images_build() {
     echo "busybox.tar $TEST_IMAGE docker.io/library/busybox:$BUSYBOX_VERSION"
     echo "metrics-server.tar $METRICS_SERVER_IMAGE"
     echo "local-path-provisioner.tar $LOCAL_PATH_IMAGE"
+    echo "metallb-controller.tar $METALLB_CONTROLLER_IMAGE"
+    echo "metallb-speaker.tar $METALLB_SPEAKER_IMAGE"
   } >"$tmp/images.txt"
   echo "# busybox $BUSYBOX_VERSION from busybox_$BUSYBOX_VERSION.orig.tar.bz2 (Debian $BUSYBOX_SOURCE_SUITE), defconfig, static ($arch)" >>"$tmp/images.txt"
 }
@@ -422,6 +432,17 @@ local_path_build() {
   go_get "$m@$ver"
   (cd "$work" && go build -trimpath -ldflags "-s -w -X main.VERSION=$ver" -o "$tmp/local-path-provisioner" "$m")
   grep -q "$ver" <<<"$("$tmp/local-path-provisioner" --version 2>&1)" || die "the local-path-provisioner built is not $ver"
+}
+
+# MetalLB's controller and speaker from one module, as its Dockerfiles build them (CGO off; they stamp git's
+# commit and branch, the version is a constant of the module); `go version -m` names the module version built.
+metallb_build() {
+  local ver=$METALLB_VERSION m=go.universe.tf/metallb c
+  go_get "$m/controller@$ver" "$m/speaker@$ver"
+  for c in controller speaker; do
+    (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/$c" "$m/$c")
+    grep -q "mod[[:space:]]*$m[[:space:]]*$ver" <<<"$(go version -m "$tmp/$c")" || die "the MetalLB $c built is not $ver"
+  done
 }
 
 # --- debugging ---
@@ -483,6 +504,7 @@ if [ "$mode" = node ]; then
   cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
   cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
   cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
+  cached metallb "$METALLB_VERSION" "$cache/bin/metallb-$METALLB_VERSION" metallb_build
   cached images "$k8s_newest" "$images_dir" images_build
   exit 0
 fi
@@ -498,6 +520,7 @@ cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_
 cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
 cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
 cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
+cached metallb "$METALLB_VERSION" "$cache/bin/metallb-$METALLB_VERSION" metallb_build
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build

@@ -163,6 +163,10 @@ const ADDON_METRICS_SERVER: Template = Template {
     name: "addons/metrics-server.yaml.hbs",
     text: include_str!("../../addons/metrics-server.yaml.hbs"),
 };
+const ADDON_METALLB: Template = Template {
+    name: "addons/metallb.yaml.hbs",
+    text: include_str!("../../addons/metallb.yaml.hbs"),
+};
 const SCHEDULER_CONFIG: Template = Template {
     name: "configs/scheduler-config.yaml.hbs",
     text: include_str!("../../configs/scheduler-config.yaml.hbs"),
@@ -454,6 +458,23 @@ pub const COMPONENTS: &[Component] = &[
                     ))
                 },
             },
+            File {
+                path: "addons/40-metallb.yaml",
+                mode: FileMode::Public,
+                when: |plan| plan.load_balancer.is_some(),
+                content: |cx| {
+                    let addons = &cx.plan.profile.addons;
+                    let pool = cx.plan.load_balancer.as_ref().map(|lb| lb.pool.to_string());
+                    Ok(Content::Template(
+                        &ADDON_METALLB,
+                        json!({
+                            "controller_image": addons.metallb_controller_image,
+                            "speaker_image": addons.metallb_speaker_image,
+                            "pool": pool,
+                        }),
+                    ))
+                },
+            },
         ],
         after_healthy: Some(Hook::ApplyAddons),
         ..KUBERNETES
@@ -576,6 +597,13 @@ pub const COMPONENTS: &[Component] = &[
                             "link_net": h.link.net.to_string(),
                         }))
                         .collect::<Vec<_>>(),
+                    "lb": plan.load_balancer.as_ref().map(|lb| json!({
+                        "bridge": lb.bridge,
+                        "bridge_mac": lb.bridge_mac,
+                        "pool": lb.pool.to_string(),
+                        "host": crate::spec::load_balancer::SEGMENT_HOST.to_string(),
+                        "port": crate::spec::load_balancer::node_port(&link.netns),
+                    })),
                 }),
             ))
         })],
@@ -1245,7 +1273,7 @@ pub(super) mod host {
                 clashes.join("; ")
             ),
             format!(
-                "give this environment ranges no route of this host covers (`ip route` lists them): kubeunit gen --state-dir {} --set network.podCIDR=10.89.0.0/16 --set network.serviceCIDR=10.0.1.0/24 (another environment's ranges are taken while it runs)",
+                "give this environment ranges no route of this host covers (`ip route` lists them): kubeunit gen --state-dir {} --set network.podCIDR=10.89.0.0/16 --set network.serviceCIDR=10.0.1.0/24, and for addons.loadBalancerPool e.g. --set addons.loadBalancerPool=198.51.100.64/28 (another environment's ranges are taken while it runs)",
                 plan.state_dir.display()
             ),
         ))
@@ -1254,16 +1282,20 @@ pub(super) mod host {
     /// `routes` (network, interface) that overlap the pod or Service network, each named with the
     /// field: the default route and the node link's own routes (a running node) aside.
     pub fn route_clashes(plan: &Plan, routes: &[(ipnet::Ipv4Net, String)]) -> Vec<String> {
+        let pool = plan.load_balancer.as_ref();
         let ours = [
             ("network.podCIDR", plan.pod_cidr),
             ("network.serviceCIDR", plan.service_cidr),
-        ];
+        ]
+        .into_iter()
+        .chain(pool.map(|lb| ("addons.loadBalancerPool", ipnet::IpNet::V4(lb.pool))));
         let mut clashes = Vec::new();
         for (field, net) in ours {
             let ipnet::IpNet::V4(net) = net else { continue };
             for (route, iface) in routes {
                 // Across hosts, node-network routes the other hosts' pod networks to them.
                 let own = plan.nodes.iter().any(|n| &n.link.interface == iface)
+                    || pool.is_some_and(|lb| &lb.bridge == iface)
                     || plan
                         .hosts
                         .iter()
@@ -1551,9 +1583,14 @@ fn cluster_nets(plan: &Plan) -> Vec<String> {
         .into_iter()
         .chain((!picked).then_some(first_link))
         .map(ipnet::IpNet::V4);
+    let pool = plan
+        .load_balancer
+        .as_ref()
+        .map(|lb| ipnet::IpNet::V4(lb.pool));
     [plan.pod_cidr, plan.service_cidr]
         .into_iter()
         .filter(|n| matches!(n, ipnet::IpNet::V4(_)))
+        .chain(pool)
         .chain(links)
         .map(|n| n.to_string())
         .collect()

@@ -8,6 +8,7 @@ pub mod egress;
 pub mod host;
 pub mod hosts;
 pub mod load;
+pub mod load_balancer;
 pub mod names;
 pub mod nodes;
 pub mod paths;

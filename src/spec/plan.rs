@@ -77,6 +77,8 @@ pub struct Plan {
     /// Where CoreDNS sends names outside the cluster (`addons.corednsForward`; none when
     /// `offline`).
     pub coredns_forward: String,
+    /// LoadBalancer Services' pool and segment (`addons.loadBalancer`), if on.
+    pub load_balancer: Option<super::load_balancer::LoadBalancer>,
 }
 
 /// A host of an environment across hosts, as every host's plan sees it: where the others reach
@@ -411,6 +413,7 @@ impl Plan {
             d => d.clone(),
         };
         let egress = Egress::of(&profile)?;
+        let load_balancer = super::load_balancer::LoadBalancer::of(&profile, &host_name)?;
         // Offline: no name leaves this machine either.
         let coredns_forward = match profile.offline {
             true => String::new(),
@@ -419,6 +422,7 @@ impl Plan {
         Ok(Plan {
             egress,
             coredns_forward,
+            load_balancer,
             instance,
             ports,
             snapshot_dir,
@@ -469,6 +473,14 @@ impl Plan {
         });
         p.network.egress = self.egress.spec();
         p.addons.coredns_forward = self.coredns_forward.clone();
+        // The pool in use (when the addon is off: the one it would get).
+        p.addons.load_balancer_pool = match &self.load_balancer {
+            Some(lb) => lb.pool.to_string(),
+            None if p.addons.load_balancer_pool == "auto" => {
+                super::load_balancer::auto_pool(&self.host_name()).to_string()
+            }
+            None => p.addons.load_balancer_pool.clone(),
+        };
         // Across hosts: every host's node, not this host's alone.
         let nodes: Vec<ResolvedNode> = if self.hosts.is_empty() {
             self.nodes

@@ -774,6 +774,12 @@ pub struct Addons {
     /// metrics-server: the resource metrics API (`kubectl top`, HorizontalPodAutoscalers).
     pub metrics_server: bool,
     pub metrics_server_image: String,
+    /// LoadBalancer Services (MetalLB, layer 2: `spec::load_balancer`), their addresses from
+    /// `load_balancer_pool`: `auto` or an IPv4 network.
+    pub load_balancer: bool,
+    pub load_balancer_pool: String,
+    pub metallb_controller_image: String,
+    pub metallb_speaker_image: String,
 }
 
 /// Who provisions the default StorageClass's volumes (`addons.storageProvisioner`).

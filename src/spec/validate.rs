@@ -39,6 +39,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
     errs.extend(super::hosts::errors(p));
     errs.extend(super::egress::errors(p));
     errs.extend(super::registries::errors(p));
+    errs.extend(super::load_balancer::errors(p));
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(
@@ -761,6 +762,16 @@ fn addon_images(p: &Profile, errs: &mut Vec<FieldError>) {
             "addons.metricsServerImage",
             &p.addons.metrics_server_image,
             "registry.k8s.io/metrics-server/metrics-server:v0.9.0",
+        ),
+        (
+            "addons.metallbControllerImage",
+            &p.addons.metallb_controller_image,
+            "quay.io/metallb/controller:v0.15.2",
+        ),
+        (
+            "addons.metallbSpeakerImage",
+            &p.addons.metallb_speaker_image,
+            "quay.io/metallb/speaker:v0.15.2",
         ),
     ] {
         // An image reference is one word: whitespace would split or break the manifest's line.

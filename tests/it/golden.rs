@@ -452,3 +452,30 @@ fn the_man_pages_are_made_by_kubeunit_man() {
         "docs/man differs from what `kubeunit man` makes in {differing:?}: KUBEUNIT_UPDATE_GOLDEN=1 cargo test --test it golden::"
     );
 }
+
+/// `start` applies every document of every addon a profile renders: each has a kind kubeunit knows
+/// the API path of (`run::addons`' table). A kind missing there failed only at `start`, on a node.
+#[test]
+fn start_applies_every_kind_the_addons_render() {
+    for (name, args) in CASES {
+        let dir = tempfile::tempdir().unwrap();
+        let mut all = vec![
+            "--seed",
+            "42",
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+        ];
+        all.extend_from_slice(args);
+        gen_ok(dir.path(), &all);
+        let docs = kubeunit::run::addons::documents(dir.path()).unwrap();
+        assert!(!docs.is_empty(), "{name}: no addon documents");
+        for (file, doc) in docs {
+            if let Err(e) = kubeunit::run::addons::object_url(&doc) {
+                panic!(
+                    "{name}: {file}: {} {}: {e}",
+                    doc["kind"], doc["metadata"]["name"]
+                );
+            }
+        }
+    }
+}

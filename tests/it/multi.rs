@@ -111,8 +111,18 @@ impl Multi<'_> {
              echo rules: $(ip rule | grep -E '({interfaces}) lookup {table}' | wc -l); \
              echo cgroups: $(find /sys/fs/cgroup -path '*{cgroup}*' -type d 2>/dev/null | wc -l); \
              echo run dir: $(ls -d {run} 2>/dev/null | wc -l); \
-             echo data dir: $(ls -d {data_dir} 2>/dev/null | wc -l)",
+             echo data dir: $(ls -d {data_dir} 2>/dev/null | wc -l); \
+             echo load balancer: $( (ip -br link show dev '{lb}' 2>/dev/null; ip route show '{pool}' 2>/dev/null) | wc -l)",
             table = self.table(),
+            // The whole environment's bridge and pool route; a node's own port into it.
+            lb = match node {
+                None => load_balancer_of(&self.state).0,
+                Some(_) => segment_port(&netns),
+            },
+            pool = match node {
+                None => load_balancer_of(&self.state).1,
+                Some(_) => "0.0.0.0/32".to_string(),
+            },
             data_dir = match node {
                 None => "/nonexistent".to_string(),
                 Some(_) => data.clone(),
@@ -180,6 +190,16 @@ impl Multi<'_> {
         std::fs::write(&path, manifest).unwrap();
         self.kubectl_ok(&["apply", "-f", &path.to_string_lossy()]);
     }
+}
+
+/// The host's end of a node's veth into the LoadBalancer segment (kubeunit's
+/// `spec::load_balancer::node_port`): `kl-` and a hash of the node's namespace.
+fn segment_port(netns: &str) -> String {
+    use sha2::Digest;
+    format!(
+        "kl-{}",
+        &hex::encode(sha2::Sha256::digest(netns.as_bytes()))[..12]
+    )
 }
 
 fn multi_args(version: &str, pods: &str, services: &str, extra: &[&str]) -> Vec<String> {
@@ -453,6 +473,7 @@ spec:
     );
 
     volumes_stay_on_their_nodes(&m, &image);
+    load_balancer_follows_its_pod(&m, &image, serve);
 
     // kill -9 of worker-1's kubelet and containerd: systemd restarts both; worker-2's pods and
     // units are untouched.
@@ -630,6 +651,110 @@ spec:
     let out = m.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
     m.assert_nothing_left(Some("worker-1"), "destroy");
+}
+
+/// A LoadBalancer Service across the nodes. With externalTrafficPolicy Local the node of its one pod
+/// announces the address (ARP names that node's lb0) and the pod sees the client's own address
+/// (this host's on the segment); the address follows the pod to another node. With Cluster any
+/// node's speaker may announce it, and the pod sees a node's address.
+fn load_balancer_follows_its_pod(m: &Multi, image: &str, serve: &str) {
+    let (bridge, pool) = load_balancer_of(&m.state);
+    for what in ["deploy/controller", "ds/speaker"] {
+        m.kubectl_ok(&[
+            "-n",
+            "metallb-system",
+            "rollout",
+            "status",
+            what,
+            "--timeout=120s",
+        ]);
+    }
+    let manifest = |node: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: lb-web}}
+spec:
+  selector: {{matchLabels: {{app: lb-web}}}}
+  template:
+    metadata: {{labels: {{app: lb-web}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      nodeSelector: {{kubernetes.io/hostname: {node}}}
+      containers: [{{name: c, image: {image}, command: [sh, -c, {serve:?}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: lb-web}}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {{app: lb-web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"#
+        )
+    };
+    let mut address = String::new();
+    for node in ["worker-2", "worker-1"] {
+        m.apply("lb-web", &manifest(node));
+        m.kubectl_ok(&["rollout", "status", "deploy/lb-web", "--timeout=120s"]);
+        wait_for("an EXTERNAL-IP", Duration::from_secs(30), || {
+            address = m.kubectl_ok(&[
+                "get",
+                "svc",
+                "lb-web",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[0].ip}",
+            ]);
+            !address.is_empty()
+        });
+        let net: ipnet::Ipv4Net = pool.parse().unwrap();
+        assert!(
+            net.contains(&address.parse::<std::net::Ipv4Addr>().unwrap()),
+            "{address}"
+        );
+        let pod = m.pods_by_node("lb-web");
+        let name = &pod
+            .get(node)
+            .unwrap_or_else(|| panic!("lb-web on {node}: {pod:?}"))[0];
+        // The pod's answer names the client it saw and itself; ARP names the node's lb0.
+        let netns = format!("{}@{node}", m.prefix);
+        let link = text(&m.c.run(&["ip", "-n", &netns, "-br", "link", "show", "lb0"]));
+        let mac = link
+            .split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(mac.len(), 17, "lb0 of {node}: {link}");
+        wait_for_saying(
+            &format!("the address answered by {node}"),
+            Duration::from_secs(60),
+            || {
+                let (_, answer) = http_get_from(m.c, &address, "/cgi-bin/ip");
+                let neigh = text(&m.c.run(&["ip", "neigh", "show", &address, "dev", &bridge]));
+                // busybox httpd writes an IPv4 client as IPv4-mapped: [::ffff:169.254.107.117].
+                let done =
+                    answer.contains(&format!("169.254.107.117] on {name}")) && neigh.contains(&mac);
+                (
+                    done,
+                    format!("{answer}\nARP: {neigh} (lb0 of {node}: {mac})"),
+                )
+            },
+        );
+    }
+    m.kubectl_ok(&[
+        "patch",
+        "svc",
+        "lb-web",
+        "-p",
+        r#"{"spec":{"externalTrafficPolicy":"Cluster"}}"#,
+    ]);
+    wait_for_saying("the address by any node", Duration::from_secs(60), || {
+        let (_, answer) = http_get_from(m.c, &address, "/cgi-bin/ip");
+        let done = answer.contains("from ") && !answer.contains("169.254.107.117");
+        (done, answer)
+    });
+    m.kubectl_ok(&["delete", "deploy/lb-web", "svc/lb-web"]);
 }
 
 /// A StatefulSet of 3 with a claim each, one pod per node: local-path-provisioner puts each volume

@@ -49,6 +49,10 @@ impl Node<'_> {
         format!("ku-{}", &hex::encode(digest)[..12])
     }
 
+    fn load_balancer(&self) -> (String, String) {
+        load_balancer_of(&self.state)
+    }
+
     /// What this environment's node could leave on the host: processes, mounts, links, network
     /// namespaces, iptables rules, cgroups. One line each.
     fn leftovers(&self) -> Vec<String> {
@@ -62,7 +66,10 @@ impl Node<'_> {
              echo rules: $( (iptables-save -t nat; iptables-save -t filter) | grep -E '{prefix}|KUBE-|CNI-' | wc -l); \
              echo cgroups: $(find /sys/fs/cgroup -path '*{prefix}*' -type d 2>/dev/null | wc -l); \
              echo host dirs: $(ls -d /var/run/nri /opt/containerd /var/log/pods 2>/dev/null | wc -l); \
-             echo log links: $(find /var/log/containers -lname '{data}/*' 2>/dev/null | wc -l)",
+             echo log links: $(find /var/log/containers -lname '{data}/*' 2>/dev/null | wc -l); \
+             echo load balancer: $( (ip -br link show dev '{bridge}' 2>/dev/null; ip route show '{pool}' 2>/dev/null) | wc -l)",
+            bridge = self.load_balancer().0,
+            pool = self.load_balancer().1,
             data = data.display(),
             name = self.name,
             // The environment's own (with its instance): cgroup v1 shows this container every
@@ -296,6 +303,7 @@ fn node_end_to_end(version: &str) {
         from_host.contains("hello"),
         "host -> ClusterIP: {from_host}"
     );
+    load_balancer_serves(&n);
     // kube-proxy's and the CNI's chains are the node namespace's own: the host has none of them.
     let host_rules =
         n.c.sh("(iptables-save -t nat; iptables-save -t filter) | grep -E 'KUBE-|CNI-' | wc -l");
@@ -582,6 +590,85 @@ spec:
 
 /// An HPA on CPU scales a Deployment up under load and back down once the load is gone. Each pod
 /// burns CPU (at most its limit, 2x its request) until /tmp/idle exists.
+/// A LoadBalancer Service in front of deployment `web` (httpd answering "hello" on 8080): an
+/// address of the environment's pool at once, routed from this host onto the environment's segment
+/// (never by the default route), answering from this host with either traffic policy.
+fn load_balancer_serves(n: &Node) {
+    let (bridge, pool) = n.load_balancer();
+    assert!(
+        bridge.starts_with("kb-") && pool.ends_with("/28"),
+        "{bridge} {pool}"
+    );
+    // MetalLB's controller and speaker run (start does not wait for addons).
+    for what in ["deploy/controller", "ds/speaker"] {
+        n.kubectl_ok(&[
+            "-n",
+            "metallb-system",
+            "rollout",
+            "status",
+            what,
+            "--timeout=120s",
+        ]);
+    }
+    n.kubectl_ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--name=web-lb",
+        "--type=LoadBalancer",
+        "--port=80",
+        "--target-port=8080",
+    ]);
+    let asked = std::time::Instant::now();
+    let mut address = String::new();
+    wait_for("an EXTERNAL-IP", Duration::from_secs(30), || {
+        address = n.kubectl_ok(&[
+            "get",
+            "svc",
+            "web-lb",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ]);
+        !address.is_empty()
+    });
+    let took = asked.elapsed();
+    eprintln!("LoadBalancer address {address} after {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "the address came after {took:?}"
+    );
+    let net: ipnet::Ipv4Net = pool.parse().unwrap();
+    assert!(
+        net.contains(&address.parse::<std::net::Ipv4Addr>().unwrap()),
+        "{address} of {pool}"
+    );
+    // Every address of the pool, given out or not, goes onto the segment from its host address.
+    for addr in [address.clone(), net.broadcast().to_string()] {
+        let route = text(&n.c.run(&["ip", "route", "get", &addr]));
+        assert!(
+            route.contains(&format!("dev {bridge} ")) && route.contains("src 169.254.107.117"),
+            "{addr}: {route}"
+        );
+    }
+    for policy in ["Cluster", "Local"] {
+        n.kubectl_ok(&[
+            "patch",
+            "svc",
+            "web-lb",
+            "-p",
+            &format!("{{\"spec\":{{\"externalTrafficPolicy\":\"{policy}\"}}}}"),
+        ]);
+        wait_for_saying(
+            &format!("host -> LoadBalancer ({policy})"),
+            Duration::from_secs(60),
+            || {
+                let (_, answer) = http_get_from(n.c, &address, "/index.html");
+                (answer.contains("hello"), answer)
+            },
+        );
+    }
+}
+
 fn hpa_scales_up_and_down(n: &Node, image: &str) {
     let burn = "while [ ! -e /tmp/idle ]; do :; done; exec sleep 36000";
     let manifest = n.state.parent().unwrap().join("hpa.yaml");
@@ -755,6 +842,39 @@ fn two_node_environments_run_side_by_side() {
         ]));
     }
     assert_ne!(addresses[0], addresses[1], "each node has its own address");
+    // Each environment's LoadBalancer Services get addresses of its own pool, onto its own segment.
+    let mut given = Vec::new();
+    for n in &nodes {
+        let (bridge, pool) = n.load_balancer();
+        n.kubectl_ok(&["create", "service", "loadbalancer", "lb", "--tcp=80:8080"]);
+        let mut address = String::new();
+        wait_for("an EXTERNAL-IP", Duration::from_secs(120), || {
+            address = n.kubectl_ok(&[
+                "get",
+                "svc",
+                "lb",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[0].ip}",
+            ]);
+            !address.is_empty()
+        });
+        let net: ipnet::Ipv4Net = pool.parse().unwrap();
+        assert!(
+            net.contains(&address.parse::<std::net::Ipv4Addr>().unwrap()),
+            "{}: {address} of {pool}",
+            n.name
+        );
+        let route = text(&n.c.run(&["ip", "route", "get", &address]));
+        assert!(
+            route.contains(&format!("dev {bridge} ")),
+            "{address}: {route}"
+        );
+        given.push((pool, address));
+    }
+    assert_ne!(
+        given[0], given[1],
+        "two environments, two pools and addresses"
+    );
     // This host routes each environment's networks to its own node.
     for (n, (pods, services)) in nodes.iter().zip(networks) {
         for net in [pods, services] {

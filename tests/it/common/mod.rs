@@ -230,6 +230,35 @@ pub fn wait_for(what: &str, timeout: std::time::Duration, mut f: impl FnMut() ->
     }
 }
 
+/// The LoadBalancer segment's bridge and the pool of the environment in `state`, as its
+/// node-network script names them (`lb_bridge=`, `lb_pool=`); empty without the addon.
+pub fn load_balancer_of(state: &std::path::Path) -> (String, String) {
+    let script = std::fs::read_to_string(state.join("config/node-network.sh")).unwrap_or_default();
+    let value = |key: &str| {
+        script
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(|v| v.trim_matches(['"', '\'']).to_string())
+            .unwrap_or_default()
+    };
+    (value("lb_bridge"), value("lb_pool"))
+}
+
+/// What an HTTP/1.0 GET of `path` at `address`:80 from this host answered (3 s at most), and
+/// whether it answered at all.
+pub fn http_get_from(c: &container::Container, address: &str, path: &str) -> (bool, String) {
+    let out = c.run(&[
+        "timeout",
+        "3",
+        "bash",
+        "-c",
+        &format!(
+            "exec 3<>/dev/tcp/{address}/80; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+        ),
+    ]);
+    (out.status.success(), text(&out))
+}
+
 /// `wait_for`, and a timeout says what `f` saw last (`f` gives whether it is done, and what it saw).
 pub fn wait_for_saying(
     what: &str,
