@@ -22,6 +22,7 @@ mod hosts;
 mod install;
 mod internet;
 mod layering;
+mod load_balancer;
 mod multi;
 mod nix;
 mod node;
