@@ -1583,15 +1583,19 @@ fn cluster_nets(plan: &Plan) -> Vec<String> {
         .into_iter()
         .chain((!picked).then_some(first_link))
         .map(ipnet::IpNet::V4);
+    let nets: Vec<ipnet::IpNet> = [plan.pod_cidr, plan.service_cidr]
+        .into_iter()
+        .filter(|n| matches!(n, ipnet::IpNet::V4(_)))
+        .chain(links)
+        .collect();
+    // The LoadBalancer pool, unless one of those holds it (an `auto` pool: in the links' range).
     let pool = plan
         .load_balancer
         .as_ref()
-        .map(|lb| ipnet::IpNet::V4(lb.pool));
-    [plan.pod_cidr, plan.service_cidr]
-        .into_iter()
-        .filter(|n| matches!(n, ipnet::IpNet::V4(_)))
+        .map(|lb| ipnet::IpNet::V4(lb.pool))
+        .filter(|pool| !nets.iter().any(|n| n.contains(pool)));
+    nets.into_iter()
         .chain(pool)
-        .chain(links)
         .map(|n| n.to_string())
         .collect()
 }

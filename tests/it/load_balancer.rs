@@ -118,3 +118,53 @@ fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
     assert_ne!(got("after down, by the default route"), "0", "{all}");
     assert_eq!(got("after down"), "as before", "{all}");
 }
+
+/// The pool is the cluster's own in the environment's routing table (node-network.sh's
+/// `cluster_nets`: unreachable beyond this host, whatever egress says): a pool named in the
+/// profile is listed; an `auto` one is in the node links' range, which is listed already.
+#[test]
+fn the_pool_never_leaves_whatever_egress_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = executable_bin_dir(tmp.path());
+    let nets = |name: &str, extra: &[&str]| -> String {
+        let dir = tmp.path().join(name);
+        let out = run(kubeunit()
+            .args(["gen", "--profile", "dev", "--seed", "7", "--bin-dir"])
+            .arg(&bin)
+            .args([
+                "--set",
+                "network.advertiseAddress=192.0.2.10",
+                "--set",
+                "network.egress=on",
+            ])
+            .args(extra)
+            .arg("--state-dir")
+            .arg(&dir));
+        assert!(out.status.success(), "gen: {}", text(&out));
+        let script = std::fs::read_to_string(dir.join("config/node-network.sh")).unwrap();
+        script
+            .lines()
+            .find_map(|l| l.strip_prefix("cluster_nets="))
+            .unwrap()
+            .trim_matches('\'')
+            .to_string()
+    };
+    let own = nets(
+        "own",
+        &["--set", "addons.loadBalancerPool=198.51.100.64/28"],
+    );
+    assert!(
+        own.split_whitespace().any(|n| n == "198.51.100.64/28"),
+        "{own}"
+    );
+    let auto = nets("auto", &[]);
+    assert!(
+        auto.split_whitespace().any(|n| n == "198.18.0.0/16"),
+        "{auto}"
+    );
+    assert_eq!(
+        auto.split_whitespace().count(),
+        own.split_whitespace().count() - 1,
+        "{auto}"
+    );
+}
