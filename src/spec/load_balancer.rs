@@ -51,7 +51,9 @@ impl LoadBalancer {
     /// The environment's load balancer, if `addons.loadBalancer` is on. `host_name`: the
     /// environment's name on this host (`Plan::host_name`). The profile was validated.
     pub fn of(p: &Profile, host_name: &str) -> Result<Option<LoadBalancer>, Error> {
-        if !p.addons.load_balancer {
+        // Without a node there is no segment (node-network makes it) and nothing to announce on,
+        // as CoreDNS without a node has nowhere to run: the addon is off.
+        if !p.addons.load_balancer || !p.component("node-network").enabled {
             return Ok(None);
         }
         let digest = hash(host_name);
@@ -104,7 +106,7 @@ pub fn auto_pool(host_name: &str) -> Ipv4Net {
 }
 
 /// Every wrong value: a pool that is not `auto` or an IPv4 network, one inside the cluster's own
-/// networks, and a load balancer an environment cannot carry (across hosts, or without a node).
+/// networks, and a load balancer across hosts (not yet).
 pub fn errors(p: &Profile) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let pool = &p.addons.load_balancer_pool;
@@ -159,16 +161,6 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
             "set addons.loadBalancer: false in this profile (or --set addons.loadBalancer=false)",
         ));
     }
-    for component in ["node-network", "kube-proxy"] {
-        if !p.component(component).enabled {
-            errs.push(FieldError::new(
-                "addons.loadBalancer",
-                "true",
-                format!("needs a node: components.{component} is not enabled"),
-                format!("enable components.{component} (the dev profile does), or set addons.loadBalancer: false"),
-            ));
-        }
-    }
     errs
 }
 
@@ -211,6 +203,15 @@ mod tests {
     }
 
     #[test]
+    fn without_a_node_the_addon_is_off() {
+        let (_, p) =
+            load::layered("dev", &["components.node-network.enabled=false".into()]).unwrap();
+        assert_eq!(LoadBalancer::of(&p, "dev").unwrap(), None);
+        let (_, p) = load::layered("dev", &[]).unwrap();
+        assert!(LoadBalancer::of(&p, "dev").unwrap().is_some());
+    }
+
+    #[test]
     fn wrong_pools_and_places_are_refused() {
         assert!(errors_of(&[]).is_empty());
         assert!(errors_of(&["addons.loadBalancerPool=198.51.100.32/28"]).is_empty());
@@ -226,7 +227,6 @@ mod tests {
                 "addons.loadBalancerPool=10.0.0.0/28",
                 "overlaps network.serviceCIDR",
             ),
-            ("components.kube-proxy.enabled=false", "needs a node"),
         ] {
             let errs = errors_of(&[set]);
             assert!(errs.iter().any(|e| e.contains(says)), "{set}: {errs:?}");

@@ -754,7 +754,12 @@ spec:
         let done = answer.contains("from ") && !answer.contains("169.254.107.117");
         (done, answer)
     });
-    m.kubectl_ok(&["delete", "deploy/lb-web", "svc/lb-web"]);
+    m.kubectl_ok(&["delete", "deploy/lb-web", "svc/lb-web", "--wait=true"]);
+    // Its pods gone too (a terminating one would show up in what later checks list by node).
+    wait_for("lb-web's pods gone", Duration::from_secs(60), || {
+        m.kubectl_ok(&["get", "pods", "-l", "app=lb-web", "-o", "name"])
+            .is_empty()
+    });
 }
 
 /// A StatefulSet of 3 with a claim each, one pod per node: local-path-provisioner puts each volume

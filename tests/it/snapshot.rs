@@ -136,12 +136,24 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         c.log_text()
     );
 
-    // The timer runs (the service only now and then), and status says when it runs next.
-    let row = e
-        .status()
-        .into_iter()
-        .find(|r| r["component"] == "etcd-snapshot")
-        .expect("an etcd-snapshot row");
+    // The timer runs (the service only now and then), and status says when it runs next. While
+    // its service runs (it fires every 20 s), systemd has no next elapse yet: asked again then.
+    let snapshot_row = || {
+        e.status()
+            .into_iter()
+            .find(|r| r["component"] == "etcd-snapshot")
+            .expect("an etcd-snapshot row")
+    };
+    let mut row = snapshot_row();
+    wait_for_saying(
+        "the timer waiting for its next run",
+        Duration::from_secs(15),
+        || {
+            row = snapshot_row();
+            let waiting = row["subState"] == "waiting" && row["nextRun"].is_string();
+            (waiting, row.to_string())
+        },
+    );
     let prefix = unit_prefix(&state);
     let timer_units = format!("{prefix}-*.timer");
     assert_eq!(
