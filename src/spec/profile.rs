@@ -18,6 +18,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("ci", include_str!("../../profiles/ci.yaml")),
     ("multi", include_str!("../../profiles/multi.yaml")),
     ("ha", include_str!("../../profiles/ha.yaml")),
+    ("envtest", include_str!("../../profiles/envtest.yaml")),
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -91,7 +91,33 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
             "use [Node, RBAC]",
         ));
     }
+    admission_overlap(p, &mut errs);
     errs
+}
+
+/// A plugin both enabled (`apiserver.admissionPlugins`) and disabled (kube-apiserver's
+/// `--disable-admission-plugins` by extraArgs): kube-apiserver refuses to start ("overlapped"); said
+/// here, with the fix, before anything runs.
+fn admission_overlap(p: &Profile, errs: &mut Vec<FieldError>) {
+    let field = "components.kube-apiserver.extraArgs.disable-admission-plugins";
+    let disabled = p
+        .component("kube-apiserver")
+        .extra_args
+        .get("disable-admission-plugins")
+        .cloned();
+    let Some(Some(disabled)) = disabled else {
+        return;
+    };
+    for plugin in disabled.split(',').map(str::trim) {
+        if p.apiserver.admission_plugins.iter().any(|e| e == plugin) {
+            errs.push(FieldError::new(
+                field,
+                quoted(&disabled),
+                format!("disables {plugin}, which apiserver.admissionPlugins enables (kube-apiserver refuses both)"),
+                format!("remove {plugin} from apiserver.admissionPlugins too (the envtest profile does so for ServiceAccount)"),
+            ));
+        }
+    }
 }
 
 fn name(p: &Profile, errs: &mut Vec<FieldError>) {
@@ -795,6 +821,20 @@ mod tests {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let (_, p) = load::layered("dev", &sets).unwrap();
         validate(&p)
+    }
+
+    #[test]
+    fn a_plugin_enabled_and_disabled_is_refused() {
+        let errs = errors(&[
+            "components.kube-apiserver.extraArgs.disable-admission-plugins=ServiceAccount",
+        ]);
+        assert!(
+            errs.iter()
+                .any(|e| e.to_string().contains("disables ServiceAccount")),
+            "{errs:?}"
+        );
+        let (_, p) = load::layered("envtest", &[]).unwrap();
+        assert!(validate(&p).is_empty(), "{:?}", validate(&p));
     }
 
     #[test]

@@ -1519,3 +1519,68 @@ fn two_state_dirs_of_one_profile_run_side_by_side_on_auto_ports() {
         .collect();
     assert_eq!(services, Vec::<String>::new(), "no service left");
 }
+
+/// The `envtest` profile: etcd and kube-apiserver alone, as envtest runs its own. A pod in a
+/// namespace without a `default` ServiceAccount is admitted (the plugin is off, as envtest's) and
+/// stays unscheduled, and no ServiceAccount appears (nothing runs controllers); `destroy` and
+/// `start` give an empty cluster again (the reset between suites).
+#[test]
+fn the_envtest_profile_is_an_api_server_alone_reset_by_destroy_and_start() {
+    let ports = Ports::allocate();
+    let c = Container::boot("envtest");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let mut args = control_plane_args(&version);
+    args[1] = "envtest".into();
+    let state = gen_in(&c, "envtest", &ports, &args);
+    let cl = Cluster::started(&c, &version, state, &ports);
+    let rows = cl.status();
+    let running: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["subState"] == "running")
+        .filter_map(|r| r["component"].as_str())
+        .collect();
+    assert_eq!(running, ["etcd", "kube-apiserver"], "{rows}");
+    cl.kubectl(&["create", "namespace", "suite"]);
+    cl.kubectl(&[
+        "-n",
+        "suite",
+        "run",
+        "p",
+        "--image=registry.k8s.io/pause:3.10.2",
+        "--restart=Never",
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        cl.kubectl(&["-n", "suite", "get", "serviceaccounts", "-o", "name"]),
+        "",
+        "no controller made a ServiceAccount"
+    );
+    assert_eq!(
+        cl.kubectl(&[
+            "-n",
+            "suite",
+            "get",
+            "pod",
+            "p",
+            "-o",
+            "jsonpath={.status.phase} {.spec.nodeName}"
+        ])
+        .trim(),
+        "Pending",
+        "admitted without a ServiceAccount, scheduled by nothing"
+    );
+    for verb in ["destroy", "start"] {
+        let out = cl.ku(&[verb]);
+        assert!(out.status.success(), "{verb}: {}", text(&out));
+    }
+    let out = cl.kubectl_as("admin", &["get", "namespace", "suite"]);
+    assert!(
+        !out.status.success() && text(&out).contains("NotFound"),
+        "the reset left: {}",
+        text(&out)
+    );
+    let out = cl.ku(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
