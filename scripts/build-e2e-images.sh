@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the container images the upstream e2e [Conformance] specs of each pinned Kubernetes version use
-# (KUBERNETES_VERSIONS in scripts/versions.env), byte-reproducibly, as docker-archive tars for
+# (KUBERNETES_VERSIONS in scripts/versions.env), and those of the addons' specs (ADDON_SPEC_IMAGES below),
+# byte-reproducibly, as docker-archive tars for
 # `ctr -n k8s.io images import`, each under the exact reference that version's e2e framework runs
 # (test/utils/image/manifest.go), so the specs find them without a registry.
 #
@@ -53,7 +54,13 @@ debcache=$cache/e2e-debs
 # agnhost 2.55 (AgnhostPrev since v1.35): master bumped agnhost to 2.55 (kubernetes#131879) and to 2.56
 # (kubernetes#131924, netexec /serverport) between v1.34.0-alpha.0 (2.53) and v1.34.0-alpha.1 (2.56); no tag holds
 # 2.55. v1.34.0-alpha.1 is the nearest tagged source: 2.55 plus netexec's /serverport endpoint.
-SOURCE_OVERRIDES="agnhost:2.55=v1.34.0-alpha.1"
+# resource-consumer 1.13 (v1.35's manifest.go; the HPA specs of scripts/e2e-addons.sh): v1.28.15's source says 1.13
+# (checked); the search above does not reach it, as the proxy's version list here has nothing between v1.13.0 and
+# v1.29.6 (whose source says 1.14).
+SOURCE_OVERRIDES="agnhost:2.55=v1.34.0-alpha.1 resource-consumer:1.13=v1.28.15"
+# Images beyond the Conformance specs': those of the addons' specs (scripts/e2e-addons.sh), by manifest.go's
+# ImageID, each checked against the version's manifest.go: resource-consumer, the HPA specs' load.
+ADDON_SPEC_IMAGES="ResourceConsumer"
 # The image's PATH (alpine's and Debian's default).
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -602,6 +609,35 @@ nonewprivs_image() {
   note "nnp from k8s.io/kubernetes@$src"
 }
 
+# resource-consumer (the HPA specs' load): /consumer and /consume-cpu/consume-cpu of the release whose
+# test/images/resource-consumer/VERSION is the tag, on debian-base plus stress (its memory load) upstream; here
+# Debian bookworm's Priority: required packages plus stress. The consumer runs ./consume-cpu/consume-cpu from /.
+resource_consumer_part() {
+  k8s_module_build "$1" "$tmp" "-s -w" k8s.io/kubernetes/test/images/resource-consumer \
+    k8s.io/kubernetes/test/images/resource-consumer/consume-cpu
+}
+
+resource_consumer_image() {
+  local ref=$1 file=$2 tag src root=$work/root closure required txt
+  tag=$(tag_of "$ref")
+  src=$(k8s_source resource-consumer "$tag")
+  cached resource-consumer "$src" "$parts/resource-consumer-$src" resource_consumer_part "$src" >&2
+  txt=$(apt-cache dumpavail | awk '/^Package:/ { p = $2 } /^Priority: required$/ { print p }' | sort -u)
+  mapfile -t required <<<"$txt"
+  [ ${#required[@]} -gt 10 ] || die "no Priority: required packages in the apt lists"
+  txt=$(debs_closure "${required[@]}" stress)
+  mapfile -t closure <<<"$txt"
+  debs_extract "$root" "${closure[@]}"
+  debs_alternatives "$root"
+  base_etc "$root"
+  mkdir -p "$root/consume-cpu"
+  cp "$parts/resource-consumer-$src/resource-consumer" "$root/consumer"
+  cp "$parts/resource-consumer-$src/consume-cpu" "$root/consume-cpu/consume-cpu"
+  chmod 755 "$root/consumer" "$root/consume-cpu/consume-cpu"
+  archive "$tmp/$file" --ref "$ref" --entrypoint '["/consumer"]' --workdir / --expose 8080 --tree "$root"
+  note "consumer and consume-cpu from k8s.io/kubernetes@$src; upstream: debian-base + stress, here Debian bookworm's Priority: required packages + stress"
+}
+
 # glibc-dns-testing (jessie-dnsutils before it): debian:bookworm-slim plus dnsutils and a coredns binary. Here
 # Debian's Priority: required packages (what bookworm-slim is made of) plus dnsutils; coredns at COREDNS_VERSION.
 dnsutils_image() {
@@ -697,6 +733,7 @@ build_image() {
     APIServer) sample_apiserver_image "$ref" "$file" ;;
     Etcd) etcd_image "$ref" "$file" ;;
     Pause) pause_image "$ref" "$file" ;;
+    ResourceConsumer) resource_consumer_image "$ref" "$file" ;;
     *) die "the Conformance specs of $k8s use $id ($ref): this script has no builder for it" ;;
   esac
   {
@@ -708,19 +745,35 @@ build_image() {
   work=$outer_work
 }
 
+# addon_spec_images K8S_DIR: "ID REFERENCE" of each ADDON_SPEC_IMAGES image, as that source's manifest.go
+# configures it (registry, name, tag).
+addon_spec_images() {
+  local id line registry name tag
+  for id in $ADDON_SPEC_IMAGES; do
+    line=$(grep -E "^[[:space:]]*configs\[$id\] = Config\{" "$1/test/utils/image/manifest.go") ||
+      die "$1/test/utils/image/manifest.go configures no $id"
+    read -r registry name tag < <(sed -E 's/.*Config\{list\.([A-Za-z0-9]+), "([^"]+)", "([^"]+)"\}.*/\1 \2 \3/' <<<"$line")
+    case $registry in
+      PromoterE2eRegistry) registry=registry.k8s.io/e2e-test-images ;;
+      *) die "$id: registry $registry of $1's manifest.go is not one this script maps" ;;
+    esac
+    echo "$id $registry/$name:$tag"
+  done
+}
+
 # e2e_images K8S_VERSION: every image the Conformance specs of that version use, into $tmp.
 e2e_images() {
   local k8s=$1 dir list id ref line
   dir=$(mod_dir "k8s.io/kubernetes@$k8s")
-  list=$(derive_images "$dir")
-  echo "images the Conformance specs of $k8s use (scripts/e2e-images.go):"
+  list=$(derive_images "$dir")$'\n'$(addon_spec_images "$dir")
+  echo "images the Conformance specs of $k8s use (scripts/e2e-images.go), and the addons' specs (ADDON_SPEC_IMAGES):"
   while read -r line; do echo "  $line"; done <<<"$list"
   # check every image has a builder before building any
   while read -r id ref; do
     case $id in
       \#*|"") ;;
       Agnhost|AgnhostPrev|Kitten|Nautilus|BusyBox|Nginx|NginxNew|Nonewprivs|GlibcDnsTesting|JessieDnsutils) ;;
-      APIServer|Etcd|Pause) ;;
+      APIServer|Etcd|Pause|ResourceConsumer) ;;
       *) die "the Conformance specs of $k8s use $id ($ref): this script has no builder for it" ;;
     esac
   done <<<"$list"

@@ -112,7 +112,7 @@ def main():
         print(f"  [{part}] {name}")
     parts = ", ".join(f"{p} {s // 60}m{s % 60:02d}s" for p, s in wall.items())
     total = sum(wall.values())
-    print(f"\n{len(rows)} Conformance specs: {len(passed)} passed, {len(failed)} failed,"
+    print(f"\n{len(rows)} specs: {len(passed)} passed, {len(failed)} failed,"
           f" {len(skipped)} skipped by e2e itself, {len(single_rows)} left out on one node,"
           f" {unselected} not selected (--focus/--skip); wall time {total // 60}m{total % 60:02d}s ({parts})")
     missing = []

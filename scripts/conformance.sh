@@ -4,8 +4,8 @@
 # `ginkgo -p` first, then the [Serial] ones one at a time.
 #
 #   scripts/conformance.sh [--state-dir DIR | --profile NAME] [--minor 1.36] [--focus RE | --specs FILE]
-#                          [--skip RE] [--procs N] [--results DIR] [--only parallel|serial] [--dry-run]
-#                          [-- GEN_ARG...]
+#                          [--skip RE] [--labels EXPR] [--e2e-arg ARG]... [--procs N] [--results DIR]
+#                          [--only parallel|serial] [--dry-run] [-- GEN_ARG...]
 #
 #   --state-dir DIR  a running environment with a node (default: bring up --profile's with scripts/up.sh, with
 #                    every image the specs use loaded, and leave it running)
@@ -16,6 +16,9 @@
 #   --specs FILE     only the specs FILE names, one per line as `e2e.test --list-tests` prints them ("#" lines
 #                    are comments); each must run: one the suite does not have fails the run
 #   --skip RE        leave out specs matching RE too (reported as not selected)
+#   --labels EXPR    the Ginkgo label filter instead of Conformance (e.g. 'Feature: containsAny LoadBalancer';
+#                    '' for every spec --focus selects): scripts/e2e-addons.sh runs the addons' specs so
+#   --e2e-arg ARG    one more flag for e2e.test (e.g. -storage.testdriver=FILE); repeat for several
 #   --procs N        parallel Ginkgo processes for the non-serial specs (default 6 per core: the specs mostly
 #                    wait, on fixed timers such as the probes' 4 minutes, so the parallel part's wall time is
 #                    their sum divided by N until one spec's own length bounds it: API chunking's 558 s, which
@@ -50,14 +53,15 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 bad() { echo "conformance.sh: $*" >&2; echo "  see: scripts/conformance.sh --help" >&2; exit 2; }
 
 state="" profile=dev minor="" focus="" specs="" skip="" procs=$((6 * $(nproc))) results="" only="" dry_run=""
+labels=Conformance e2e_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
-    --state-dir|--profile|--minor|--focus|--specs|--skip|--procs|--results|--only)
+    --state-dir|--profile|--minor|--focus|--specs|--skip|--procs|--results|--only|--labels|--e2e-arg)
       [ $# -ge 2 ] || bad "$1 needs a value"
       case $1 in
         --state-dir) state=$2 ;; --profile) profile=$2 ;; --minor) minor=$2 ;; --focus) focus=$2 ;; --specs) specs=$2 ;; --skip) skip=$2 ;;
-        --procs) procs=$2 ;; --results) results=$2 ;; --only) only=$2 ;;
+        --procs) procs=$2 ;; --results) results=$2 ;; --only) only=$2 ;; --labels) labels=$2 ;; --e2e-arg) e2e_args+=("$2") ;;
       esac
       shift 2 ;;
     --dry-run) dry_run=1; shift ;;
@@ -158,7 +162,7 @@ fi
 # The e2e flags of upstream's conformance image (test/conformance/image/go-runner), offline: the images are
 # under their upstream names already, so no registry override (KUBE_TEST_REPO_LIST) is needed.
 e2e_flags=(--kubeconfig="$kubeconfig" --provider=skeleton --kubectl-path="$kubectl" --disable-log-dump
-  --e2e-output-dir="$results")
+  --e2e-output-dir="$results" ${e2e_args[@]+"${e2e_args[@]}"})
 
 # run NAME LABEL_FILTER [GINKGO_FLAG...]: one ginkgo run of e2e.test; its JUnit in RESULTS/NAME.
 run() {
@@ -188,8 +192,10 @@ ginkgo_failed=()
   echo "environment $state, $nodes node(s), $(nproc) cores, $(uname -r)"
   echo "started $stamp"
 } >"$results/run.txt"
-[ "$only" = serial ] || run parallel 'Conformance && !Serial' -p --procs="$procs"
-[ "$only" = parallel ] || run serial 'Conformance && Serial'
+# --labels '': every spec (of --focus), parallel and serial apart as always.
+with=${labels:+($labels) && }
+[ "$only" = serial ] || run parallel "$with!Serial" -p --procs="$procs"
+[ "$only" = parallel ] || run serial "${with}Serial"
 
 # Each kubelet's metrics (its pod start latency) for where the time went.
 for node in $("$kubectl" --kubeconfig "$kubeconfig" get nodes -o name); do
