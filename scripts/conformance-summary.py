@@ -4,7 +4,8 @@
     conformance-summary.py RESULTS_DIR SINGLE_NODE_LIST [--single-node] [--expect SPECS_FILE]
 
 Reads RESULTS_DIR/junit_*.xml (one per part: parallel, serial) and RESULTS_DIR/wall-seconds.txt, and prints
-the [Conformance] specs by outcome (passed, failed with the first line of why, skipped), the ones left out on
+the [Conformance] specs (when none ran: every spec that ran) by outcome (passed, failed with the first line of
+why, skipped), the ones left out on
 one node with the upstream line that says why (SINGLE_NODE_LIST, when --single-node), counts and wall time.
 With --expect, every spec SPECS_FILE names (one per line, "#" lines aside) must have passed.
 Exit status 1 when a spec failed (or an expected one did not pass), else 0.
@@ -17,17 +18,17 @@ import sys
 import xml.etree.ElementTree as ET
 
 
-def specs(results):
-    """{name: (part, status, message)} of every [Conformance] spec in the JUnit reports. Each part's report
-    lists every spec; one the part did not select (its label filter, --focus, --skip) is "skipped" with the
-    bare message "skipped", and status "not run" here unless another part ran it. A spec that ran and
-    skipped itself (e2eskipper) says why after "skipped - "."""
+def specs(results, conformance=True):
+    """{name: (part, status, message)} of every [Conformance] spec in the JUnit reports (every spec when
+    not `conformance`). Each part's report lists every spec; one the part did not select (its label filter,
+    --focus, --skip) is "skipped" with the bare message "skipped", and status "not run" here unless another
+    part ran it. A spec that ran and skipped itself (e2eskipper) says why after "skipped - "."""
     out = {}
     for path in sorted(glob.glob(os.path.join(results, "junit_*.xml"))):
         part = os.path.basename(path)[len("junit_"):-len(".xml")]
         for case in ET.parse(path).getroot().iter("testcase"):
             name = case.get("name", "")
-            if "[Conformance]" not in name:
+            if not name.startswith("[It] ") or (conformance and "[Conformance]" not in name):
                 continue  # suite set-up nodes, and specs outside the suite
             name = re.sub(r"^\[It\] ", "", name)
             name = re.sub(r" \[[^\]]*(, [^\]]*)*\]$", "", name)  # the labels Ginkgo appends
@@ -73,7 +74,13 @@ def main():
     p.add_argument("--expect")
     args = p.parse_args()
     results, list_path, single = args.results, args.single_node_list, args.single_node
-    rows = [(part, name, status, message) for name, (part, status, message) in specs(results).items()]
+    found = specs(results)
+    suite = "Conformance specs"
+    if all(status == "not run" for _, status, _ in found.values()):
+        # A run of other specs (conformance.sh --labels, scripts/e2e-addons.sh): every spec it ran.
+        found = {n: r for n, r in specs(results, conformance=False).items() if r[1] != "not run"}
+        suite = "specs run"
+    rows = [(part, name, status, message) for name, (part, status, message) in found.items()]
     left_out = single_node_list(list_path) if single else []
 
     def left_out_why(name):
@@ -112,7 +119,7 @@ def main():
         print(f"  [{part}] {name}")
     parts = ", ".join(f"{p} {s // 60}m{s % 60:02d}s" for p, s in wall.items())
     total = sum(wall.values())
-    print(f"\n{len(rows)} specs: {len(passed)} passed, {len(failed)} failed,"
+    print(f"\n{len(rows)} {suite}: {len(passed)} passed, {len(failed)} failed,"
           f" {len(skipped)} skipped by e2e itself, {len(single_rows)} left out on one node,"
           f" {unselected} not selected (--focus/--skip); wall time {total // 60}m{total % 60:02d}s ({parts})")
     missing = []

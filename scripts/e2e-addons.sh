@@ -64,7 +64,7 @@ area_args() {
     storage)
       profile=multi
       args=(--labels '' --e2e-arg "-storage.testdriver=$here/e2e-local-path-driver.yaml"
-        --focus 'External Storage \[Driver: rancher\.io/local-path\] \[Testpattern: (Dynamic PV \(default fs\)\] (subPath|volumes|volumeIO|read-write-once-pod|volume-stress) |Dynamic PV \(filesystem volmode\)\] (multiVolume .*same node|volumeMode should not mount)|Dynamic PV \(block volmode\)\] volumeMode should fail in binding|Dynamic PV \(delayed binding\)\] topology|Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral)'
+        --focus 'External Storage \[Driver: local-path\.rancher\.io\] \[Testpattern: (Dynamic PV \(default fs\)\] (subPath|volumes|volumeIO|read-write-once-pod|volume-stress) |Dynamic PV \(filesystem volmode\)\] (multiVolume .*same node|volumeMode should not mount)|Dynamic PV \(block volmode\)\] volumeMode should fail in binding|Dynamic PV \(delayed binding\)\] topology|Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral)'
         --skip 'kubelet is down|expansion|different volume mode|clone|restored snapshot') ;;
     metrics) profile=dev; args=(--labels '' --focus '\[sig-instrumentation\] (MetricsGrabber|Metrics should grab)') ;;
     hpa)
@@ -86,7 +86,7 @@ for area in "${areas[@]}"; do
   rc=0
   scripts/conformance.sh --profile "$profile" --minor "$version" --results "$results/$area" "${args[@]}" \
     ${dry_run[@]+"${dry_run[@]}"} || rc=$?
-  line=$(grep -E '^[0-9]+ specs: ' "$results/$area/summary.txt" 2>/dev/null | tail -n1 || true)
+  line=$(grep -E '^[0-9]+ (Conformance specs|specs run): ' "$results/$area/summary.txt" 2>/dev/null | tail -n1 || true)
   echo "$area ($profile): ${line:-no summary} (exit $rc)" | tee -a "$results/summary.txt"
   [ "$rc" = 0 ] || failed+=("$area")
 done
