@@ -39,6 +39,7 @@ case $rounds in ''|*[!0-9]*|0) echo "envtest-suites: --rounds '$rounds' is not a
 k8s=${KUBERNETES_VERSIONS%% *}
 results=${results:-benches/results/envtest-$(date -u +%Y%m%dT%H%M%SZ).txt}
 mkdir -p "$(dirname "$results")"
+results=$(cd "$(dirname "$results")" && pwd)/$(basename "$results")  # the suites run from their source dirs
 
 # The suites and envtest-start, built once per version.
 ver=$CONTROLLER_RUNTIME_VERSION m=sigs.k8s.io/controller-runtime

@@ -525,6 +525,8 @@ spec:
         anomalies.join("\n")
     );
 
+    volumes_stay_on_their_hosts(&out, &work, &pinned("TEST_IMAGE")[0]);
+
     // A worker's power cut: its pods go to the other worker once the eviction timeout is over.
     kubectl_ok(
         &out,
@@ -599,6 +601,117 @@ spec:
 }
 
 /// `wait_for`, showing the cluster's pods, nodes and recent events when it times out.
+/// A StatefulSet of 5 with a claim each, one pod per host (the control-plane hosts' taint
+/// tolerated): local-path-provisioner puts each volume in the data dir of its pod's host, on that
+/// host's own disk, with node affinity to its node; a pod deleted comes back to its host with what
+/// it wrote; deleting the claims deletes the directories on each host.
+fn volumes_stay_on_their_hosts(out: &Path, work: &Path, image: &str) {
+    let keep = "[ -e /data/id ] || echo \"$(hostname) $(date +%s%N)\" >/data/id; exec sleep 3600";
+    let manifest = work.join("kept.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: kept}}
+spec:
+  replicas: 5
+  serviceName: kept
+  selector: {{matchLabels: {{app: kept}}}}
+  template:
+    metadata: {{labels: {{app: kept}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      tolerations: [{{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}}]
+      topologySpreadConstraints:
+      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: kept}}}}}}
+      containers:
+      - name: c
+        image: {image}
+        command: [sh, -c, {keep:?}]
+        volumeMounts: [{{name: data, mountPath: /data}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
+"#
+        ),
+    )
+    .unwrap();
+    kubectl_ok(out, "cp-1", &["apply", "-f", &manifest.to_string_lossy()]);
+    kubectl_ok(
+        out,
+        "cp-1",
+        &["rollout", "status", "sts/kept", "--timeout=300s"],
+    );
+    let get = |args: &[&str]| kubectl_ok(out, "cp-1", args).trim().to_string();
+    let node_of = |pod: &str| get(&["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"]);
+    let id_of = |pod: &str| get(&["exec", pod, "--", "cat", "/data/id"]);
+    let mut nodes = Vec::new();
+    let mut dirs = Vec::new();
+    for i in 0..5 {
+        let pod = format!("kept-{i}");
+        let node = node_of(&pod);
+        let pv = get(&[
+            "get",
+            "pvc",
+            &format!("data-{pod}"),
+            "-o",
+            "jsonpath={.spec.volumeName}",
+        ]);
+        let affinity = get(&[
+            "get",
+            "pv",
+            &pv,
+            "-o",
+            "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[*]}",
+        ]);
+        assert_eq!(affinity, node, "{pv} of {pod}: node affinity");
+        // The host's data dir (DATA there) is this machine's WORK/HOST.data.
+        let path = get(&["get", "pv", &pv, "-o", "jsonpath={.spec.hostPath.path}"]);
+        let rel = Path::new(&path)
+            .strip_prefix(Path::new(DATA).join("local-path"))
+            .unwrap_or_else(|_| panic!("{pv} of {pod}: {path} is not in {DATA}/local-path"));
+        let on_host = work.join(format!("{node}.data/local-path")).join(rel);
+        let on_disk = std::fs::read_to_string(on_host.join("id")).unwrap_or_default();
+        assert_eq!(
+            on_disk.trim(),
+            id_of(&pod),
+            "{pod} on {node}: {}",
+            on_host.display()
+        );
+        nodes.push(node);
+        dirs.push(on_host);
+    }
+    let mut spread = nodes.clone();
+    spread.sort();
+    let all: Vec<String> = HOSTS.iter().map(|h| h.0.to_string()).collect();
+    assert_eq!(spread, all, "one pod per host");
+    // Two pods deleted come back to their hosts with their data (written once).
+    for pod in ["kept-0", "kept-4"] {
+        let i: usize = pod[5..].parse().unwrap();
+        let before = id_of(pod);
+        kubectl_ok(out, "cp-1", &["delete", "pod", pod, "--wait=true"]);
+        kubectl_ok(
+            out,
+            "cp-1",
+            &["rollout", "status", "sts/kept", "--timeout=180s"],
+        );
+        assert_eq!(node_of(pod), nodes[i], "{pod} back on its host");
+        assert_eq!(id_of(pod), before, "{pod}'s data survived its deletion");
+    }
+    kubectl_ok(out, "cp-1", &["delete", "sts", "kept", "--wait=true"]);
+    let claims: Vec<String> = (0..5).map(|i| format!("data-kept-{i}")).collect();
+    let mut args = vec!["delete", "pvc", "--wait=true"];
+    args.extend(claims.iter().map(String::as_str));
+    kubectl_ok(out, "cp-1", &args);
+    wait_shown(
+        out,
+        "the volumes' directories gone on every host",
+        Duration::from_secs(120),
+        || dirs.iter().all(|d| !d.exists()),
+    );
+}
+
 fn wait_shown(out: &Path, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + timeout;
     while !f() {
