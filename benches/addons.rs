@@ -92,6 +92,7 @@ fn main() {
                 "addons.metricsServer=false".into(),
                 "addons.storageProvisioner=host-path".into(),
                 "addons.loadBalancer=false".into(),
+                "addons.gateway=false".into(),
                 format!("images=[{}]", core_images.join(",")),
             ],
             &[][..],

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the pinned binaries (scripts/versions.env) from the Go module proxy into a versioned cache:
 # Kubernetes and etcd, and for a real node containerd, runc, the CNI plugins, crictl, CoreDNS, the local
-# registry (distribution), the addons (metrics-server, local-path-provisioner) and the offline images (pause,
-# coredns, a busybox test image, the addons') that
+# registry (distribution), the addons (metrics-server, local-path-provisioner, MetalLB, Traefik) and the offline
+# images (pause, coredns, a busybox test image, the addons') that
 # `ctr -n k8s.io images import` loads.
 #
 #   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
@@ -30,8 +30,9 @@
 #         $KUBEUNIT_CACHE/bin/metrics-server-<ver>/metrics-server
 #         $KUBEUNIT_CACHE/bin/local-path-provisioner-<ver>/local-path-provisioner
 #         $KUBEUNIT_CACHE/bin/metallb-<ver>/{controller,speaker}
-#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>-metrics-server-<ver>-local-path-<ver>-metallb-<ver>/
-#           {pause,coredns,busybox,metrics-server,local-path-provisioner,metallb-controller,metallb-speaker}.tar
+#         $KUBEUNIT_CACHE/bin/traefik-<ver>/traefik
+#         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>-metrics-server-<ver>-local-path-<ver>-metallb-<ver>-traefik-<ver>/
+#           {pause,coredns,busybox,metrics-server,local-path-provisioner,metallb-controller,metallb-speaker,traefik}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
 #         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
@@ -56,7 +57,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 k8s_newest=${KUBERNETES_VERSIONS%% *}
-images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION-metrics-server-$METRICS_SERVER_VERSION-local-path-$LOCAL_PATH_VERSION-metallb-$METALLB_VERSION
+images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION-metrics-server-$METRICS_SERVER_VERSION-local-path-$LOCAL_PATH_VERSION-metallb-$METALLB_VERSION-traefik-$TRAEFIK_VERSION
 dlv_dir=$cache/bin/dlv-$DLV_VERSION
 debug_dir=$cache/bin/debug-kubernetes-$k8s_newest
 
@@ -112,6 +113,7 @@ if [ "$mode" = print ]; then
   echo "$cache/bin/metrics-server-$METRICS_SERVER_VERSION"
   echo "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION"
   echo "$cache/bin/metallb-$METALLB_VERSION"
+  echo "$cache/bin/traefik-$TRAEFIK_VERSION"
   echo "$images_dir"
   echo "$dlv_dir"
   echo "$debug_dir"
@@ -328,6 +330,13 @@ check_pins() {
     die "kubeadm $k8s_newest pins CoreDNS '$kubeadm_coredns' but versions.env has COREDNS_VERSION=$COREDNS_VERSION"
   [ "$COREDNS_IMAGE" = "registry.k8s.io/coredns/coredns:$COREDNS_VERSION" ] ||
     die "COREDNS_IMAGE $COREDNS_IMAGE does not name COREDNS_VERSION $COREDNS_VERSION (versions.env)"
+  # The Gateway API CRDs applied are those Traefik is built against.
+  local traefik_gateway_api
+  traefik_gateway_api=$(sed -n 's/^[[:space:]]*sigs.k8s.io\/gateway-api \(v[^ ]*\)$/\1/p' \
+    "$(mod_dir "github.com/traefik/traefik/v3@$TRAEFIK_VERSION")/go.mod")
+  [ "$traefik_gateway_api" = "$GATEWAY_API_VERSION" ] ||
+    die "traefik $TRAEFIK_VERSION requires sigs.k8s.io/gateway-api '$traefik_gateway_api', versions.env has GATEWAY_API_VERSION=$GATEWAY_API_VERSION"
+  "$here/gateway-api-crds.sh" --check
   local ctd_dir sandbox pause_tag
   ctd_dir=$(mod_dir "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
   sandbox=$(sed -n 's/^[[:space:]]*DefaultSandboxImage = "\(.*\)"/\1/p' "$ctd_dir/internal/cri/config/config.go")
@@ -403,6 +412,10 @@ images_build() {
     --arch "$arch" --entrypoint '["/controller"]' --file "$cache/bin/metallb-$METALLB_VERSION/controller:/controller:755"
   python3 "$here/docker-archive.py" "$tmp/metallb-speaker.tar" --ref "$METALLB_SPEAKER_IMAGE" \
     --arch "$arch" --entrypoint '["/speaker"]' --file "$cache/bin/metallb-$METALLB_VERSION/speaker:/speaker:755"
+  # Traefik as its Dockerfile lays it out (the binary at /, on alpine for its ca-certificates and tzdata, which
+  # a Gateway in a cluster without internet access does not use)
+  python3 "$here/docker-archive.py" "$tmp/traefik.tar" --ref "$TRAEFIK_IMAGE" --arch "$arch" \
+    --entrypoint '["/traefik"]' --file "$cache/bin/traefik-$TRAEFIK_VERSION/traefik:/traefik:755"
 
   {
     echo "pause.tar $PAUSE_IMAGE"
@@ -412,6 +425,7 @@ images_build() {
     echo "local-path-provisioner.tar $LOCAL_PATH_IMAGE"
     echo "metallb-controller.tar $METALLB_CONTROLLER_IMAGE"
     echo "metallb-speaker.tar $METALLB_SPEAKER_IMAGE"
+    echo "traefik.tar $TRAEFIK_IMAGE"
   } >"$tmp/images.txt"
   echo "# busybox $BUSYBOX_VERSION from busybox_$BUSYBOX_VERSION.orig.tar.bz2 (Debian $BUSYBOX_SOURCE_SUITE), defconfig, static ($arch)" >>"$tmp/images.txt"
 }
@@ -443,6 +457,18 @@ metallb_build() {
     (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$tmp/$c" "$m/$c")
     grep -q "mod[[:space:]]*$m[[:space:]]*$ver" <<<"$(go version -m "$tmp/$c")" || die "the MetalLB $c built is not $ver"
   done
+}
+
+# Traefik as its Makefile builds it (CGO off, the version stamped in). Its go.mod replaces modules with its own
+# paths and forks, which `go get` of a dependency ignores: it is built in a copy of its module, as a checkout.
+traefik_build() {
+  local ver=$TRAEFIK_VERSION m=github.com/traefik/traefik/v3 src
+  src=$(mod_dir "$m@$ver")
+  cp -r "$src" "$work/traefik" && chmod -R u+w "$work/traefik"
+  (cd "$work/traefik" && go build -trimpath \
+    -ldflags "-s -w -X $m/pkg/version.Version=$ver -X $m/pkg/version.BuildDate=1970-01-01T00:00:00Z" \
+    -o "$tmp/traefik" ./cmd/traefik)
+  grep -q "Version:[[:space:]]*$ver\$" <<<"$("$tmp/traefik" version)" || die "the traefik built is not $ver"
 }
 
 # --- debugging ---
@@ -505,6 +531,7 @@ if [ "$mode" = node ]; then
   cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
   cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
   cached metallb "$METALLB_VERSION" "$cache/bin/metallb-$METALLB_VERSION" metallb_build
+  cached traefik "$TRAEFIK_VERSION" "$cache/bin/traefik-$TRAEFIK_VERSION" traefik_build
   cached images "$k8s_newest" "$images_dir" images_build
   exit 0
 fi
@@ -521,6 +548,7 @@ cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" regi
 cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
 cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
 cached metallb "$METALLB_VERSION" "$cache/bin/metallb-$METALLB_VERSION" metallb_build
+cached traefik "$TRAEFIK_VERSION" "$cache/bin/traefik-$TRAEFIK_VERSION" traefik_build
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build

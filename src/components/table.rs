@@ -167,6 +167,18 @@ const ADDON_METALLB: Template = Template {
     name: "addons/metallb.yaml.hbs",
     text: include_str!("../../addons/metallb.yaml.hbs"),
 };
+const ADDON_TRAEFIK: Template = Template {
+    name: "addons/traefik.yaml.hbs",
+    text: include_str!("../../addons/traefik.yaml.hbs"),
+};
+/// Upstream's CRDs as they are (scripts/gateway-api-crds.sh writes and checks them): not a template.
+const GATEWAY_API_CRDS: &str = include_str!("../../addons/gateway-api-crds.yaml");
+
+/// Whether the environment has the Gateway API addon: asked for, and the load balancer its
+/// Gateways' address comes from is there (off with it, without a node).
+fn gateway_on(plan: &Plan) -> bool {
+    plan.profile.addons.gateway && plan.load_balancer.is_some()
+}
 const SCHEDULER_CONFIG: Template = Template {
     name: "configs/scheduler-config.yaml.hbs",
     text: include_str!("../../configs/scheduler-config.yaml.hbs"),
@@ -472,6 +484,23 @@ pub const COMPONENTS: &[Component] = &[
                             "speaker_image": addons.metallb_speaker_image,
                             "pool": pool,
                         }),
+                    ))
+                },
+            },
+            File {
+                path: "addons/50-gateway-api-crds.yaml",
+                mode: FileMode::Public,
+                when: gateway_on,
+                content: |_| Ok(Content::Verbatim(GATEWAY_API_CRDS.to_string())),
+            },
+            File {
+                path: "addons/51-traefik.yaml",
+                mode: FileMode::Public,
+                when: gateway_on,
+                content: |cx| {
+                    Ok(Content::Template(
+                        &ADDON_TRAEFIK,
+                        json!({ "image": cx.plan.profile.addons.traefik_image }),
                     ))
                 },
             },

@@ -514,6 +514,8 @@ mod tests {
         "addons.loadBalancerPool",
         "addons.metallbControllerImage",
         "addons.metallbSpeakerImage",
+        "addons.gateway",
+        "addons.traefikImage",
         "network.egress",
         "offline",
         "versions.kubernetes",

@@ -1,6 +1,6 @@
 //! Objects applied once the API server is ready: the manifests `gen` rendered into `STATE/addons/`
 //! (RBAC for the generated identities, CoreDNS, the default StorageClass and its provisioner,
-//! metrics-server, MetalLB), applied server-side with
+//! metrics-server, MetalLB, the Gateway API and Traefik), applied server-side with
 //! the admin identity, so re-applying is idempotent.
 //!
 //! The API calls are plain HTTPS PATCHes (`application/apply-patch+yaml`) through the same TLS client
@@ -39,6 +39,7 @@ const KINDS: &[(&str, &str, bool)] = &[
     ("DaemonSet", "daemonsets", true),
     ("IPAddressPool", "ipaddresspools", true),
     ("L2Advertisement", "l2advertisements", true),
+    ("GatewayClass", "gatewayclasses", false),
 ];
 
 /// Every document of every `addons/*.yaml`, in file order.

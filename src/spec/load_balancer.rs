@@ -158,7 +158,7 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
             "addons.loadBalancer",
             "true",
             "not across hosts yet: the pool's segment is a bridge on one host",
-            "set addons.loadBalancer: false in this profile (or --set addons.loadBalancer=false)",
+            "set addons.loadBalancer: false and addons.gateway: false in this profile (or --set them)",
         ));
     }
     errs

@@ -781,6 +781,10 @@ pub struct Addons {
     pub load_balancer_pool: String,
     pub metallb_controller_image: String,
     pub metallb_speaker_image: String,
+    /// The Gateway API: its standard CRDs and Traefik as the implementation (GatewayClass
+    /// `traefik`), each Gateway at the address of Traefik's LoadBalancer Service.
+    pub gateway: bool,
+    pub traefik_image: String,
 }
 
 /// Who provisions the default StorageClass's volumes (`addons.storageProvisioner`).

@@ -66,6 +66,16 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
         }
     }
     addon_images(p, &mut errs);
+    // Traefik publishes each Gateway at its Service's LoadBalancer address: without the pool a
+    // Gateway would never get an address.
+    if p.addons.gateway && !p.addons.load_balancer {
+        errs.push(FieldError::new(
+            "addons.gateway",
+            "true",
+            "needs addons.loadBalancer: true (each Gateway's address is Traefik's LoadBalancer Service's)",
+            "set addons.loadBalancer: true, or addons.gateway: false",
+        ));
+    }
     if let Some(why) = coredns_forward_problem(&p.addons.coredns_forward) {
         errs.push(FieldError::new(
             "addons.corednsForward",
@@ -799,6 +809,11 @@ fn addon_images(p: &Profile, errs: &mut Vec<FieldError>) {
             &p.addons.metallb_speaker_image,
             "quay.io/metallb/speaker:v0.15.2",
         ),
+        (
+            "addons.traefikImage",
+            &p.addons.traefik_image,
+            "docker.io/library/traefik:v3.6.12",
+        ),
     ] {
         // An image reference is one word: whitespace would split or break the manifest's line.
         if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -874,6 +889,9 @@ mod tests {
             "addons.localPathImage",
             "addons.localPathHelperImage",
             "addons.metricsServerImage",
+            "addons.metallbControllerImage",
+            "addons.metallbSpeakerImage",
+            "addons.traefikImage",
         ] {
             assert_eq!(errors(&[&format!("{field}=example.com/a/b:1")]), vec![]);
             for bad in ["", "a b", "a\nkind: Secret", "a\tb"] {
@@ -884,6 +902,17 @@ mod tests {
         }
         assert_eq!(errors(&["addons.storageProvisioner=host-path"]), vec![]);
         assert!(load::layered("dev", &["addons.storageProvisioner=nfs".to_string()]).is_err());
+    }
+
+    #[test]
+    fn a_gateway_needs_the_load_balancer() {
+        let errs = errors(&["addons.loadBalancer=false"]);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].field, "addons.gateway");
+        assert_eq!(
+            errors(&["addons.loadBalancer=false", "addons.gateway=false"]),
+            vec![]
+        );
     }
 
     #[test]

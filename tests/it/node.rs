@@ -304,6 +304,7 @@ fn node_end_to_end(version: &str) {
         "host -> ClusterIP: {from_host}"
     );
     load_balancer_serves(&n);
+    gateway_routes_http(&n);
     // kube-proxy's and the CNI's chains are the node namespace's own: the host has none of them.
     let host_rules =
         n.c.sh("(iptables-save -t nat; iptables-save -t filter) | grep -E 'KUBE-|CNI-' | wc -l");
@@ -667,6 +668,102 @@ fn load_balancer_serves(n: &Node) {
             },
         );
     }
+}
+
+/// The Gateway API addon: a Gateway of class `traefik` gets the address of Traefik's LoadBalancer
+/// Service, and its HTTPRoute's rule takes a request from this host to the `web` Service; a path no
+/// rule matches gets Traefik's 404.
+fn gateway_routes_http(n: &Node) {
+    n.kubectl_ok(&[
+        "-n",
+        "traefik",
+        "rollout",
+        "status",
+        "deploy/traefik",
+        "--timeout=120s",
+    ]);
+    let condition = |kind: &str, name: &str, cond: &str| {
+        n.kubectl_ok(&[
+            "get",
+            kind,
+            name,
+            "-o",
+            &format!("jsonpath={{.status.conditions[?(@.type==\"{cond}\")].status}}"),
+        ])
+    };
+    wait_for_saying(
+        "GatewayClass traefik Accepted",
+        Duration::from_secs(60),
+        || {
+            let s = condition("gatewayclass", "traefik", "Accepted");
+            (s == "True", s)
+        },
+    );
+    let manifest = n.state.parent().unwrap().join("gateway.yaml");
+    std::fs::write(
+        &manifest,
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: web-gw
+spec:
+  gatewayClassName: traefik
+  listeners:
+    - name: http
+      protocol: HTTP
+      port: 80
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: web
+spec:
+  parentRefs:
+    - name: web-gw
+  rules:
+    - matches:
+        - path: {type: PathPrefix, value: /index.html}
+      backendRefs:
+        - name: web
+          port: 80
+"#,
+    )
+    .unwrap();
+    n.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+    wait_for_saying("Gateway web-gw Programmed", Duration::from_secs(60), || {
+        let s = condition("gateway", "web-gw", "Programmed");
+        (s == "True", s)
+    });
+    let lb = n.kubectl_ok(&[
+        "-n",
+        "traefik",
+        "get",
+        "svc",
+        "traefik",
+        "-o",
+        "jsonpath={.status.loadBalancer.ingress[0].ip}",
+    ]);
+    let address = n.kubectl_ok(&[
+        "get",
+        "gateway",
+        "web-gw",
+        "-o",
+        "jsonpath={.status.addresses[0].value}",
+    ]);
+    assert!(
+        !lb.is_empty() && address == lb,
+        "Gateway at {address:?}, Traefik's Service at {lb:?}"
+    );
+    wait_for_saying("host -> Gateway -> web", Duration::from_secs(60), || {
+        let (_, answer) = http_get_from(n.c, &address, "/index.html");
+        (answer.contains("hello"), answer)
+    });
+    let (_, unrouted) = http_get_from(n.c, &address, "/elsewhere");
+    assert!(
+        unrouted.lines().next().is_some_and(|l| l.contains(" 404 ")),
+        "{unrouted}"
+    );
+    n.kubectl_ok(&["delete", "-f", &manifest.to_string_lossy()]);
 }
 
 fn hpa_scales_up_and_down(n: &Node, image: &str) {
