@@ -9,10 +9,10 @@ use std::process::Command;
 
 use crate::common::*;
 
-/// The sandbox: an uplink `up0` (a veth, which counts what it sends) with the default route; a
-/// half-made bridge of the environment's name; both nodes up, then down one by one. Prints
-/// `key: value` lines.
-const SANDBOX: &str = r#"set -u
+/// The sandbox: an uplink `up0` (a veth, which counts what it sends) with the default route, and
+/// what the scripts below report with. Their arguments: the two nodes' scripts, the bridge, the
+/// pool, an address of it that no Service holds.
+const PRELUDE: &str = r#"set -u
 first=$1 second=$2 bridge=$3 pool=$4 address=$5
 mount -t tmpfs kubeunit-it /run
 ip link set lo up
@@ -36,34 +36,86 @@ host_state() {
   ip route show table all | grep -v -e 'table local' -e '^local ' -e '^broadcast '
 }
 host_state >/run/before
+report_up() {
+  echo "ports: $(ip -o link show master "$bridge" | wc -l)"
+  echo "route: $(ip -o route get "$address" | grep -o "dev $bridge src [0-9.]*")"
+  echo "lb0 of each node: $(for ns in $(ip netns list | cut -d' ' -f1); do ip -n "$ns" -o link show lb0 >/dev/null && ip -n "$ns" -o route get 169.254.107.117 | grep -o 'dev lb0'; done | wc -l)"
+  echo "while up, by the default route: $(by_default_route)"
+}
+report_down() {
+  echo "after the last down: bridge $(ip link show dev "$bridge" >/dev/null 2>&1 && echo yes || echo no), routes $(ip route show "$pool" | wc -l)"
+  echo "after down, by the default route: $(by_default_route)"
+  host_state >/run/after
+  if cmp -s /run/before /run/after; then
+    echo "after down: as before"
+  else
+    echo "after down: changed"; diff /run/before /run/after
+  fi
+}
+"#;
+
+/// A half-made bridge of the environment's name; both nodes up, then down one by one.
+const SEQUENTIAL: &str = r#"
 # What a kill -9 during the first node's `up` can leave: the bridge, down, without its address (the
 # `down` that each `up` begins with takes it away, as the unit's ExecStopPost= would have).
 ip link add "$bridge" type bridge
 for s in "$first" "$second"; do
   sh "$s" up >/run/up.log 2>&1 || { echo "up: failed"; cat /run/up.log; }
 done
-echo "ports: $(ip -o link show master "$bridge" | wc -l)"
-echo "route: $(ip -o route get "$address" | grep -o "dev $bridge src [0-9.]*")"
-echo "lb0 of each node: $(for ns in $(ip netns list | cut -d' ' -f1); do ip -n "$ns" -o link show lb0 >/dev/null && ip -n "$ns" -o route get 169.254.107.117 | grep -o 'dev lb0'; done | wc -l)"
-echo "while up, by the default route: $(by_default_route)"
+report_up
 sh "$first" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.log; }
 echo "after the first down: ports $(ip -o link show master "$bridge" | wc -l), routes $(ip route show "$pool" | wc -l)"
 sh "$second" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.log; }
-echo "after the last down: bridge $(ip link show dev "$bridge" >/dev/null 2>&1 && echo yes || echo no), routes $(ip route show "$pool" | wc -l)"
-echo "after down, by the default route: $(by_default_route)"
-host_state >/run/after
-if cmp -s /run/before /run/after; then
-  echo "after down: as before"
-else
-  echo "after down: changed"; diff /run/before /run/after
-fi
+report_down
 "#;
 
-#[test]
-fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("state");
-    let bin = executable_bin_dir(tmp.path());
+/// The first node's `up` killed (SIGKILL) at instants from 5 ms to 0.6 s in, each time; then
+/// both nodes up at once, and down at once.
+const KILLED_THEN_AT_ONCE: &str = r#"
+for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
+  timeout -s KILL "$delay" sh "$first" up >/dev/null 2>&1
+done
+sh "$first" up >/run/up1.log 2>&1 & one=$!
+sh "$second" up >/run/up2.log 2>&1 & two=$!
+wait "$one" || { echo "up: failed"; cat /run/up1.log; }
+wait "$two" || { echo "up: failed"; cat /run/up2.log; }
+report_up
+sh "$first" down >/run/down1.log 2>&1 & one=$!
+sh "$second" down >/run/down2.log 2>&1 & two=$!
+wait "$one" || { echo "down: failed"; cat /run/down1.log; }
+wait "$two" || { echo "down: failed"; cat /run/down2.log; }
+report_down
+"#;
+
+/// The lines of `SANDBOX` + `body` run in a mount and network namespace of their own, for the
+/// multi environment `dir`: `key: value`, and all it printed.
+fn sandbox(dir: &Path, body: &str) -> (Vec<(String, String)>, String) {
+    let (bridge, pool) = load_balancer_of(dir);
+    let net: ipnet::Ipv4Net = pool.parse().unwrap();
+    // An address of the pool that no Service holds.
+    let address = net.hosts().nth(4).unwrap().to_string();
+    let first = dir.join("config/node-network.sh");
+    let second = dir.join("nodes/worker-1/config/node-network.sh");
+    assert!(Path::new(&second).exists());
+    let out = run(Command::new("unshare")
+        .args(["--mount", "--net", "--propagation", "private", "sh", "-c"])
+        .arg(format!("{PRELUDE}{body}"))
+        .arg("sandbox")
+        .arg(&first)
+        .arg(&second)
+        .args([&bridge, &pool, &address]));
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (lines, text(&out))
+}
+
+/// `gen` of multi (a control plane and two workers) into `tmp/state`.
+fn multi_state(tmp: &Path) -> std::path::PathBuf {
+    let dir = tmp.join("state");
+    let bin = executable_bin_dir(tmp);
     let out = run(kubeunit()
         .args(["gen", "--profile", "multi", "--seed", "7", "--bin-dir"])
         .arg(&bin)
@@ -74,34 +126,18 @@ fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
         ])
         .arg(&dir));
     assert!(out.status.success(), "gen: {}", text(&out));
-    let (bridge, pool) = load_balancer_of(&dir);
-    let net: ipnet::Ipv4Net = pool.parse().unwrap();
-    // An address of the pool that no Service holds.
-    let address = net.hosts().nth(4).unwrap().to_string();
-    let first = dir.join("config/node-network.sh");
-    let second = dir.join("nodes/worker-1/config/node-network.sh");
-    assert!(Path::new(&second).exists());
-    let out = run(Command::new("unshare")
-        .args([
-            "--mount",
-            "--net",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            SANDBOX,
-            "sandbox",
-        ])
-        .arg(&first)
-        .arg(&second)
-        .args([&bridge, &pool, &address]));
-    let all = text(&out);
-    let got = |key: &str| -> String {
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+    dir
+}
+
+/// What both sandboxes must see: the segment up with both nodes on it and nothing by the default
+/// route, then gone, and the host as before.
+fn assert_up_then_gone(lines: &[(String, String)], all: &str, bridge: &str) {
+    let got = |key: &str| -> &str {
+        lines
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
             .unwrap_or_default()
-            .to_string()
     };
     assert!(!all.contains("failed"), "{all}");
     assert_eq!(got("ports"), "2", "{all}");
@@ -112,11 +148,36 @@ fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
     );
     assert_eq!(got("lb0 of each node"), "2", "{all}");
     assert_eq!(got("while up, by the default route"), "0", "{all}");
-    assert_eq!(got("after the first down"), "ports 1, routes 1", "{all}");
     assert_eq!(got("after the last down"), "bridge no, routes 0", "{all}");
     // Without the route the same address goes by the default route: the count above can see it.
     assert_ne!(got("after down, by the default route"), "0", "{all}");
     assert_eq!(got("after down"), "as before", "{all}");
+}
+
+#[test]
+fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = multi_state(tmp.path());
+    let (bridge, _) = load_balancer_of(&dir);
+    let (lines, all) = sandbox(&dir, SEQUENTIAL);
+    let after_first = lines.iter().find(|(k, _)| k == "after the first down");
+    assert_eq!(
+        after_first.map(|(_, v)| v.as_str()),
+        Some("ports 1, routes 1"),
+        "{all}"
+    );
+    assert_up_then_gone(&lines, &all, &bridge);
+}
+
+/// kill -9 of `up` at any instant leaves nothing the next `up` trips on, and two nodes coming up
+/// (or going down) at once share the bridge: the uplinks' lock orders them.
+#[test]
+fn a_killed_up_and_nodes_at_once_leave_one_segment_then_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = multi_state(tmp.path());
+    let (bridge, _) = load_balancer_of(&dir);
+    let (lines, all) = sandbox(&dir, KILLED_THEN_AT_ONCE);
+    assert_up_then_gone(&lines, &all, &bridge);
 }
 
 /// The pool is the cluster's own in the environment's routing table (node-network.sh's
