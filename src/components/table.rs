@@ -626,6 +626,14 @@ pub const COMPONENTS: &[Component] = &[
                             "link_net": h.link.net.to_string(),
                         }))
                         .collect::<Vec<_>>(),
+                    "v6": plan.ipv6.as_ref().map(|v6| json!({
+                        "host": v6.link_host.to_string(),
+                        "node": v6.link_node.to_string(),
+                        "prefix": v6.link_net.prefix_len(),
+                        "pod_cidr": v6.node_pod_cidr.to_string(),
+                        "cluster_pod_cidr": v6.pod_cidr.to_string(),
+                        "service_cidr": v6.service_cidr.to_string(),
+                    })),
                     "lb": plan.load_balancer.as_ref().map(|lb| json!({
                         "bridge": lb.bridge,
                         "bridge_mac": lb.bridge_mac,
@@ -700,11 +708,14 @@ pub const COMPONENTS: &[Component] = &[
             }),
             template("config/cni/10-kubeunit-bridge.conflist", |cx| {
                 let plan = cx.plan;
-                let default_route = if plan.node().pod_cidr.network().is_ipv6() {
-                    "::/0"
-                } else {
-                    "0.0.0.0/0"
+                let default_route = |net: &str| {
+                    if net.contains(':') {
+                        "::/0"
+                    } else {
+                        "0.0.0.0/0"
+                    }
                 };
+                let pod_cidrs = plan.node_pod_cidrs();
                 Ok(Content::Template(
                     &CNI_BRIDGE,
                     json!({
@@ -713,8 +724,8 @@ pub const COMPONENTS: &[Component] = &[
                         "network": plan.node().cni_network(&plan.unit_prefix()),
                         // The node's namespace has this one bridge.
                         "bridge": "cni0",
-                        "pod_cidr": plan.node().pod_cidr.to_string(),
-                        "default_route": default_route,
+                        "ranges": pod_cidrs,
+                        "default_routes": pod_cidrs.iter().map(|n| default_route(n)).collect::<Vec<_>>(),
                     }),
                 ))
             }),
@@ -963,6 +974,7 @@ pub const COMPONENTS: &[Component] = &[
                         "name": node.name,
                         "labels": labels,
                         "pod_cidr": node.pod_cidr.to_string(),
+                        "pod_cidrs": cx.plan.node_pod_cidrs(),
                     }),
                 ))
             }),
@@ -997,7 +1009,7 @@ pub const COMPONENTS: &[Component] = &[
                     "kubeconfig": plan.node_file(&paths::kubeconfig("kube-proxy")),
                     "node_name": plan.node().name,
                     // The cluster's: traffic from any node's pods is the cluster's own.
-                    "pod_cidr": plan.pod_cidr.to_string(),
+                    "pod_cidr": plan.pod_cidrs(),
                     "healthz": node(port::KUBE_PROXY_HEALTHZ),
                     "metrics": node(port::KUBE_PROXY_METRICS),
                     "feature_gates": feature_gates(plan, cx.component),
@@ -1813,7 +1825,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         ),
         flag("service-account-key-file", p(paths::SA_PUB)),
         flag("service-account-signing-key-file", p(&paths::key("sa"))),
-        flag("service-cluster-ip-range", plan.service_cidr.to_string()),
+        flag("service-cluster-ip-range", plan.service_cidrs()),
         flag("audit-policy-file", p(AUDIT_POLICY_FILE)),
         flag("audit-log-path", plan.data("audit/audit.log")),
         flag("audit-log-maxsize", "100"),
@@ -1875,8 +1887,8 @@ fn controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("cluster-signing-cert-file", p(&paths::cert("ca"))),
         flag("cluster-signing-key-file", p(&paths::key("ca"))),
         flag("controllers", "*,bootstrapsigner,tokencleaner"),
-        flag("service-cluster-ip-range", plan.service_cidr.to_string()),
-        flag("cluster-cidr", plan.pod_cidr.to_string()),
+        flag("service-cluster-ip-range", plan.service_cidrs()),
+        flag("cluster-cidr", plan.pod_cidrs()),
         // Each node's share is the profile's (`nodes[].podCIDR`): its CNI range, and its Node's
         // spec.podCIDR, which the kubelet's start hook applies.
         flag("allocate-node-cidrs", "false"),
@@ -1935,6 +1947,6 @@ fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("kubeconfig", plan.node_file(&paths::kubeconfig("kubelet"))),
         flag("root-dir", plan.node().data("kubelet")),
         flag("hostname-override", &plan.node().name),
-        flag("node-ip", plan.node().link.node.to_string()),
+        flag("node-ip", plan.node_ips()),
     ]
 }

@@ -4,6 +4,7 @@
 
 pub mod auto;
 pub mod calendar;
+pub mod dual_stack;
 pub mod egress;
 pub mod host;
 pub mod hosts;

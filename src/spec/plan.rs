@@ -79,6 +79,8 @@ pub struct Plan {
     pub coredns_forward: String,
     /// LoadBalancer Services' pool and segment (`addons.loadBalancer`), if on.
     pub load_balancer: Option<super::load_balancer::LoadBalancer>,
+    /// The IPv6 networks of a dual-stack environment (`network.ipFamily: dual`), if it is one.
+    pub ipv6: Option<super::dual_stack::Ipv6Nets>,
 }
 
 /// A host of an environment across hosts, as every host's plan sees it: where the others reach
@@ -414,6 +416,10 @@ impl Plan {
         };
         let egress = Egress::of(&profile)?;
         let load_balancer = super::load_balancer::LoadBalancer::of(&profile, &host_name)?;
+        let ipv6 = match topology.nodes.first() {
+            Some(first) => super::dual_stack::Ipv6Nets::of(&profile, first.link.net)?,
+            None => None,
+        };
         // Offline: no name leaves this machine either.
         let coredns_forward = match profile.offline {
             true => String::new(),
@@ -423,6 +429,7 @@ impl Plan {
             egress,
             coredns_forward,
             load_balancer,
+            ipv6,
             instance,
             ports,
             snapshot_dir,
@@ -508,6 +515,38 @@ impl Plan {
     /// Whether this plan's host has `role`: every role on one host.
     pub fn here_has(&self, role: HostRole) -> bool {
         self.this_host().is_none_or(|h| h.roles.contains(&role))
+    }
+
+    /// The service networks as kube-apiserver and kube-controller-manager take them: the IPv4
+    /// one, and the IPv6 one after a comma in a dual-stack environment.
+    pub fn service_cidrs(&self) -> String {
+        match &self.ipv6 {
+            Some(v6) => format!("{},{}", self.service_cidr, v6.service_cidr),
+            None => self.service_cidr.to_string(),
+        }
+    }
+
+    /// The cluster's pod networks, as `service_cidrs` lists them.
+    pub fn pod_cidrs(&self) -> String {
+        match &self.ipv6 {
+            Some(v6) => format!("{},{}", self.pod_cidr, v6.pod_cidr),
+            None => self.pod_cidr.to_string(),
+        }
+    }
+
+    /// This node's pod networks: its share of each family's.
+    pub fn node_pod_cidrs(&self) -> Vec<String> {
+        let mut nets = vec![self.node().pod_cidr.to_string()];
+        nets.extend(self.ipv6.as_ref().map(|v6| v6.node_pod_cidr.to_string()));
+        nets
+    }
+
+    /// The node's addresses, as the kubelet's --node-ip takes them.
+    pub fn node_ips(&self) -> String {
+        match &self.ipv6 {
+            Some(v6) => format!("{},{}", self.node().link.node, v6.link_node),
+            None => self.node().link.node.to_string(),
+        }
     }
 
     /// The node this plan is the view of: the first, unless it is a per-node component's view of

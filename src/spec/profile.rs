@@ -410,6 +410,32 @@ pub struct Network {
     /// Where the node and its pods reach beyond this host (`spec::egress`).
     #[serde(default)]
     pub egress: EgressSpec,
+    /// `ipv4`, or `dual`: pods and Services get an IPv6 address too (`spec::dual_stack`), from
+    /// the two ranges below.
+    #[serde(default)]
+    pub ip_family: IpFamily,
+    #[serde(default = "default_pod_cidr_v6", rename = "podCIDRv6")]
+    pub pod_cidr_v6: String,
+    #[serde(default = "default_service_cidr_v6", rename = "serviceCIDRv6")]
+    pub service_cidr_v6: String,
+}
+
+/// `network.ipFamily`, as kind names it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum IpFamily {
+    #[default]
+    Ipv4,
+    Ipv6,
+    Dual,
+}
+
+// The defaults of the fields a profile recorded before they existed (base.yaml has them too).
+fn default_pod_cidr_v6() -> String {
+    "fd00:10:88::/56".into()
+}
+fn default_service_cidr_v6() -> String {
+    "fd00:10:96::/112".into()
 }
 
 /// `network.egress` as written: a word (`host`, `on`, `off`) or a list of CIDRs, each checked by

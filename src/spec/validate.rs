@@ -40,6 +40,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
     errs.extend(super::egress::errors(p));
     errs.extend(super::registries::errors(p));
     errs.extend(super::load_balancer::errors(p));
+    errs.extend(super::dual_stack::errors(p));
     gates("featureGates", &p.feature_gates, &mut errs);
     if !p.node.name.is_empty() && !is_subdomain(&p.node.name) {
         errs.push(FieldError::new(

@@ -12,6 +12,7 @@ mod conformance;
 mod control_plane;
 mod debug;
 mod docs;
+mod dual_stack;
 mod egress;
 mod equivalence;
 mod fetch;
