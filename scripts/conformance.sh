@@ -134,16 +134,7 @@ results=$(cd "$results" && pwd)
 # containerd and the node's registry, which takes only what it lacks). Where that cannot be done (an
 # environment of other hosts), nothing runs and the missing images are named.
 if [ -n "$given_state" ] && [ -z "$dry_run" ]; then
-  missing=$(python3 - "$images_dir/images.txt" <("$kubectl" --kubeconfig "$kubeconfig" get nodes -o json) <<'PY'
-import json, sys
-# images.txt: "ARCHIVE REFERENCE" lines, then "#" lines of where each came from
-wanted = [line.split()[1] for line in open(sys.argv[1]) if line.strip() and not line.startswith("#")]
-nodes = json.load(open(sys.argv[2]))["items"]
-on_all = set.intersection(*[{n for i in node["status"].get("images", []) for n in i.get("names", [])}
-                            for node in nodes]) if nodes else set()
-print("\n".join(w for w in wanted if w not in on_all))
-PY
-  )
+  missing=$("$kubectl" --kubeconfig "$kubeconfig" get nodes -o json | "$here/images-missing.py" "$images_dir/images.txt")
   if [ -z "$missing" ]; then
     echo "==> the e2e images: on every node already"
   else

@@ -144,13 +144,18 @@ if [ -z "$state" ]; then
   scripts/up.sh "$profile" --set "images=[$archives]" "$@"
   name=$(target/release/kubeunit profile show "$profile" "$@" | sed -n 's/^name: //p' | head -n1)
   state=/var/lib/kubeunit/$name
-else
-  echo "==> the suite's images onto the node of $state (kubeunit images load)"
-  scripts/kubeunit images load --state-dir "$state" "$out"/*.tar >/dev/null
 fi
 kubeconfig=$state/kubeconfig/admin.kubeconfig
 [ -r "$kubeconfig" ] || bad "--state-dir '$state' has no kubeconfig/admin.kubeconfig (is it a kubeunit state dir?)"
 kubectl=$cache/bin/kubernetes-${KUBERNETES_VERSIONS%% *}/kubectl
+# The suite's images on every node (those missing loaded, as scripts/conformance.sh does), else its pods would
+# pull them from outside.
+missing=$("$kubectl" --kubeconfig "$kubeconfig" get nodes -o json | "$here/images-missing.py" "$out/images.txt")
+if [ -n "$missing" ]; then
+  echo "==> the suite's images onto the nodes of $state (kubeunit images load): $(echo "$missing" | wc -l) missing"
+  scripts/kubeunit images load --state-dir "$state" "$out"/*.tar >/dev/null ||
+    die "the suite's images are not on every node of $state and could not be loaded: load $out/*.tar (kubeunit images load)"
+fi
 "$kubectl" --kubeconfig "$kubeconfig" get gatewayclass traefik >/dev/null ||
   bad "$state has no GatewayClass traefik: generate it with addons.gateway: true (dev has it)"
 "$kubectl" --kubeconfig "$kubeconfig" -n traefik rollout status deploy/traefik --timeout=180s

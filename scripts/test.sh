@@ -16,6 +16,8 @@ scripts/build-test-binaries.sh
 echo "test binaries ready after $(( $(date +%s) - start ))s"
 # The images of the upstream [Conformance] specs, for tests/it/conformance.rs (and scripts/conformance.sh).
 scripts/build-e2e-images.sh
+# The Gateway API's conformance suite and its images, for tests/it/conformance.rs (scripts/gateway-conformance.sh).
+scripts/gateway-conformance.sh --build
 echo "conformance images ready after $(( $(date +%s) - start ))s"
 scripts/build-rootfs.sh >/dev/null
 cargo fmt --all -- --check
