@@ -600,43 +600,13 @@ spec:
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// `wait_for`, showing the cluster's pods, nodes and recent events when it times out.
 /// A StatefulSet of 5 with a claim each, one pod per host (the control-plane hosts' taint
 /// tolerated): local-path-provisioner puts each volume in the data dir of its pod's host, on that
 /// host's own disk, with node affinity to its node; a pod deleted comes back to its host with what
 /// it wrote; deleting the claims deletes the directories on each host.
 fn volumes_stay_on_their_hosts(out: &Path, work: &Path, image: &str) {
-    let keep = "[ -e /data/id ] || echo \"$(hostname) $(date +%s%N)\" >/data/id; exec sleep 3600";
     let manifest = work.join("kept.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
-            r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {{name: kept}}
-spec:
-  replicas: 5
-  serviceName: kept
-  selector: {{matchLabels: {{app: kept}}}}
-  template:
-    metadata: {{labels: {{app: kept}}}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      tolerations: [{{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}}]
-      topologySpreadConstraints:
-      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: kept}}}}}}
-      containers:
-      - name: c
-        image: {image}
-        command: [sh, -c, {keep:?}]
-        volumeMounts: [{{name: data, mountPath: /data}}]
-  volumeClaimTemplates:
-  - metadata: {{name: data}}
-    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
-"#
-        ),
-    )
-    .unwrap();
+    std::fs::write(&manifest, kept_statefulset(5, image)).unwrap();
     kubectl_ok(out, "cp-1", &["apply", "-f", &manifest.to_string_lossy()]);
     kubectl_ok(
         out,

@@ -698,20 +698,11 @@ spec:
     for node in ["worker-2", "worker-1"] {
         m.apply("lb-web", &manifest(node));
         m.kubectl_ok(&["rollout", "status", "deploy/lb-web", "--timeout=120s"]);
-        wait_for("an EXTERNAL-IP", Duration::from_secs(30), || {
-            address = m.kubectl_ok(&[
-                "get",
-                "svc",
-                "lb-web",
-                "-o",
-                "jsonpath={.status.loadBalancer.ingress[0].ip}",
-            ]);
-            !address.is_empty()
-        });
-        let net: ipnet::Ipv4Net = pool.parse().unwrap();
-        assert!(
-            net.contains(&address.parse::<std::net::Ipv4Addr>().unwrap()),
-            "{address}"
+        address = external_ip_of(
+            |a| m.kubectl_ok(a),
+            "lb-web",
+            &pool,
+            Duration::from_secs(30),
         );
         let pod = m.pods_by_node("lb-web");
         let name = &pod
@@ -766,35 +757,7 @@ spec:
 /// in the data dir of its pod's node, the PV has node affinity to that node, the data survives the
 /// pod's deletion and the pod comes back to its node. Deleting the claims deletes the directories.
 fn volumes_stay_on_their_nodes(m: &Multi, image: &str) {
-    let keep = "[ -e /data/id ] || echo \"$(hostname) $(date +%s%N)\" >/data/id; exec sleep 3600";
-    m.apply(
-        "statefulset",
-        &format!(
-            r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {{name: kept}}
-spec:
-  replicas: 3
-  serviceName: kept
-  selector: {{matchLabels: {{app: kept}}}}
-  template:
-    metadata: {{labels: {{app: kept}}}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      tolerations: [{{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}}]
-      topologySpreadConstraints:
-      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: kept}}}}}}
-      containers:
-      - name: c
-        image: {image}
-        command: [sh, -c, {keep:?}]
-        volumeMounts: [{{name: data, mountPath: /data}}]
-  volumeClaimTemplates:
-  - metadata: {{name: data}}
-    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
-"#
-        ),
-    );
+    m.apply("statefulset", &kept_statefulset(3, image));
     m.kubectl_ok(&["rollout", "status", "sts/kept", "--timeout=240s"]);
     let node_of = |pod: &str| m.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"]);
     let id_of = |pod: &str| m.kubectl_ok(&["exec", pod, "--", "cat", "/data/id"]);

@@ -336,3 +336,61 @@ fn nslookup_answers_are_the_lines_after_the_name() {
     assert_eq!(nslookup_answers(busybox), vec!["10.0.0.1"]);
     assert!(nslookup_answers("Server:\t\t10.0.0.10\nAddress:\t10.0.0.10:53\n").is_empty());
 }
+
+/// StatefulSet `kept` of `replicas` pods of `image`, one per node (the control plane's taint
+/// tolerated), each writing its hostname and a time to its claim's `/data/id` once and keeping it.
+pub fn kept_statefulset(replicas: u32, image: &str) -> String {
+    let keep = "[ -e /data/id ] || echo \"$(hostname) $(date +%s%N)\" >/data/id; exec sleep 3600";
+    format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: kept}}
+spec:
+  replicas: {replicas}
+  serviceName: kept
+  selector: {{matchLabels: {{app: kept}}}}
+  template:
+    metadata: {{labels: {{app: kept}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      tolerations: [{{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}}]
+      topologySpreadConstraints:
+      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: kept}}}}}}
+      containers:
+      - name: c
+        image: {image}
+        command: [sh, -c, {keep:?}]
+        volumeMounts: [{{name: data, mountPath: /data}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
+"#
+    )
+}
+
+/// Service `svc`'s LoadBalancer address, waited for up to `timeout` (`kubectl_ok` runs kubectl),
+/// checked to be one of `pool`.
+pub fn external_ip_of(
+    kubectl_ok: impl Fn(&[&str]) -> String,
+    svc: &str,
+    pool: &str,
+    timeout: std::time::Duration,
+) -> String {
+    let mut address = String::new();
+    wait_for("an EXTERNAL-IP", timeout, || {
+        address = kubectl_ok(&[
+            "get",
+            "svc",
+            svc,
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+        ]);
+        !address.is_empty()
+    });
+    let net: ipnet::Ipv4Net = pool.parse().unwrap();
+    assert!(
+        net.contains(&address.parse::<std::net::Ipv4Addr>().unwrap()),
+        "{svc}: {address} is not of {pool}"
+    );
+    address
+}
