@@ -169,7 +169,8 @@ run() {
     --junit-report="junit_$name.xml" --json-report="report_$name.json")
   [ -z "$focus" ] || args+=(--focus="$focus")
   if [ ${#skips[@]} -gt 0 ]; then args+=(--skip="$(IFS='|'; echo "${skips[*]}")"); fi
-  [ -z "$dry_run" ] || args+=(--dry-run -v)
+  # Ginkgo lists specs in series only: a dry run drops -p/--procs.
+  if [ -n "$dry_run" ]; then args+=(--dry-run -v); set --; fi
   echo "==> $name specs: ginkgo ${args[*]} $*"
   local start=$SECONDS rc=0
   "$e2e_dir/ginkgo" "${args[@]}" "$@" "$e2e_dir/e2e.test" -- "${e2e_flags[@]}" \

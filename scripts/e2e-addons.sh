@@ -18,7 +18,10 @@
 #                 metrics-server reads) on dev
 #   hpa           sig-autoscaling's HorizontalPodAutoscaler specs on CPU (Deployment, ReplicaSet; Resource and
 #                 ContainerResource metrics, from metrics-server) on multi: they scale to 5 pods of 500m, more
-#                 than one node of 2 CPUs holds; the load is resource-consumer (scripts/build-e2e-images.sh)
+#                 than one node of 2 CPUs holds, so one spec at a time (two at once left pods Pending for CPU);
+#                 the load is resource-consumer (scripts/build-e2e-images.sh)
+#   dualstack     sig-network's dual-stack specs (label Feature:IPv6DualStack, test/e2e/network/dual_stack.go) on
+#                 dev with network.ipFamily: dual
 #
 # Each area's results go to DIR/AREA (default DIR: conformance-results/addons-DATE-VERSION): conformance.sh's
 # JUnit, e2e logs and summary.txt; DIR/summary.txt has one line per area. The environment of the last area is
@@ -42,11 +45,11 @@ while [ $# -gt 0 ]; do
       case $1 in --minor) minor=$2 ;; --results) results=$2 ;; esac
       shift 2 ;;
     --dry-run) dry_run=(--dry-run); shift ;;
-    loadbalancer|storage|metrics|hpa) areas+=("$1"); shift ;;
-    *) bad "unknown argument '$1' (areas: loadbalancer storage metrics hpa)" ;;
+    loadbalancer|storage|metrics|hpa|dualstack) areas+=("$1"); shift ;;
+    *) bad "unknown argument '$1' (areas: loadbalancer storage metrics hpa dualstack)" ;;
   esac
 done
-[ ${#areas[@]} -gt 0 ] || areas=(loadbalancer storage metrics hpa)
+[ ${#areas[@]} -gt 0 ] || areas=(loadbalancer storage metrics hpa dualstack)
 version=${KUBERNETES_VERSIONS%% *}
 if [ -n "$minor" ]; then
   version=""
@@ -57,8 +60,9 @@ results=${results:-conformance-results/addons-$(date -u +%Y%m%dT%H%M%SZ)-$versio
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
-# AREA: its profile and conformance.sh's selection ($profile, $args).
+# AREA: its profile, conformance.sh's selection and gen arguments ($profile, $args, $gen_args).
 area_args() {
+  gen_args=()
   case $1 in
     loadbalancer) profile=multi; args=(--labels 'Feature: containsAny LoadBalancer') ;;
     storage)
@@ -69,13 +73,14 @@ area_args() {
     metrics) profile=dev; args=(--labels '' --focus '\[sig-instrumentation\] (MetricsGrabber|Metrics should grab)') ;;
     hpa)
       profile=multi
-      # Few at once: each spec's pods burn real CPU, and the HPA reads it.
-      args=(--labels '' --procs 2
+      # One at a time: each spec's pods burn real CPU, and the HPA reads it; up to 5 pods of 500m each.
+      args=(--labels '' --procs 1
         --focus '\[Feature:HPA\] Horizontal pod autoscaling \(scale resource: CPU\) (Deployment \((Pod|Container) Resource\)|ReplicaSet)') ;;
+    dualstack) profile=dev; args=(--labels 'Feature: containsAny IPv6DualStack'); gen_args=(--set network.ipFamily=dual) ;;
   esac
 }
 
-failed=() up="" profile="" args=()
+failed=() up="" profile="" args=() gen_args=()
 : >"$results/summary.txt"
 for area in "${areas[@]}"; do
   area_args "$area"
@@ -85,7 +90,7 @@ for area in "${areas[@]}"; do
   echo "==> $area on a fresh $profile"
   rc=0
   scripts/conformance.sh --profile "$profile" --minor "$version" --results "$results/$area" "${args[@]}" \
-    ${dry_run[@]+"${dry_run[@]}"} || rc=$?
+    ${dry_run[@]+"${dry_run[@]}"} -- ${gen_args[@]+"${gen_args[@]}"} || rc=$?
   line=$(grep -E '^[0-9]+ (Conformance specs|specs run): ' "$results/$area/summary.txt" 2>/dev/null | tail -n1 || true)
   echo "$area ($profile): ${line:-no summary} (exit $rc)" | tee -a "$results/summary.txt"
   [ "$rc" = 0 ] || failed+=("$area")
