@@ -465,9 +465,11 @@ traefik_build() {
   local ver=$TRAEFIK_VERSION m=github.com/traefik/traefik/v3 src
   src=$(mod_dir "$m@$ver")
   cp -r "$src" "$work/traefik" && chmod -R u+w "$work/traefik"
+  # Its few hundred module downloads quietly, as go_get keeps the others' (a failure prints them).
   (cd "$work/traefik" && go build -trimpath \
     -ldflags "-s -w -X $m/pkg/version.Version=$ver -X $m/pkg/version.BuildDate=1970-01-01T00:00:00Z" \
-    -o "$tmp/traefik" ./cmd/traefik)
+    -o "$tmp/traefik" ./cmd/traefik >"$work/build.log" 2>&1) ||
+    { cat "$work/build.log" >&2; die "traefik $ver did not build"; }
   grep -q "Version:[[:space:]]*$ver\$" <<<"$("$tmp/traefik" version)" || die "the traefik built is not $ver"
 }
 
