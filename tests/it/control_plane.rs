@@ -470,9 +470,12 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
     // connections (how many: whatever it had open then, often 1, sometimes none), and it still went
     // through its whole graceful termination and exited 0 (systemd: "Deactivated successfully", not
     // a kill or a failure).
+    // When its listener closes and it exits between two of stop's looks (its PERIOD), there was
+    // nothing left to end: "the process exited" (seen once, 2026-11-27: that stop took 0.49 s).
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stop -o json");
+    let own = &report["ownConnections"]["kube-apiserver"];
     assert!(
-        report["ownConnections"]["kube-apiserver"]["ended"].is_u64(),
+        own["ended"].is_u64() || own["skipped"] == "the process exited",
         "{report}"
     );
     let journal = c.run(&[
