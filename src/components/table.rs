@@ -1009,7 +1009,7 @@ pub const COMPONENTS: &[Component] = &[
                     "kubeconfig": plan.node_file(&paths::kubeconfig("kube-proxy")),
                     "node_name": plan.node().name,
                     // The cluster's: traffic from any node's pods is the cluster's own.
-                    "pod_cidr": plan.pod_cidrs(),
+                    "pod_cidrs": plan.pod_cidrs(),
                     "healthz": node(port::KUBE_PROXY_HEALTHZ),
                     "metrics": node(port::KUBE_PROXY_METRICS),
                     "feature_gates": feature_gates(plan, cx.component),

@@ -80,15 +80,7 @@ fn a_conformance_subset_passes_on_dev() {
     assert!(
         out.status.success(),
         "conformance subset:\n{summary}\n--- e2e log (parallel), last 200 lines:\n{}",
-        log("parallel")
-            .lines()
-            .rev()
-            .take(200)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
+        last_lines(&log("parallel"), 200)
     );
     let subset = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance-subset.txt"),
@@ -176,16 +168,10 @@ spec:
     assert!(
         out.status.success(),
         "gateway conformance:\n{summary}\n--- its log, last 100 lines:\n{}",
-        std::fs::read_to_string(gateway_results.join("conformance.log"))
-            .unwrap_or_default()
-            .lines()
-            .rev()
-            .take(100)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
+        last_lines(
+            &std::fs::read_to_string(gateway_results.join("conformance.log")).unwrap_or_default(),
+            100
+        )
     );
     let report = std::fs::read_to_string(gateway_results.join("report.yaml")).unwrap();
     assert!(
@@ -202,6 +188,12 @@ spec:
 
     let out = c.kubeunit(&["stop", "--state-dir", &state_arg]);
     assert!(out.status.success(), "stop: {}", text(&out));
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn cores() -> usize {

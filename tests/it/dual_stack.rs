@@ -50,18 +50,7 @@ fn a_dual_stack_node_gives_pods_and_services_both_families() {
         "{addresses}"
     );
 
-    let image = pinned("TEST_IMAGE")[0].clone();
-    n.kubectl_ok(&[
-        "create",
-        "deployment",
-        "web",
-        &format!("--image={image}"),
-        "--replicas=2",
-        "--",
-        "sh",
-        "-c",
-        "echo hello > /tmp/index.html; exec httpd -f -p 8080 -h /tmp",
-    ]);
+    n.create_web(2);
     let manifest = n.state.parent().unwrap().join("web-svc.yaml");
     std::fs::write(
         &manifest,

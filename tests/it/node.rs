@@ -158,17 +158,7 @@ fn node_end_to_end(version: &str) {
 
     // Pods of the offline test image, a Service in front of them.
     let image = pinned("TEST_IMAGE")[0].clone();
-    n.kubectl_ok(&[
-        "create",
-        "deployment",
-        "web",
-        &format!("--image={image}"),
-        "--replicas=2",
-        "--",
-        "sh",
-        "-c",
-        "echo started $(hostname); echo hello > /tmp/index.html; exec httpd -f -p 8080 -h /tmp",
-    ]);
+    n.create_web(2);
     n.kubectl_ok(&[
         "expose",
         "deployment",

@@ -545,4 +545,21 @@ impl Env<'_> {
         assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+
+    /// Deployment `web`: `replicas` pods of the offline test image, each logging `started
+    /// <hostname>` and serving `hello` at /index.html on port 8080.
+    pub fn create_web(&self, replicas: u32) {
+        let image = super::pinned("TEST_IMAGE")[0].clone();
+        self.kubectl_ok(&[
+            "create",
+            "deployment",
+            "web",
+            &format!("--image={image}"),
+            &format!("--replicas={replicas}"),
+            "--",
+            "sh",
+            "-c",
+            "echo started $(hostname); echo hello > /tmp/index.html; exec httpd -f -p 8080 -h /tmp",
+        ]);
+    }
 }
