@@ -21,7 +21,7 @@
 #                 than one node of 2 CPUs holds, so one spec at a time (two at once left pods Pending for CPU);
 #                 the load is resource-consumer (scripts/build-e2e-images.sh)
 #   dualstack     sig-network's dual-stack specs (label Feature:IPv6DualStack, test/e2e/network/dual_stack.go) on
-#                 dev with network.ipFamily: dual, but those needing SCTP (below)
+#                 multi with network.ipFamily: dual (the two-node ones too), but those needing SCTP (below)
 #
 # Each area's results go to DIR/AREA (default DIR: conformance-results/addons-DATE-VERSION): conformance.sh's
 # JUnit, e2e logs and summary.txt; DIR/summary.txt has one line per area. The environment of the last area is
@@ -80,7 +80,7 @@ area_args() {
     # traffic between pods" (test/e2e/feature/feature.go), and a kernel without SCTP has none (this machine's:
     # socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails with EPROTONOSUPPORT).
     dualstack)
-      profile=dev
+      profile=multi
       args=(--labels 'Feature: containsAny IPv6DualStack && !(Feature: containsAny SCTPConnectivity)')
       gen_args=(--set network.ipFamily=dual) ;;
   esac

@@ -626,13 +626,15 @@ pub const COMPONENTS: &[Component] = &[
                             "link_net": h.link.net.to_string(),
                         }))
                         .collect::<Vec<_>>(),
-                    "v6": plan.ipv6.as_ref().map(|v6| json!({
-                        "host": v6.link_host.to_string(),
-                        "node": v6.link_node.to_string(),
-                        "prefix": v6.link_net.prefix_len(),
-                        "pod_cidr": v6.node_pod_cidr.to_string(),
+                    "v6": plan.ipv6.as_ref().zip(node.ipv6.as_ref()).map(|(v6, n6)| json!({
+                        "host": n6.link_host.to_string(),
+                        "node": n6.link_node.to_string(),
+                        "prefix": n6.link_net.prefix_len(),
+                        "pod_cidr": n6.pod_cidr.to_string(),
                         "cluster_pod_cidr": v6.pod_cidr.to_string(),
                         "service_cidr": v6.service_cidr.to_string(),
+                        "links": crate::spec::dual_stack::LINK_V6.to_string(),
+                        "router": v6.router,
                     })),
                     "lb": plan.load_balancer.as_ref().map(|lb| json!({
                         "bridge": lb.bridge,

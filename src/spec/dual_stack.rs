@@ -1,12 +1,18 @@
 //! `network.ipFamily: dual`: pods and Services get an IPv6 address next to their IPv4 one, from
 //! `network.podCIDRv6` and `network.serviceCIDRv6` (IPv4 stays the primary family: the node's
 //! address the kubelet registers first, the `kubernetes` and DNS Services, etcd and the API
-//! server's addresses). The node link carries IPv6 too: its addresses are those of its IPv4 /30
-//! inside `LINK_V6` (`::198.19.x.y` there), so they need no allocation of their own.
+//! server's addresses). Each node link carries IPv6 too: its addresses are those of its IPv4 /30
+//! inside `LINK_V6` (`::198.19.x.y` there), so they need no allocation of their own. A node's
+//! share of the IPv6 pod network is the /64 at the index its IPv4 share has in the IPv4 one, so it
+//! stays when nodes come or go, as the IPv4 share does.
 //!
-//! One node only, for now: this host would have to forward IPv6 between two nodes' links, and
-//! IPv6 has no per-interface forwarding switch (`net.ipv6.conf.*.forwarding` on one interface
-//! does not forward; only `all` does), so it would forward for every interface of this host.
+//! The nodes reach each other over IPv6 through the environment's router: a network namespace of
+//! its own (`kubeunit-<host name>+ipv6`) with a veth to each node, forwarding between them. This
+//! host does not forward IPv6 for them: IPv6 has no per-interface forwarding switch
+//! (`net.ipv6.conf.<if>.forwarding` does not forward; only `all` does, which would forward for
+//! every interface of this host and stop it taking router advertisements). The router's
+//! `all` is its own namespace's, and it has no route out: what the pods send beyond the cluster
+//! over IPv6 goes nowhere.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -29,20 +35,27 @@ const NODE_PREFIX: u8 = 64;
 /// The IPv6 half of a dual-stack environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv6Nets {
-    /// The cluster's IPv6 pod network, and the node's share of it (its first /64).
     pub pod_cidr: Ipv6Net,
-    pub node_pod_cidr: Ipv6Net,
     pub service_cidr: Ipv6Net,
-    /// The node link's IPv6 network, and the host's and the node's addresses on it.
+    /// The router's network namespace.
+    pub router: String,
+}
+
+/// A node's IPv6 addresses and pod network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeIpv6 {
+    /// Its share of the pod network.
+    pub pod_cidr: Ipv6Net,
+    /// Its link's IPv6 network, and this host's and the node's addresses on it.
     pub link_net: Ipv6Net,
     pub link_host: Ipv6Addr,
     pub link_node: Ipv6Addr,
 }
 
 impl Ipv6Nets {
-    /// The environment's IPv6 networks, if `network.ipFamily` is `dual`. `link`: the first
-    /// node's IPv4 link. The profile was validated.
-    pub fn of(p: &Profile, link: Ipv4Net) -> Result<Option<Ipv6Nets>, Error> {
+    /// The environment's IPv6 networks, if `network.ipFamily` is `dual`. `host_name`: the
+    /// environment's name on this host (`Plan::host_name`). The profile was validated.
+    pub fn of(p: &Profile, host_name: &str) -> Result<Option<Ipv6Nets>, Error> {
         if p.network.ip_family != IpFamily::Dual {
             return Ok(None);
         }
@@ -51,22 +64,82 @@ impl Ipv6Nets {
                 .parse()
                 .map_err(|_| Error::Internal(format!("unvalidated profile field {field}")))
         };
-        let pod_cidr = parse("network.podCIDRv6", &p.network.pod_cidr_v6)?;
-        let node_pod_cidr = pod_cidr
-            .subnets(NODE_PREFIX.max(pod_cidr.prefix_len()))
-            .ok()
-            .and_then(|mut s| s.next())
-            .ok_or_else(|| Error::Internal("network.podCIDRv6 has no /64".into()))?;
-        let (link_net, link_host, link_node) = link_v6(link);
         Ok(Some(Ipv6Nets {
-            pod_cidr,
-            node_pod_cidr,
+            pod_cidr: parse("network.podCIDRv6", &p.network.pod_cidr_v6)?,
             service_cidr: parse("network.serviceCIDRv6", &p.network.service_cidr_v6)?,
+            // `+`: in no environment's or node's name (node namespaces are `kubeunit-<host
+            // name>@<node>`).
+            router: format!("kubeunit-{host_name}+ipv6"),
+        }))
+    }
+
+    /// A node's IPv6 side, by its IPv4 link and pod network (`pod_cidr`, a share of the cluster's
+    /// `cluster_pod_cidr`): the /64 at the same index, or an error naming `network.podCIDRv6`
+    /// when it has none there.
+    pub fn node(
+        &self,
+        cluster_pod_cidr: IpNet,
+        pod_cidr: IpNet,
+        link: Ipv4Net,
+    ) -> Result<NodeIpv6, Error> {
+        let index = share_index(cluster_pod_cidr, pod_cidr);
+        let room = NODE_PREFIX.saturating_sub(self.pod_cidr.prefix_len());
+        let share = index
+            .filter(|i| room >= 64 || *i < (1u64 << room))
+            .and_then(|i| {
+                let base = u128::from(self.pod_cidr.network()) | (u128::from(i) << 64);
+                Ipv6Net::new(
+                    Ipv6Addr::from(base),
+                    NODE_PREFIX.max(self.pod_cidr.prefix_len()),
+                )
+                .ok()
+            })
+            .ok_or_else(|| {
+                Error::field(
+                    "profile",
+                    FieldError::new(
+                    "network.podCIDRv6",
+                    self.pod_cidr.to_string(),
+                    format!(
+                        "has no /64 for the node whose IPv4 share is {pod_cidr} (its share of \
+                         {cluster_pod_cidr}; each node's IPv6 share is the /64 at the same index)"
+                    ),
+                    "give the IPv6 pod network room for every node's share, e.g. fd00:10:88::/56",
+                ),
+                )
+            })?;
+        let (link_net, link_host, link_node) = link_v6(link);
+        Ok(NodeIpv6 {
+            pod_cidr: share,
             link_net,
             link_host,
             link_node,
-        }))
+        })
     }
+}
+
+/// Which share of `cluster` `share` is, counting shares of its size from the first.
+fn share_index(cluster: IpNet, share: IpNet) -> Option<u64> {
+    let (cluster_at, share_at, bits) = match (cluster, share) {
+        (IpNet::V4(c), IpNet::V4(s)) => (
+            u128::from(u32::from(c.network())),
+            u128::from(u32::from(s.network())),
+            32,
+        ),
+        (IpNet::V6(c), IpNet::V6(s)) => (u128::from(c.network()), u128::from(s.network()), 128),
+        _ => return None,
+    };
+    if !cluster.contains(&share.network()) {
+        return None;
+    }
+    let shift = bits - u32::from(share.prefix_len());
+    u64::try_from(
+        share_at
+            .checked_sub(cluster_at)?
+            .checked_shr(shift)
+            .unwrap_or(0),
+    )
+    .ok()
 }
 
 /// A node link's IPv6 network and the host's and node's addresses on it: its IPv4 /30 (host at
@@ -103,15 +176,6 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
             "dual",
             "not across hosts yet",
             "use ipv4 in a profile with hosts",
-        ));
-    }
-    if super::nodes::entries(p).len() > 1 {
-        errs.push(FieldError::new(
-            "network.ipFamily",
-            "dual",
-            "on one node only yet: this host would have to forward IPv6 between the nodes' links, \
-             which Linux switches on for every interface at once",
-            "use one node (dev), or ipv4",
         ));
     }
     errs.extend(range_errors(n));
@@ -246,11 +310,49 @@ mod tests {
     }
 
     #[test]
-    fn dual_is_one_node_only_yet() {
+    fn dual_is_one_host_only_yet() {
         let sets = vec!["network.ipFamily=dual".to_string()];
         let (_, p) = load::layered("multi", &sets).unwrap();
+        assert_eq!(errors(&p), vec![]);
+        let (_, p) = load::layered("ha", &sets).unwrap();
         let errs = errors(&p);
         assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(errs[0].to_string().contains("one node"), "{errs:?}");
+        assert!(errs[0].to_string().contains("across hosts"), "{errs:?}");
+    }
+
+    #[test]
+    fn a_nodes_ipv6_share_is_at_its_ipv4_shares_index() {
+        let nets = Ipv6Nets {
+            pod_cidr: "fd00:10:88::/56".parse().unwrap(),
+            service_cidr: "fd00:10:96::/112".parse().unwrap(),
+            router: "r".into(),
+        };
+        let cluster: IpNet = "10.88.0.0/16".parse().unwrap();
+        let link: Ipv4Net = "198.18.0.4/30".parse().unwrap();
+        let share = |v4: &str| {
+            nets.node(cluster, v4.parse().unwrap(), link)
+                .map(|n| n.pod_cidr.to_string())
+        };
+        assert_eq!(share("10.88.0.0/24").unwrap(), "fd00:10:88::/64");
+        assert_eq!(share("10.88.2.0/24").unwrap(), "fd00:10:88:2::/64");
+        assert_eq!(share("10.88.255.0/24").unwrap(), "fd00:10:88:ff::/64");
+        // A /64 of IPv6 pods has room for the first share only.
+        let one = Ipv6Nets {
+            pod_cidr: "fd00:10:88::/64".parse().unwrap(),
+            ..nets.clone()
+        };
+        assert!(one
+            .node(cluster, "10.88.0.0/24".parse().unwrap(), link)
+            .is_ok());
+        let err = one
+            .node(cluster, "10.88.1.0/24".parse().unwrap(), link)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("network.podCIDRv6") && err.contains("10.88.1.0/24"),
+            "{err}"
+        );
+        // Outside the cluster's network: no index.
+        assert!(share("10.89.0.0/24").is_err());
     }
 }

@@ -124,6 +124,8 @@ pub struct NodePlan {
     /// The Node's labels and taints (`nodes[]`), which `start` applies with the admin identity.
     pub labels: std::collections::BTreeMap<String, String>,
     pub taints: Vec<Taint>,
+    /// Its IPv6 addresses and pod network, in a dual-stack environment (`Plan::new` writes them).
+    pub ipv6: Option<super::dual_stack::NodeIpv6>,
     /// The slice its units run in: the environment's on the first node, a slice of its own below
     /// it on another (`kubeunit-<host name>-node_<node>.slice`), which is also its kubelet's
     /// cgroup root: it exists while the node's units run, and stopping it stops the node.
@@ -174,6 +176,7 @@ impl NodePlan {
             role: node.role,
             labels: node.labels,
             taints: node.taints,
+            ipv6: None,
             slice: format!("{env_prefix}.slice"),
             containerd_socket,
             run_dir: env_run_dir,
@@ -206,6 +209,7 @@ impl NodePlan {
             role: node.role,
             labels: node.labels,
             taints: node.taints,
+            ipv6: None,
             slice: format!("{slice_prefix}.slice"),
             containerd_socket: run_dir.join(CONTAINERD_SOCKET),
             run_dir,
@@ -403,7 +407,7 @@ impl Plan {
         let resolved = super::nodes::resolve(&profile).map_err(profile_errors)?;
         let host_name = host_name(&profile.name, &instance);
         let hosts = host_plans(&profile, &host_name, &resolved)?;
-        let topology = if hosts.is_empty() {
+        let mut topology = if hosts.is_empty() {
             Topology::one_host(&profile, &host_name, &data_dir, resolved, listeners)?
         } else {
             Topology::across_hosts(
@@ -416,10 +420,12 @@ impl Plan {
         };
         let egress = Egress::of(&profile)?;
         let load_balancer = super::load_balancer::LoadBalancer::of(&profile, &host_name)?;
-        let ipv6 = match topology.nodes.first() {
-            Some(first) => super::dual_stack::Ipv6Nets::of(&profile, first.link.net)?,
-            None => None,
-        };
+        let ipv6 = super::dual_stack::Ipv6Nets::of(&profile, &host_name)?;
+        if let Some(v6) = &ipv6 {
+            for node in &mut topology.nodes {
+                node.ipv6 = Some(v6.node(networks.pod_cidr, node.pod_cidr, node.link.net)?);
+            }
+        }
         // Offline: no name leaves this machine either.
         let coredns_forward = match profile.offline {
             true => String::new(),
@@ -537,13 +543,13 @@ impl Plan {
     /// This node's pod networks: its share of each family's.
     pub fn node_pod_cidrs(&self) -> Vec<String> {
         let mut nets = vec![self.node().pod_cidr.to_string()];
-        nets.extend(self.ipv6.as_ref().map(|v6| v6.node_pod_cidr.to_string()));
+        nets.extend(self.node().ipv6.as_ref().map(|v6| v6.pod_cidr.to_string()));
         nets
     }
 
     /// The node's addresses, as the kubelet's --node-ip takes them.
     pub fn node_ips(&self) -> String {
-        match &self.ipv6 {
+        match &self.node().ipv6 {
             Some(v6) => format!("{},{}", self.node().link.node, v6.link_node),
             None => self.node().link.node.to_string(),
         }

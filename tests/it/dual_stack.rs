@@ -1,39 +1,57 @@
 //! `network.ipFamily: dual` on a real node: pods get an IPv4 and an IPv6 address, a
 //! RequireDualStack Service a ClusterIP of each family, and both answer from this host and from a
 //! pod (CoreDNS gives the Service's AAAA record too); `stop` takes every IPv6 route and address
-//! with it. Upstream's dual-stack specs: scripts/e2e-addons.sh dualstack.
+//! with it. On `multi` the nodes reach each other over IPv6 through the environment's router.
+//! Upstream's dual-stack specs: scripts/e2e-addons.sh dualstack.
 
+use std::process::Command;
 use std::time::Duration;
 
 use crate::common::container::{dev_args, gen_in, Container, Env};
 use crate::common::ports::Ports;
 use crate::common::*;
 
-#[test]
-fn a_dual_stack_node_gives_pods_and_services_both_families() {
-    let _turn = node_lock();
-    let c = Container::boot_node("dual-stack");
+/// A dual-stack environment of `profile` generated in `c`, with networks of its own: pods and
+/// Services of IPv4, then of IPv6.
+fn dual_stack_env<'c>(c: &'c Container, profile: &str, nets: [&str; 4]) -> Env<'c> {
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let ports = Ports::allocate();
     let mut args = dev_args(&version);
-    // Networks of its own: it runs beside the other areas' environments.
+    args[1] = profile.into();
     for set in [
-        "network.ipFamily=dual",
-        "network.podCIDR=10.93.0.0/16",
-        "network.serviceCIDR=10.0.5.0/24",
-        "network.podCIDRv6=fd00:10:93::/56",
-        "network.serviceCIDRv6=fd00:10:95::/112",
+        "network.ipFamily=dual".to_string(),
+        format!("network.podCIDR={}", nets[0]),
+        format!("network.serviceCIDR={}", nets[1]),
+        format!("network.podCIDRv6={}", nets[2]),
+        format!("network.serviceCIDRv6={}", nets[3]),
     ] {
-        args.extend(["--set".into(), set.into()]);
+        args.extend(["--set".into(), set]);
     }
-    let n = Env {
-        c: &c,
-        state: gen_in(&c, "dev", &ports, &args),
+    Env {
+        c,
+        state: gen_in(c, profile, &ports, &args),
         kubectl: cache_dir()
             .join("bin")
             .join(format!("kubernetes-{version}"))
             .join("kubectl"),
-    };
+    }
+}
+
+#[test]
+fn a_dual_stack_node_gives_pods_and_services_both_families() {
+    let _turn = node_lock();
+    let c = Container::boot_node("dual-stack");
+    // Networks of its own: it runs beside the other areas' environments.
+    let n = dual_stack_env(
+        &c,
+        "dev",
+        [
+            "10.93.0.0/16",
+            "10.0.5.0/24",
+            "fd00:10:93::/56",
+            "fd00:10:95::/112",
+        ],
+    );
     let out = n.ku(&["start", "--timeout", "180"]);
     assert!(out.status.success(), "start:\n{}", text(&out));
 
@@ -140,4 +158,240 @@ spec:
     for net in ["fd00:10:93:", "fd00:10:95:", "fd6b:75:"] {
         assert!(!left.contains(net), "{net} left after stop:\n{left}");
     }
+}
+
+/// On `multi` the nodes reach each other's pods over IPv6 through the environment's router (a
+/// namespace of its own, not this host, which forwards no IPv6): each node has an IPv6 /64 and
+/// address of its own, a pod reaches a pod on another node and a Service whose endpoints are on
+/// other nodes than the one this host sends it to; `stop` takes the router with it.
+#[test]
+fn dual_stack_nodes_reach_each_others_pods_through_the_router() {
+    let _turn = node_lock();
+    let c = Container::boot_node("dual-stack-multi");
+    let n = dual_stack_env(
+        &c,
+        "multi",
+        [
+            "10.94.0.0/16",
+            "10.0.6.0/24",
+            "fd00:10:94::/56",
+            "fd00:10:97::/112",
+        ],
+    );
+    let out = n.ku(&["start", "--timeout", "240"]);
+    assert!(out.status.success(), "start:\n{}", text(&out));
+
+    // Each node: an IPv6 address and /64 of its own.
+    let nodes = n.kubectl_ok(&[
+        "get",
+        "nodes",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.addresses[?(@.type=='InternalIP')].address} {.spec.podCIDRs[1]}{\"\\n\"}{end}",
+    ]);
+    let mut v6_addresses: Vec<&str> = Vec::new();
+    let mut v6_pods: Vec<&str> = Vec::new();
+    for line in nodes.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            f.len(),
+            4,
+            "a name, two addresses and the IPv6 /64: {nodes}"
+        );
+        assert!(f[2].starts_with("fd6b:75::"), "{nodes}");
+        assert!(
+            f[3].starts_with("fd00:10:94:") && f[3].ends_with("/64"),
+            "{nodes}"
+        );
+        v6_addresses.push(f[2]);
+        v6_pods.push(f[3]);
+    }
+    assert_eq!(v6_addresses.len(), 3, "{nodes}");
+    for list in [&mut v6_addresses, &mut v6_pods] {
+        list.sort();
+        list.dedup();
+        assert_eq!(list.len(), 3, "each node its own: {nodes}");
+    }
+
+    // Two pods on two workers (required anti-affinity), and a dual-stack Service of them.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let manifest = n.state.parent().unwrap().join("web.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {{matchLabels: {{app: web}}}}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: web
+        image: {image}
+        command: [sh, -c, "echo hello > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec:
+  ipFamilyPolicy: RequireDualStack
+  selector: {{app: web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"#
+        ),
+    )
+    .unwrap();
+    n.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+    n.kubectl_ok(&[
+        "wait",
+        "--for=condition=available",
+        "deploy/web",
+        "--timeout=120s",
+    ]);
+    let pod_ips = n.kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIPs[1].ip}{\"\\n\"}{end}",
+    ]);
+    let pods: Vec<Vec<&str>> = pod_ips
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        pods.len() == 2 && pods.iter().all(|p| p.len() == 3) && pods[0][1] != pods[1][1],
+        "two pods on two nodes: {pod_ips}"
+    );
+
+    // Pod to pod across nodes over IPv6, both ways.
+    for (from, to) in [(0, 1), (1, 0)] {
+        let url = format!("http://[{}]:8080/index.html", pods[to][2]);
+        let out = n.kubectl(&["exec", pods[from][0], "--", "wget", "-qO-", "-T", "3", &url]);
+        assert!(
+            text(&out).contains("hello"),
+            "{} ({}) -> {url} ({}): {}",
+            pods[from][0],
+            pods[from][1],
+            pods[to][1],
+            text(&out)
+        );
+    }
+    // This host sends the IPv6 Services to the first node (the tainted control plane: no
+    // endpoint there), which sends them on to a worker through the router.
+    let ip = n.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIPs[1]}"]);
+    assert!(ip.starts_with("fd00:10:97::"), "{ip}");
+    for _ in 0..4 {
+        wait_for_saying(&format!("host -> {ip}"), Duration::from_secs(60), || {
+            let (_, answer) = http_get_from(&c, &ip, "/index.html");
+            (answer.contains("hello"), answer)
+        });
+    }
+
+    // stop: the router and every IPv6 route of the environment are gone.
+    let out = n.ku(&["stop"]);
+    assert!(out.status.success(), "stop: {}", text(&out));
+    let left =
+        c.sh("ip netns list; ip -6 route show | grep -v ' metric 4294967295'; ip -6 addr show");
+    let left = text(&left);
+    for what in ["+ipv6", "fd00:10:94:", "fd00:10:97:", "fd6b:75:"] {
+        assert!(!left.contains(what), "{what} left after stop:\n{left}");
+    }
+}
+
+/// The router as node-network.sh makes it, in a mount and network namespace of their own (no
+/// systemd): the first node's `up` killed (SIGKILL) at instants from 5 ms to 0.6 s in, then two
+/// nodes up at once. One router with a port to each, and each node reaches the other's IPv6
+/// address through it (a connection refused: the other node's answer); both down at once, and nothing is left.
+#[test]
+fn a_killed_up_and_nodes_at_once_leave_one_router_then_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let bin = executable_bin_dir(tmp.path());
+    let out = run(kubeunit()
+        .args(["gen", "--profile", "multi", "--seed", "7", "--bin-dir"])
+        .arg(&bin)
+        .args([
+            "--set",
+            "network.advertiseAddress=192.0.2.10",
+            "--set",
+            "network.ipFamily=dual",
+            "--set",
+            "addons.gateway=false",
+            "--set",
+            "addons.loadBalancer=false",
+            "--state-dir",
+        ])
+        .arg(&dir));
+    assert!(out.status.success(), "gen: {}", text(&out));
+    let body = r#"set -u
+first=$1 second=$2
+mount -t tmpfs kubeunit-it /run
+ip link set lo up
+state() {
+  ip -o link show | sed -n 's/^[0-9]*: \([^:@]*\).*/\1/p' | sort
+  ip route show table all | grep -v -e 'table local' -e '^local ' -e '^broadcast '
+  ip -6 route show table all | grep -v -e 'table local' -e '^local ' -e '^multicast '
+  ip netns list
+}
+state >/run/before
+of() { (eval "$(grep -E '^(ns|node6|router6)=' "$1")"; eval "echo \$$2"); }
+router=$(of "$first" router6)
+for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
+  timeout -s KILL "$delay" sh "$first" up >/dev/null 2>&1
+done
+sh "$first" up >/run/up1.log 2>&1 & one=$!
+sh "$second" up >/run/up2.log 2>&1 & two=$!
+wait "$one" || { echo "up: failed"; cat /run/up1.log; }
+wait "$two" || { echo "up: failed"; cat /run/up2.log; }
+echo "routers: $(ip netns list | grep -c -F -- "+ipv6")"
+echo "ports: $(ip -n "$router" -o link show type veth | wc -l)"
+echo "forwarding: $(ip netns exec "$router" cat /proc/sys/net/ipv6/conf/all/forwarding)"
+# A port nothing listens on: "refused" is the other node's answer (a reset), through the router both ways.
+reaches() {
+  ip netns exec "$(of "$1" ns)" timeout 3 bash -c "exec 3<>/dev/tcp/$(of "$2" node6)/9" 2>&1 | grep -q refused &&
+    echo yes || echo no
+}
+echo "first -> second: $(reaches "$first" "$second")"
+echo "second -> first: $(reaches "$second" "$first")"
+sh "$first" down >/run/down1.log 2>&1 & one=$!
+sh "$second" down >/run/down2.log 2>&1 & two=$!
+wait "$one" || { echo "down: failed"; cat /run/down1.log; }
+wait "$two" || { echo "down: failed"; cat /run/down2.log; }
+state >/run/after
+if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "after down: changed"; diff /run/before /run/after; fi
+"#;
+    let out = run(Command::new("unshare")
+        .args([
+            "--mount",
+            "--net",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            body,
+        ])
+        .arg("sandbox")
+        .arg(dir.join("config/node-network.sh"))
+        .arg(dir.join("nodes/worker-1/config/node-network.sh")));
+    let all = text(&out);
+    for line in [
+        "routers: 1",
+        "ports: 2",
+        "forwarding: 1",
+        "first -> second: yes",
+        "second -> first: yes",
+        "after down: as before",
+    ] {
+        assert!(all.lines().any(|l| l == line), "{line}:\n{all}");
+    }
+    assert!(!all.contains("failed"), "{all}");
 }
