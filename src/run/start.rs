@@ -640,15 +640,41 @@ async fn wait_healthy(
     }
 }
 
-/// A failed start, with the tail of the unit's journal.
+/// A failed start, with the tail of the unit's journal (and the fix of a cause it names, if
+/// known).
 fn start_failed(instance: &Instance<'static>, unit: &UnitFile, reason: String) -> Error {
+    let tail = journal_tail(&instance.plan, &unit.name, 20);
+    let fix = known_cause(&tail)
+        .map(|fix| format!("\n  fix: {fix}"))
+        .unwrap_or_default();
     Error::Start(format!(
-        "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{}--- see more: journalctl -u {} ---",
-        instance.name,
-        unit.name,
-        journal_tail(&instance.plan, &unit.name, 20),
-        unit.name
+        "{} ({}) failed to start: {reason}\n--- last 20 lines of its journal ---\n{tail}--- see more: journalctl -u {} ---{fix}",
+        instance.name, unit.name, unit.name
     ))
+}
+
+/// What a journal says that this host lacks, and the fix: limits that several nodes on one host
+/// reach (each kubelet and containerd watches files with inotify), as kind's known issues name
+/// them.
+fn known_cause(journal: &str) -> Option<String> {
+    let sysctl = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/fs/inotify/{name}"))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    if journal.contains("inotify_init: too many open files") {
+        return Some(format!(
+            "this host's inotify instances are used up (fs.inotify.max_user_instances is {}): raise the limit, e.g. sysctl -w fs.inotify.max_user_instances=512",
+            sysctl("max_user_instances")
+        ));
+    }
+    if journal.contains("inotify_add_watch") && journal.contains("no space left on device") {
+        return Some(format!(
+            "this host's inotify watches are used up (fs.inotify.max_user_watches is {}): raise the limit, e.g. sysctl -w fs.inotify.max_user_watches=524288",
+            sysctl("max_user_watches")
+        ));
+    }
+    None
 }
 
 fn monotonic_us() -> u64 {
@@ -659,4 +685,18 @@ fn monotonic_us() -> u64 {
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn used_up_inotify_is_named_with_its_fix() {
+        let journal = "E1127 manager.go:326] Registration of the raw container factory failed: inotify_init: too many open files\n";
+        let fix = super::known_cause(journal).unwrap();
+        assert!(fix.contains("fs.inotify.max_user_instances"), "{fix}");
+        let fix = super::known_cause("inotify_add_watch /sys/fs/cgroup: no space left on device")
+            .unwrap();
+        assert!(fix.contains("fs.inotify.max_user_watches"), "{fix}");
+        assert_eq!(super::known_cause("some other failure"), None);
+    }
 }
