@@ -44,6 +44,7 @@ const FANCY: Component = Component {
     probe: None,
     oneshot: false,
     netns: false,
+    uts: false,
     ports: &[crate::components::port::CLOUD_CONTROLLER_MANAGER],
     version: |v| &v.kubernetes,
     go_module: "k8s.io/kubernetes",

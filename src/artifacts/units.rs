@@ -53,10 +53,13 @@ fn service<'t>(
     let (c, plan) = (instance.component, &instance.plan);
     let (wants, after) = dependencies(instance, instances);
     let env_file = env_file(plan, c, g);
-    let exec: Vec<String> = command_line(plan, c)
-        .iter()
-        .map(|a| systemd_word(a))
-        .collect();
+    let mut argv = command_line(plan, c);
+    if c.uts {
+        let uts = format!("--uts={}", plan.node().uts_path().display());
+        let wrapper = [crate::spec::plan::NSENTER.to_string(), uts, "--".into()];
+        argv.splice(0..0, wrapper);
+    }
+    let exec: Vec<String> = argv.iter().map(|a| systemd_word(a)).collect();
     let command = |argv: &Vec<String>| {
         argv.iter()
             .map(|a| systemd_word(a))

@@ -68,6 +68,10 @@ pub struct Component {
     /// Runs in the node's network namespace (NetworkNamespacePath=): its ports are the node's, its
     /// iptables chains and links are gone with the namespace, and it is probed at the node's address.
     pub netns: bool,
+    /// Runs in the node's UTS namespace (its hostname the node's name; node-network makes it),
+    /// through nsenter: the pods on the host's network it starts see their node's name as their
+    /// hostname, as on a machine of its own, not this host's, which every node shares.
+    pub uts: bool,
     /// TCP ports it listens on (checked free before `start`, and free again after `stop`): each
     /// port is declared by the one component that listens on it, nowhere else.
     pub ports: &'static [Port],

@@ -40,6 +40,7 @@ const KUBERNETES: Component = Component {
     probe: None,
     oneshot: false,
     netns: false,
+    uts: false,
     ports: &[],
     version: |v| &v.kubernetes,
     go_module: "k8s.io/kubernetes",
@@ -596,6 +597,7 @@ pub const COMPONENTS: &[Component] = &[
                     "env": plan.name(),
                     "node_name": node.name,
                     "netns": link.netns,
+                    "uts": node.uts_path(),
                     "interface": link.interface,
                     "host": link.host.to_string(),
                     "node": link.node.to_string(),
@@ -657,6 +659,7 @@ pub const COMPONENTS: &[Component] = &[
         needs: &["node-network"],
         starts_once_up: &[],
         netns: true,
+        uts: true,
         kubernetes: false,
         delegate: true,
         kill_mode: Some("process"),
@@ -669,6 +672,7 @@ pub const COMPONENTS: &[Component] = &[
             host::cni_plugins,
             host::overlayfs,
             host::images,
+            host::nsenter,
         ],
         // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill (the CNI
         // bridge and rules are the node namespace's, gone with it).
@@ -1192,6 +1196,21 @@ pub(super) mod host {
         Err((
             "no `ip` command (the node's network namespace and link are made with it)".into(),
             "install iproute2 (apt-get install iproute2)".into(),
+        ))
+    }
+
+    /// containerd runs in its node's UTS namespace through nsenter (`Component::uts`), which
+    /// node-network makes with unshare (both util-linux).
+    pub fn nsenter(_: &Plan) -> Check {
+        if executable(Path::new(crate::spec::plan::NSENTER)) && command("unshare") {
+            return Ok(());
+        }
+        Err((
+            format!(
+                "no {} or no `unshare` command (containerd runs in its node's UTS namespace, whose hostname is the node's name)",
+                crate::spec::plan::NSENTER
+            ),
+            "install util-linux (apt-get install util-linux)".into(),
         ))
     }
 

@@ -374,6 +374,18 @@ impl NodeLink {
     }
 }
 
+/// util-linux's nsenter, which puts a component in its node's UTS namespace
+/// (`Component::uts`): an absolute path, as a transient unit's ExecStart= must be.
+pub const NSENTER: &str = "/usr/bin/nsenter";
+
+impl NodePlan {
+    /// The node's UTS namespace, bound on a file of its run dir (node-network makes it, with the
+    /// node's name as its hostname).
+    pub fn uts_path(&self) -> PathBuf {
+        self.run_dir.join("uts")
+    }
+}
+
 impl Plan {
     /// Resolve a validated profile. `state_dir` must be absolute (see `host::absolute`).
     pub fn new(profile: Profile, state_dir: &Path, host: &HostFacts) -> Result<Plan, Error> {

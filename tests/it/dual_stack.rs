@@ -341,9 +341,10 @@ state() {
   ip route show table all | grep -v -e 'table local' -e '^local ' -e '^broadcast '
   ip -6 route show table all | grep -v -e 'table local' -e '^local ' -e '^multicast '
   ip netns list
+  awk '$5 ~ "^/run/kubeunit" { print $5 }' /proc/self/mountinfo
 }
 state >/run/before
-of() { (eval "$(grep -E '^(ns|node6|router6)=' "$1")"; eval "echo \$$2"); }
+of() { (eval "$(grep -E '^(ns|node6|router6|uts)=' "$1")"; eval "echo \$$2"); }
 router=$(of "$first" router6)
 for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
   timeout -s KILL "$delay" sh "$first" up >/dev/null 2>&1
@@ -360,6 +361,7 @@ reaches() {
   ip netns exec "$(of "$1" ns)" timeout 3 bash -c "exec 3<>/dev/tcp/$(of "$2" node6)/9" 2>&1 | grep -q refused &&
     echo yes || echo no
 }
+echo "hostname of the second: $(nsenter --uts="$(of "$second" uts)" cat /proc/sys/kernel/hostname)"
 echo "first -> second: $(reaches "$first" "$second")"
 echo "second -> first: $(reaches "$second" "$first")"
 sh "$first" down >/run/down1.log 2>&1 & one=$!
@@ -387,6 +389,7 @@ if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "
         "routers: 1",
         "ports: 2",
         "forwarding: 1",
+        "hostname of the second: worker-1",
         "first -> second: yes",
         "second -> first: yes",
         "after down: as before",

@@ -446,6 +446,27 @@ spec:
         ]);
         assert!(lookup.contains("Address: 10.0.2."), "{lookup}");
     }
+    // A pod on worker-1's own network sees worker-1's name as its hostname (its containerd's UTS
+    // namespace), not this host's, which every node shares.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    m.kubectl_ok(&[
+        "run",
+        "hostname-of-node",
+        &format!("--image={image}"),
+        "--restart=Never",
+        r#"--overrides={"spec":{"hostNetwork":true,"nodeName":"worker-1"}}"#,
+        "--",
+        "hostname",
+    ]);
+    m.kubectl_ok(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Succeeded",
+        "pod/hostname-of-node",
+        "--timeout=120s",
+    ]);
+    let hostname = m.kubectl_ok(&["logs", "hostname-of-node"]);
+    assert_eq!(hostname.trim(), "worker-1");
+    m.kubectl_ok(&["delete", "pod", "hostname-of-node", "--wait=false"]);
     // This host routes each node's pods to its link; the rest of the pod network nowhere, and a
     // node's traffic for off-host addresses is refused (route lookups only: nothing is sent).
     for (node, ip) in [("worker-1", &server_ip), ("worker-2", &client_ip)] {
