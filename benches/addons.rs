@@ -1,5 +1,5 @@
 //! What the addons cost: `kubeunit start` of dev as it ships (metrics-server, local-path-provisioner,
-//! MetalLB and their images) against dev without them (the in-tree hostPath class, as before they
+//! MetalLB, the Gateway API with Traefik, and their images) against dev without them (the in-tree hostPath class, as before they
 //! came, and only the pause, CoreDNS and busybox images), on real systemd (PID 1 in a node
 //! container) and the pinned binaries. Per run: `start` until usable, then until the addons' Deployments are
 //! available, then, after a minute of settling, the environment's memory (the proportional set
@@ -99,7 +99,7 @@ fn main() {
         ),
     ];
     println!(
-        "dev with and without its addons (metrics-server, local-path-provisioner, MetalLB), Kubernetes {version}, {} cores, {rounds} rounds, alternating; memory after {} s\n",
+        "dev with and without its addons (metrics-server, local-path-provisioner, MetalLB, Gateway API and Traefik), Kubernetes {version}, {} cores, {rounds} rounds, alternating; memory after {} s\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         SETTLE.as_secs()
     );
