@@ -4,7 +4,6 @@
 //! with it. On `multi` the nodes reach each other over IPv6 through the environment's router.
 //! Upstream's dual-stack specs: scripts/e2e-addons.sh dualstack.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::container::{dev_args, gen_in, Container, Env};
@@ -332,7 +331,8 @@ fn a_killed_up_and_nodes_at_once_leave_one_router_then_nothing() {
         ])
         .arg(&dir));
     assert!(out.status.success(), "gen: {}", text(&out));
-    let body = r#"set -u
+    let body = [
+        r#"set -u
 first=$1 second=$2
 mount -t tmpfs kubeunit-it /run
 ip link set lo up
@@ -346,14 +346,9 @@ state() {
 state >/run/before
 of() { (eval "$(grep -E '^(ns|node6|router6|uts)=' "$1")"; eval "echo \$$2"); }
 router=$(of "$first" router6)
-for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
-  timeout -s KILL "$delay" sh "$first" up >/dev/null 2>&1
-done
-sh "$first" up >/run/up1.log 2>&1 & one=$!
-sh "$second" up >/run/up2.log 2>&1 & two=$!
-wait "$one" || { echo "up: failed"; cat /run/up1.log; }
-wait "$two" || { echo "up: failed"; cat /run/up2.log; }
-echo "routers: $(ip netns list | grep -c -F -- "+ipv6")"
+"#,
+        KILLED_THEN_UP_AT_ONCE,
+        r#"echo "routers: $(ip netns list | grep -c -F -- "+ipv6")"
 echo "ports: $(ip -n "$router" -o link show type veth | wc -l)"
 echo "forwarding: $(ip netns exec "$router" cat /proc/sys/net/ipv6/conf/all/forwarding)"
 # A port nothing listens on: "refused" is the other node's answer (a reset), through the router both ways.
@@ -364,26 +359,16 @@ reaches() {
 echo "hostname of the second: $(nsenter --uts="$(of "$second" uts)" cat /proc/sys/kernel/hostname)"
 echo "first -> second: $(reaches "$first" "$second")"
 echo "second -> first: $(reaches "$second" "$first")"
-sh "$first" down >/run/down1.log 2>&1 & one=$!
-sh "$second" down >/run/down2.log 2>&1 & two=$!
-wait "$one" || { echo "down: failed"; cat /run/down1.log; }
-wait "$two" || { echo "down: failed"; cat /run/down2.log; }
-state >/run/after
+"#,
+        DOWN_AT_ONCE,
+        r#"state >/run/after
 if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "after down: changed"; diff /run/before /run/after; fi
-"#;
-    let out = run(Command::new("unshare")
-        .args([
-            "--mount",
-            "--net",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            body,
-        ])
-        .arg("sandbox")
-        .arg(dir.join("config/node-network.sh"))
-        .arg(dir.join("nodes/worker-1/config/node-network.sh")));
+"#,
+    ]
+    .concat();
+    let first = dir.join("config/node-network.sh");
+    let second = dir.join("nodes/worker-1/config/node-network.sh");
+    let out = in_net_sandbox(&body, &[first.as_os_str(), second.as_os_str()]);
     let all = text(&out);
     for line in [
         "routers: 1",

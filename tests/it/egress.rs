@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::*;
 
@@ -260,19 +259,8 @@ kill $(jobs -p) 2>/dev/null
 /// Run the sandbox on the node-network.sh of `dir`; its `key: value` lines, and all it printed.
 fn sandbox(dir: &Path, host_forwards: bool) -> (BTreeMap<String, String>, String) {
     let script = dir.join("config/node-network.sh");
-    let out = run(Command::new("unshare")
-        .args([
-            "--mount",
-            "--net",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            SANDBOX,
-            "sandbox",
-        ])
-        .arg(&script)
-        .arg(if host_forwards { "1" } else { "0" }));
+    let forwards: &std::ffi::OsStr = if host_forwards { "1" } else { "0" }.as_ref();
+    let out = in_net_sandbox(SANDBOX, &[script.as_os_str(), forwards]);
     let t = text(&out);
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()

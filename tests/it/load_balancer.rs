@@ -5,7 +5,6 @@
 //! bridge left half made (a killed `up`) is made again. Services on it: node.rs and multi.rs.
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::*;
 
@@ -69,24 +68,6 @@ sh "$second" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.lo
 report_down
 "#;
 
-/// The first node's `up` killed (SIGKILL) at instants from 5 ms to 0.6 s in, each time; then
-/// both nodes up at once, and down at once.
-const KILLED_THEN_AT_ONCE: &str = r#"
-for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
-  timeout -s KILL "$delay" sh "$first" up >/dev/null 2>&1
-done
-sh "$first" up >/run/up1.log 2>&1 & one=$!
-sh "$second" up >/run/up2.log 2>&1 & two=$!
-wait "$one" || { echo "up: failed"; cat /run/up1.log; }
-wait "$two" || { echo "up: failed"; cat /run/up2.log; }
-report_up
-sh "$first" down >/run/down1.log 2>&1 & one=$!
-sh "$second" down >/run/down2.log 2>&1 & two=$!
-wait "$one" || { echo "down: failed"; cat /run/down1.log; }
-wait "$two" || { echo "down: failed"; cat /run/down2.log; }
-report_down
-"#;
-
 /// The lines of `SANDBOX` + `body` run in a mount and network namespace of their own, for the
 /// multi environment `dir`: `key: value`, and all it printed.
 fn sandbox(dir: &Path, body: &str) -> (Vec<(String, String)>, String) {
@@ -97,13 +78,16 @@ fn sandbox(dir: &Path, body: &str) -> (Vec<(String, String)>, String) {
     let first = dir.join("config/node-network.sh");
     let second = dir.join("nodes/worker-1/config/node-network.sh");
     assert!(Path::new(&second).exists());
-    let out = run(Command::new("unshare")
-        .args(["--mount", "--net", "--propagation", "private", "sh", "-c"])
-        .arg(format!("{PRELUDE}{body}"))
-        .arg("sandbox")
-        .arg(&first)
-        .arg(&second)
-        .args([&bridge, &pool, &address]));
+    let out = in_net_sandbox(
+        &format!("{PRELUDE}{body}"),
+        &[
+            first.as_os_str(),
+            second.as_os_str(),
+            bridge.as_ref(),
+            pool.as_ref(),
+            address.as_ref(),
+        ],
+    );
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once(": "))
@@ -176,7 +160,8 @@ fn a_killed_up_and_nodes_at_once_leave_one_segment_then_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = multi_state(tmp.path());
     let (bridge, _) = load_balancer_of(&dir);
-    let (lines, all) = sandbox(&dir, KILLED_THEN_AT_ONCE);
+    let body = format!("{KILLED_THEN_UP_AT_ONCE}report_up\n{DOWN_AT_ONCE}report_down\n");
+    let (lines, all) = sandbox(&dir, &body);
     assert_up_then_gone(&lines, &all, &bridge);
 }
 

@@ -394,3 +394,42 @@ pub fn external_ip_of(
     );
     address
 }
+
+/// Shell, for a sandbox of two nodes' node-network.sh (`$first`, `$second`): the first node's
+/// `up` killed (SIGKILL) at instants from 5 ms to 0.6 s in, each time (the next `up` begins with
+/// the `down` that takes what it left); then both nodes up at once. A failure prints `up: failed`
+/// and its output.
+pub const KILLED_THEN_UP_AT_ONCE: &str = r#"
+for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
+  timeout -s KILL "$delay" sh "$first" up >/dev/null 2>&1
+done
+sh "$first" up >/run/up1.log 2>&1 & one=$!
+sh "$second" up >/run/up2.log 2>&1 & two=$!
+wait "$one" || { echo "up: failed"; cat /run/up1.log; }
+wait "$two" || { echo "up: failed"; cat /run/up2.log; }
+"#;
+
+/// Shell: both nodes of `KILLED_THEN_UP_AT_ONCE` down at once (`down: failed` and its output).
+pub const DOWN_AT_ONCE: &str = r#"
+sh "$first" down >/run/down1.log 2>&1 & one=$!
+sh "$second" down >/run/down2.log 2>&1 & two=$!
+wait "$one" || { echo "down: failed"; cat /run/down1.log; }
+wait "$two" || { echo "down: failed"; cat /run/down2.log; }
+"#;
+
+/// `sh -c body sandbox ARGS...` in a mount and network namespace of its own (the body mounts its
+/// own /run).
+pub fn in_net_sandbox(body: &str, args: &[&std::ffi::OsStr]) -> Output {
+    run(Command::new("unshare")
+        .args([
+            "--mount",
+            "--net",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            body,
+            "sandbox",
+        ])
+        .args(args))
+}
