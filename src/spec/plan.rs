@@ -222,6 +222,12 @@ impl NodePlan {
         })
     }
 
+    /// The node's UTS namespace, bound on a file of its run dir (node-network makes it, with the
+    /// node's name as its hostname).
+    pub fn uts_path(&self) -> PathBuf {
+        self.run_dir.join("uts")
+    }
+
     /// `what` as a name of this node's own: `what` on the first node, `what@<node>` (systemd's
     /// instance syntax) on another. Units, `kubeunit` command arguments and reports use it.
     pub fn qualified(&self, what: &str) -> String {
@@ -377,14 +383,6 @@ impl NodeLink {
 /// util-linux's nsenter, which puts a component in its node's UTS namespace
 /// (`Component::uts`): an absolute path, as a transient unit's ExecStart= must be.
 pub const NSENTER: &str = "/usr/bin/nsenter";
-
-impl NodePlan {
-    /// The node's UTS namespace, bound on a file of its run dir (node-network makes it, with the
-    /// node's name as its hostname).
-    pub fn uts_path(&self) -> PathBuf {
-        self.run_dir.join("uts")
-    }
-}
 
 impl Plan {
     /// Resolve a validated profile. `state_dir` must be absolute (see `host::absolute`).

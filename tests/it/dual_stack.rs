@@ -313,24 +313,14 @@ spec:
 #[test]
 fn a_killed_up_and_nodes_at_once_leave_one_router_then_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("state");
-    let bin = executable_bin_dir(tmp.path());
-    let out = run(kubeunit()
-        .args(["gen", "--profile", "multi", "--seed", "7", "--bin-dir"])
-        .arg(&bin)
-        .args([
-            "--set",
-            "network.advertiseAddress=192.0.2.10",
-            "--set",
+    let dir = multi_state(
+        tmp.path(),
+        &[
             "network.ipFamily=dual",
-            "--set",
             "addons.gateway=false",
-            "--set",
             "addons.loadBalancer=false",
-            "--state-dir",
-        ])
-        .arg(&dir));
-    assert!(out.status.success(), "gen: {}", text(&out));
+        ],
+    );
     let body = [
         r#"set -u
 first=$1 second=$2

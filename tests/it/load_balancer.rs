@@ -96,23 +96,6 @@ fn sandbox(dir: &Path, body: &str) -> (Vec<(String, String)>, String) {
     (lines, text(&out))
 }
 
-/// `gen` of multi (a control plane and two workers) into `tmp/state`.
-fn multi_state(tmp: &Path) -> std::path::PathBuf {
-    let dir = tmp.join("state");
-    let bin = executable_bin_dir(tmp);
-    let out = run(kubeunit()
-        .args(["gen", "--profile", "multi", "--seed", "7", "--bin-dir"])
-        .arg(&bin)
-        .args([
-            "--set",
-            "network.advertiseAddress=192.0.2.10",
-            "--state-dir",
-        ])
-        .arg(&dir));
-    assert!(out.status.success(), "gen: {}", text(&out));
-    dir
-}
-
 /// What both sandboxes must see: the segment up with both nodes on it and nothing by the default
 /// route, then gone, and the host as before.
 fn assert_up_then_gone(lines: &[(String, String)], all: &str, bridge: &str) {
@@ -141,7 +124,7 @@ fn assert_up_then_gone(lines: &[(String, String)], all: &str, bridge: &str) {
 #[test]
 fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = multi_state(tmp.path());
+    let dir = multi_state(tmp.path(), &[]);
     let (bridge, _) = load_balancer_of(&dir);
     let (lines, all) = sandbox(&dir, SEQUENTIAL);
     let after_first = lines.iter().find(|(k, _)| k == "after the first down");
@@ -158,7 +141,7 @@ fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
 #[test]
 fn a_killed_up_and_nodes_at_once_leave_one_segment_then_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = multi_state(tmp.path());
+    let dir = multi_state(tmp.path(), &[]);
     let (bridge, _) = load_balancer_of(&dir);
     let body = format!("{KILLED_THEN_UP_AT_ONCE}report_up\n{DOWN_AT_ONCE}report_down\n");
     let (lines, all) = sandbox(&dir, &body);

@@ -433,3 +433,20 @@ pub fn in_net_sandbox(body: &str, args: &[&std::ffi::OsStr]) -> Output {
         ])
         .args(args))
 }
+
+/// `gen` of multi (a control plane and two workers) into `tmp/state`, with `sets` (`KEY=VALUE`)
+/// too: the rendered node-network.sh scripts the sandboxes run.
+pub fn multi_state(tmp: &Path, sets: &[&str]) -> PathBuf {
+    let dir = tmp.join("state");
+    let bin = executable_bin_dir(tmp);
+    let mut cmd = kubeunit();
+    cmd.args(["gen", "--profile", "multi", "--seed", "7", "--bin-dir"])
+        .arg(&bin)
+        .args(["--set", "network.advertiseAddress=192.0.2.10"]);
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    let out = run(cmd.arg("--state-dir").arg(&dir));
+    assert!(out.status.success(), "gen: {}", text(&out));
+    dir
+}
