@@ -639,10 +639,14 @@ pub const COMPONENTS: &[Component] = &[
                         "router": v6.router,
                     })),
                     "lb": plan.load_balancer.as_ref().map(|lb| json!({
-                        "bridge": lb.bridge,
-                        "bridge_mac": lb.bridge_mac,
+                        "segment": lb.segment,
+                        "segment_mac": lb.segment_mac,
                         "pool": lb.pool.to_string(),
-                        "host": crate::spec::load_balancer::SEGMENT_HOST.to_string(),
+                        "host": lb.host_address.to_string(),
+                        "uplink_address": lb.uplink_address.map(|a| a.to_string()),
+                        "hosts": lb.host_segments.iter()
+                            .map(|(address, mac)| format!("{address} {mac}"))
+                            .collect::<Vec<_>>(),
                         "port": crate::spec::load_balancer::node_port(&link.netns),
                     })),
                 }),
@@ -1325,6 +1329,11 @@ pub(super) mod host {
                 Some((net.trunc(), r.iface))
             })
             .collect();
+        if let Some(lb) = &plan.load_balancer {
+            if let Some(address) = lb.uplink_address {
+                pool_on_the_hosts_network(plan, lb.pool, address, &routes)?;
+            }
+        }
         let clashes = route_clashes(plan, &routes);
         if clashes.is_empty() {
             return Ok(());
@@ -1336,6 +1345,41 @@ pub(super) mod host {
             ),
             format!(
                 "give this environment ranges no route of this host covers (`ip route` lists them): kubeunit gen --state-dir {} --set network.podCIDR=10.89.0.0/16 --set network.serviceCIDR=10.0.1.0/24, and for addons.loadBalancerPool e.g. --set addons.loadBalancerPool=198.51.100.64/28 (another environment's ranges are taken while it runs)",
+                plan.state_dir.display()
+            ),
+        ))
+    }
+
+    /// Across hosts the pool is addresses of the hosts' own network: some route of this host (that
+    /// network's) holds both the pool and this host's address, so that the other hosts and that
+    /// network's clients reach the pool where MetalLB's speakers answer ARP.
+    pub fn pool_on_the_hosts_network(
+        plan: &Plan,
+        pool: ipnet::Ipv4Net,
+        address: std::net::Ipv4Addr,
+        routes: &[(ipnet::Ipv4Net, String)],
+    ) -> Check {
+        let on = |(route, _): &&(ipnet::Ipv4Net, String)| {
+            route.prefix_len() > 0 && route.contains(&address) && route.contains(&pool)
+        };
+        if routes.iter().any(|r| on(&r)) {
+            return Ok(());
+        }
+        let hosts_net: Vec<String> = routes
+            .iter()
+            .filter(|(r, _)| r.prefix_len() > 0 && r.contains(&address))
+            .map(|(r, iface)| format!("{r} dev {iface}"))
+            .collect();
+        Err((
+            format!(
+                "addons.loadBalancerPool {pool} is not on the hosts' network: no route of this host holds it and this host's address {address} ({})",
+                match hosts_net.is_empty() {
+                    true => "no route holds the address".to_string(),
+                    false => format!("that network: {}", hosts_net.join(", ")),
+                }
+            ),
+            format!(
+                "name free addresses of the network that holds {address} in the profile (addons.loadBalancerPool), then gen again and import (state dir {})",
                 plan.state_dir.display()
             ),
         ))
@@ -1355,9 +1399,17 @@ pub(super) mod host {
         for (field, net) in ours {
             let ipnet::IpNet::V4(net) = net else { continue };
             for (route, iface) in routes {
+                // Across hosts the hosts' network holds the pool (and this host's address).
+                let hosts_net = pool.is_some_and(|lb| {
+                    lb.pool == net
+                        && lb
+                            .uplink_address
+                            .is_some_and(|a| route.contains(&a) && route.contains(&net))
+                });
                 // Across hosts, node-network routes the other hosts' pod networks to them.
-                let own = plan.nodes.iter().any(|n| &n.link.interface == iface)
-                    || pool.is_some_and(|lb| &lb.bridge == iface)
+                let own = hosts_net
+                    || plan.nodes.iter().any(|n| &n.link.interface == iface)
+                    || pool.is_some_and(|lb| &lb.segment == iface)
                     || plan
                         .hosts
                         .iter()

@@ -425,6 +425,38 @@ fn feature_gates_go_to_flags_or_config() {
     assert!(e.contains(&"--feature-gates=C=true".to_string()), "{e:?}");
 }
 
+/// Across hosts the pool is addresses of the hosts' network: that network's route holds it, and
+/// only a route of another network inside or around it clashes.
+#[test]
+fn across_hosts_the_pool_must_be_on_the_hosts_network() {
+    use super::table::host::{pool_on_the_hosts_network, route_clashes};
+    let p = Plan::for_tests("ha", &["host=cp-1"]);
+    let lb = p.load_balancer.clone().unwrap();
+    let address = lb.uplink_address.unwrap();
+    let route = |net: &str, iface: &str| (net.parse().unwrap(), iface.to_string());
+    let lan = [route("0.0.0.0/0", "eth0"), route("198.19.254.0/24", "eth0")];
+    assert_eq!(route_clashes(&p, &lan), Vec::<String>::new());
+    assert!(pool_on_the_hosts_network(&p, lb.pool, address, &lan).is_ok());
+    // A network that holds the host's address but not the pool.
+    let small = [route("0.0.0.0/0", "eth0"), route("198.19.254.0/25", "eth0")];
+    let (problem, fix) = pool_on_the_hosts_network(&p, lb.pool, address, &small).unwrap_err();
+    assert!(
+        problem.contains("198.19.254.240/28 is not on the hosts' network")
+            && problem.contains("198.19.254.0/25 dev eth0"),
+        "{problem}"
+    );
+    assert!(fix.contains("addons.loadBalancerPool"), "{fix}");
+    // Something else inside the pool.
+    let inside = [
+        route("198.19.254.0/24", "eth0"),
+        route("198.19.254.240/29", "docker0"),
+    ];
+    assert_eq!(
+        route_clashes(&p, &inside),
+        ["addons.loadBalancerPool 198.19.254.240/28 and 198.19.254.240/29 dev docker0"]
+    );
+}
+
 #[test]
 fn host_routes_overlapping_the_cluster_networks_clash() {
     let p = plan(&[]);

@@ -1,10 +1,17 @@
 //! `addons.loadBalancer`: LoadBalancer Services, by MetalLB in layer 2 mode. Its controller gives
 //! each Service an address of the environment's pool (`addons.loadBalancerPool`); its speakers
-//! answer ARP for them on a segment of the environment's own: a bridge on this host (`kb-…`) with
-//! a veth to each node (`lb0` in the node's namespace). This host routes the pool onto the bridge
-//! from `SEGMENT_HOST`, and each node routes that address back out of `lb0`, so replies go the
-//! way the requests came. Nothing else of the host's network is in the segment: an address no
-//! Service holds gets no ARP answer, and nothing for it leaves by the default route.
+//! answer ARP for them on each node's `lb0`, its interface on the environment's segment:
+//! - On one host, a segment of the environment's own: a bridge on this host (`kb-…`) with a veth
+//!   to each node. This host routes the pool onto the bridge from `SEGMENT_HOST`, and each node
+//!   routes that address back out of `lb0`, so replies go the way the requests came. Nothing else
+//!   of the host's network is in the segment: an address no Service holds gets no ARP answer, and
+//!   nothing for it leaves by the default route.
+//! - Across hosts, the hosts' own network: `lb0` is a macvlan of the interface that holds the
+//!   host's address, so the hosts' network reaches the pool (addresses of that network, named in
+//!   the profile) as MetalLB's layer 2 mode means it. The host reaches it by a macvlan of its own
+//!   (`kb-…`; a macvlan's parent cannot reach its children). A node sends the replies of what came
+//!   in on `lb0` back out of it (a connection mark and a routing table in the node's namespace), so
+//!   they never pass the host's forwarding or its egress rules.
 
 use std::net::Ipv4Addr;
 
@@ -36,15 +43,42 @@ const TESTS_HOLE: Ipv4Net = match Ipv4Net::new(Ipv4Addr::new(198, 19, 254, 0), 2
 /// on each bridge, since each node routes it back out of its own `lb0`).
 pub const SEGMENT_HOST: Ipv4Addr = Ipv4Addr::new(169, 254, 107, 117);
 
+/// Across hosts, each host's address on its macvlan: the `hosts:` entry's index + 1 in this /24
+/// (link-local too). Not the host's own address: its macvlan asks ARP for the pool's addresses,
+/// and a request from the host's address would make the network's machines send to the macvlan
+/// what is meant for the host.
+const HOSTS_SEGMENT: Ipv4Addr = Ipv4Addr::new(169, 254, 108, 0);
+
+/// At most this many hosts with the addon (HOSTS_SEGMENT's addresses).
+const MAX_HOSTS: usize = 254;
+
+/// Host `index`'s address on its macvlan (`index` < MAX_HOSTS).
+fn host_segment_address(index: usize) -> Ipv4Addr {
+    let [a, b, c, _] = HOSTS_SEGMENT.octets();
+    Ipv4Addr::new(a, b, c, u8::try_from(index + 1).unwrap_or(u8::MAX))
+}
+
 /// The environment's pool and segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadBalancer {
     pub pool: Ipv4Net,
-    /// The bridge on this host (at most 15 bytes: a hash of the environment's name on this host).
-    pub bridge: String,
-    /// The bridge's MAC address, fixed so that each node's neighbour entry for `SEGMENT_HOST` is
-    /// written once (no ARP from a node, whose source address would be its node link's).
-    pub bridge_mac: String,
+    /// This host's interface on the segment (at most 15 bytes: a hash of the environment's name on
+    /// this host, and across hosts of the host's name): the bridge, or across hosts the host's
+    /// macvlan.
+    pub segment: String,
+    /// Its MAC address, fixed so that each node's neighbour entry for this host's address on the
+    /// segment is written once (no ARP from a node, whose source address would be its node link's),
+    /// and different on each host of an environment.
+    pub segment_mac: String,
+    /// Across hosts: this host's address (`hosts[].address`), whose interface the segment's
+    /// macvlans are made of. `None`: one host, the bridge.
+    pub uplink_address: Option<Ipv4Addr>,
+    /// This host's address on the segment: `SEGMENT_HOST` on the bridge, across hosts its own
+    /// link-local address on its macvlan (`HOSTS_SEGMENT`).
+    pub host_address: Ipv4Addr,
+    /// Across hosts: every host's address on its macvlan with the macvlan's MAC address, so that a
+    /// node answers a host there without asking ARP. Empty on one host.
+    pub host_segments: Vec<(Ipv4Addr, String)>,
 }
 
 impl LoadBalancer {
@@ -56,7 +90,32 @@ impl LoadBalancer {
         if !p.addons.load_balancer || !p.component("node-network").enabled {
             return Ok(None);
         }
-        let digest = hash(host_name);
+        // Across hosts: the host this state dir is (none in the whole cluster's view, which runs
+        // no node).
+        let here = p.hosts.iter().find(|h| h.name == p.host);
+        let uplink_address = match here {
+            Some(h) => Some(h.address.parse::<Ipv4Addr>().map_err(|_| {
+                Error::Internal(format!("unvalidated address of host {:?}", h.name))
+            })?),
+            None => None,
+        };
+        let digest = match here {
+            Some(h) => hash(&format!("{host_name}/{}", h.name)),
+            None => hash(host_name),
+        };
+        let host_segments: Vec<(Ipv4Addr, String)> = p
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let digest = hash(&format!("{host_name}/{}", h.name));
+                (host_segment_address(i), mac(&digest))
+            })
+            .collect();
+        let host_address = match p.hosts.iter().position(|h| h.name == p.host) {
+            Some(i) => host_segment_address(i),
+            None => SEGMENT_HOST,
+        };
         let pool = match p.addons.load_balancer_pool.as_str() {
             "auto" => auto_pool(host_name),
             other => other
@@ -64,22 +123,25 @@ impl LoadBalancer {
                 .map_err(|_| Error::Internal(format!("unvalidated profile field {FIELD}")))?,
         };
         let hex = hex::encode(digest);
-        let mac = digest[..5]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":");
         Ok(Some(LoadBalancer {
             pool,
-            bridge: format!("kb-{}", &hex[..12]),
-            // Locally administered, unicast.
-            bridge_mac: format!("02:{mac}"),
+            segment: format!("kb-{}", &hex[..12]),
+            segment_mac: mac(&digest),
+            uplink_address,
+            host_address,
+            host_segments,
         }))
     }
 }
 
+/// A MAC address from a digest: locally administered, unicast.
+fn mac(digest: &[u8; 32]) -> String {
+    let bytes: Vec<String> = digest[..5].iter().map(|b| format!("{b:02x}")).collect();
+    format!("02:{}", bytes.join(":"))
+}
+
 /// The host's end of a node's veth into the segment (the node's end is `lb0`), by its
-/// namespace's name.
+/// namespace's name; across hosts, the name of the node's macvlan until it is moved into the node.
 pub fn node_port(netns: &str) -> String {
     format!("kl-{}", &hex::encode(hash(netns))[..12])
 }
@@ -106,7 +168,7 @@ pub fn auto_pool(host_name: &str) -> Ipv4Net {
 }
 
 /// Every wrong value: a pool that is not `auto` or an IPv4 network, one inside the cluster's own
-/// networks, and a load balancer across hosts (not yet).
+/// networks, and across hosts `auto` or a pool holding a host's address.
 pub fn errors(p: &Profile) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let pool = &p.addons.load_balancer_pool;
@@ -153,13 +215,40 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
     if !p.addons.load_balancer {
         return errs;
     }
-    if !p.hosts.is_empty() {
+    if p.hosts.is_empty() {
+        return errs;
+    }
+    // Across hosts the hosts' own network carries the pool: which of its addresses are free only
+    // its owner knows.
+    if pool == "auto" {
         errs.push(FieldError::new(
-            "addons.loadBalancer",
-            "true",
-            "not across hosts yet: the pool's segment is a bridge on one host",
-            "set addons.loadBalancer: false and addons.gateway: false in this profile (or --set them)",
+            FIELD,
+            "\"auto\"",
+            "across hosts the pool is addresses of the hosts' own network, which auto cannot pick",
+            "name addresses of the hosts' network that nothing else uses (no host, no DHCP lease), \
+             e.g. --set addons.loadBalancerPool=192.168.60.240/28, or set addons.loadBalancer: false",
         ));
+    } else if p.hosts.len() > MAX_HOSTS {
+        errs.push(FieldError::new(
+            "hosts",
+            format!("{} hosts", p.hosts.len()),
+            format!("addons.loadBalancer takes at most {MAX_HOSTS} hosts (each an address of {HOSTS_SEGMENT}/24 on its macvlan)"),
+            "set addons.loadBalancer: false, or split the hosts into environments",
+        ));
+    } else if let Ok(IpNet::V4(net)) = pool.parse::<IpNet>() {
+        for h in &p.hosts {
+            if h.address
+                .parse::<Ipv4Addr>()
+                .is_ok_and(|a| net.contains(&a))
+            {
+                errs.push(FieldError::new(
+                    FIELD,
+                    format!("{pool:?}"),
+                    format!("holds the address of host {:?} ({})", h.name, h.address),
+                    "name addresses of the hosts' network that no host has",
+                ));
+            }
+        }
     }
     errs
 }
@@ -170,8 +259,12 @@ mod tests {
     use crate::spec::load;
 
     fn errors_of(sets: &[&str]) -> Vec<String> {
+        errors_in("dev", sets)
+    }
+
+    fn errors_in(profile: &str, sets: &[&str]) -> Vec<String> {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        let (_, p) = load::layered("dev", &sets).unwrap();
+        let (_, p) = load::layered(profile, &sets).unwrap();
         errors(&p).iter().map(|e| e.to_string()).collect()
     }
 
@@ -198,8 +291,9 @@ mod tests {
         let (_, p) = load::layered("dev", &[]).unwrap();
         let a = LoadBalancer::of(&p, "dev").unwrap().unwrap();
         let b = LoadBalancer::of(&p, "dev_1").unwrap().unwrap();
-        assert_ne!((a.pool, &a.bridge), (b.pool, &b.bridge));
-        assert!(a.bridge.len() <= 15 && node_port("kubeunit-dev").len() <= 15);
+        assert_ne!((a.pool, &a.segment), (b.pool, &b.segment));
+        assert!(a.segment.len() <= 15 && node_port("kubeunit-dev").len() <= 15);
+        assert_eq!((a.uplink_address, a.host_address), (None, SEGMENT_HOST));
     }
 
     #[test]
@@ -231,5 +325,49 @@ mod tests {
             let errs = errors_of(&[set]);
             assert!(errs.iter().any(|e| e.contains(says)), "{set}: {errs:?}");
         }
+    }
+
+    #[test]
+    fn across_hosts_the_pool_is_named_on_the_hosts_network_and_each_host_has_its_own_segment() {
+        let on = "addons.loadBalancer=true";
+        let auto = errors_in("ha", &[on, "addons.loadBalancerPool=auto"]);
+        assert!(
+            auto.iter().any(|e| e.contains("auto cannot pick")),
+            "{auto:?}"
+        );
+        let holds = errors_in("ha", &[on, "addons.loadBalancerPool=198.19.254.16/28"]);
+        assert!(
+            holds
+                .iter()
+                .any(|e| e.contains("worker-1") && e.contains("198.19.254.21")),
+            "{holds:?}"
+        );
+        let named = [on, "addons.loadBalancerPool=198.19.254.240/28"];
+        assert!(
+            errors_in("ha", &named).is_empty(),
+            "{:?}",
+            errors_in("ha", &named)
+        );
+        let of = |host: &str| {
+            let mut sets: Vec<String> = named.iter().map(|s| s.to_string()).collect();
+            sets.push(format!("host={host}"));
+            let (_, p) = load::layered("ha", &sets).unwrap();
+            LoadBalancer::of(&p, "ha").unwrap().unwrap()
+        };
+        let (cp1, w2) = (of("cp-1"), of("worker-2"));
+        assert_eq!(cp1.uplink_address, Some(Ipv4Addr::new(198, 19, 254, 11)));
+        assert_eq!(w2.uplink_address, Some(Ipv4Addr::new(198, 19, 254, 22)));
+        // One network: two hosts' macvlans must not share a MAC address.
+        assert_ne!(cp1.segment_mac, w2.segment_mac);
+        assert_eq!(cp1.pool, w2.pool);
+        // Each host's node knows every host's macvlan: the same list on every host, each at a
+        // link-local address of its own (not the host's: its ARP would move the host's address).
+        assert_eq!(cp1.host_segments, w2.host_segments);
+        assert_eq!(cp1.host_segments.len(), 5);
+        assert_eq!(cp1.host_address, Ipv4Addr::new(169, 254, 108, 1));
+        assert_eq!(w2.host_address, Ipv4Addr::new(169, 254, 108, 5));
+        assert!(cp1
+            .host_segments
+            .contains(&(w2.host_address, w2.segment_mac.clone())));
     }
 }

@@ -2,9 +2,10 @@
 //! each, 2 workers behind HAProxy) rendered by one `gen --out`, each host's state dir imported into
 //! its own systemd container with a network namespace of its own on a bridge (198.19.254.0/24, as
 //! the profile's addresses), on the pinned binaries and the offline images. The hosts route each
-//! other's pods; nothing of the cluster goes by a host's default route; the control plane keeps
-//! serving with one control-plane host's power cut, and the host rejoins when it is back; a worker's
-//! pods move to the other worker once it is gone.
+//! other's pods; nothing of the cluster goes by a host's default route; a LoadBalancer Service's
+//! address is announced on the hosts' network, where this machine and every host reach it; the
+//! control plane keeps serving with one control-plane host's power cut, and the host rejoins when
+//! it is back; a worker's pods move to the other worker once it is gone.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -241,7 +242,7 @@ fn five_hosts_serve_with_a_control_plane_host_or_a_worker_powered_off() {
     // API server to worker-1's kubelet at its node's address.
     let image = pinned("TEST_IMAGE")[0].clone();
     // busybox httpd runs /cgi-bin/* as CGI with REMOTE_ADDR set: the address the server saw.
-    let serve = "mkdir -p /w/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho from $REMOTE_ADDR\\n' >/w/cgi-bin/ip && chmod +x /w/cgi-bin/ip && exec httpd -f -p 8080 -h /w";
+    let serve = "mkdir -p /w/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho from $REMOTE_ADDR on $(hostname)\\n' >/w/cgi-bin/ip && chmod +x /w/cgi-bin/ip && exec httpd -f -p 8080 -h /w";
     let pods = format!(
         r#"apiVersion: v1
 kind: Pod
@@ -408,6 +409,8 @@ spec:
             h.name
         );
     }
+
+    load_balancer_on_the_hosts_network(&out, &work, &hosts, &image, serve);
 
     let image = format!("--image={image}");
 
@@ -584,7 +587,7 @@ spec:
         "worker-2's pods Running on worker-1 {:.0}s after its power cut",
         cut.elapsed().as_secs_f64()
     );
-    // `stop` on every host that runs.
+    // `stop` on every host that runs; the LoadBalancer segment's macvlans go with the nodes.
     std::thread::scope(|s| {
         let stops: Vec<_> = hosts
             .iter()
@@ -596,8 +599,150 @@ spec:
             assert!(o.status.success(), "stop on {name}: {}", text(&o));
         }
     });
+    for h in hosts.iter().filter(|h| h.name != "worker-2") {
+        let left =
+            text(&h.c.sh("ip -o link show type macvlan; ip -o route show 198.19.254.240/28"));
+        assert!(left.trim().is_empty(), "{} after stop: {left}", h.name);
+    }
     drop(hosts);
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// What an HTTP/1.0 GET of `path` at `address`:80 from this machine answered (3 s at most).
+fn http_get_here(address: &str, path: &str) -> String {
+    let o = run(Command::new("timeout").args([
+        "3",
+        "bash",
+        "-c",
+        &format!(
+            "exec 3<>/dev/tcp/{address}/80; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+        ),
+    ]));
+    text(&o)
+}
+
+/// LoadBalancer Services on the hosts' network (ha's pool, 198.19.254.240/28): MetalLB's speaker on
+/// the node of the Service's one pod (externalTrafficPolicy Local) answers ARP for its address on
+/// the hosts' network, where this machine (198.19.254.1 on the bridge) and the hosts reach it, and
+/// the pod sees each client's own address; the address follows the pod to the other worker. With
+/// Cluster, it answers too.
+fn load_balancer_on_the_hosts_network(
+    out: &Path,
+    work: &Path,
+    hosts: &[Host],
+    image: &str,
+    serve: &str,
+) {
+    let pool = "198.19.254.240/28";
+    for what in ["deploy/controller", "ds/speaker"] {
+        kubectl_ok(
+            out,
+            "cp-1",
+            &[
+                "-n",
+                "metallb-system",
+                "rollout",
+                "status",
+                what,
+                "--timeout=180s",
+            ],
+        );
+    }
+    let file = work.join("lb-web.yaml");
+    let mut address = String::new();
+    for node in ["worker-1", "worker-2"] {
+        std::fs::write(&file, lb_web_on(node, image, serve)).unwrap();
+        kubectl_ok(out, "cp-1", &["apply", "-f", &file.to_string_lossy()]);
+        kubectl_ok(
+            out,
+            "cp-1",
+            &["rollout", "status", "deploy/lb-web", "--timeout=120s"],
+        );
+        address = external_ip_of(
+            |a| kubectl_ok(out, "cp-1", a),
+            "lb-web",
+            pool,
+            Duration::from_secs(30),
+        );
+        let name = kubectl_ok(
+            out,
+            "cp-1",
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=lb-web",
+                &format!("--field-selector=status.phase=Running,spec.nodeName={node}"),
+                "-o",
+                "jsonpath={.items[0].metadata.name}",
+            ],
+        );
+        assert!(!name.is_empty(), "no pod of lb-web Running on {node}");
+        let host = hosts.iter().find(|h| h.name == node).unwrap();
+        let link = text(&host.c.sh("ip -n kubeunit-ha -br link show lb0"));
+        let mac = brief_link_mac(&link);
+        assert_eq!(mac.len(), 17, "lb0 of {node}: {link}");
+        // From this machine on the hosts' network: ARP names the node's lb0, and the pod saw
+        // this machine's own address (busybox httpd writes it IPv4-mapped).
+        wait_for_saying(
+            &format!("{address} from this machine, answered by {node}"),
+            Duration::from_secs(60),
+            || {
+                let answer = http_get_here(&address, "/cgi-bin/ip");
+                let neigh = text(&run(
+                    Command::new("ip").args(["neigh", "show", &address, "dev", BRIDGE])
+                ));
+                let done =
+                    answer.contains(&format!("{GATEWAY}] on {name}")) && neigh.contains(&mac);
+                (
+                    done,
+                    format!("{answer}\nARP: {neigh} (lb0 of {node}: {mac})"),
+                )
+            },
+        );
+        // From each host, the node's own and the others: each host from the link-local address of
+        // its macvlan (169.254.108.N, N its place in `hosts:`), never by way of the host's own.
+        for (i, h) in hosts.iter().enumerate() {
+            wait_for_saying(
+                &format!("{address} from {}, answered by {node}", h.name),
+                Duration::from_secs(30),
+                || {
+                    let (_, answer) = http_get_from(&h.c, &address, "/cgi-bin/ip");
+                    let from = format!("169.254.108.{}] on {name}", i + 1);
+                    (answer.contains(&from), answer)
+                },
+            );
+        }
+    }
+    kubectl_ok(
+        out,
+        "cp-1",
+        &[
+            "patch",
+            "svc",
+            "lb-web",
+            "-p",
+            r#"{"spec":{"externalTrafficPolicy":"Cluster"}}"#,
+        ],
+    );
+    // Any node may announce it now, and forward to worker-2's pod masqueraded.
+    wait_for_saying(
+        "the address with externalTrafficPolicy Cluster",
+        Duration::from_secs(60),
+        || {
+            let answer = http_get_here(&address, "/cgi-bin/ip");
+            (answer.contains("from "), answer)
+        },
+    );
+    for h in hosts {
+        let (_, answer) = http_get_from(&h.c, &address, "/cgi-bin/ip");
+        assert!(answer.contains("from "), "{} (Cluster): {answer}", h.name);
+    }
+    kubectl_ok(
+        out,
+        "cp-1",
+        &["delete", "deploy/lb-web", "svc/lb-web", "--wait=true"],
+    );
 }
 
 /// A StatefulSet of 5 with a claim each, one pod per host (the control-plane hosts' taint

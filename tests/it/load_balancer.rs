@@ -2,7 +2,8 @@
 //! of two nodes run for real in a network namespace of their own, with an uplink holding the default
 //! route. The nodes share one bridge; the pool is routed onto it, so an address no Service holds
 //! sends nothing by the default route; the last node down removes the bridge and the route; a
-//! bridge left half made (a killed `up`) is made again. Services on it: node.rs and multi.rs.
+//! bridge left half made (a killed `up`) is made again. Across hosts the segment is the hosts' network
+//! (macvlans of the host's interface). Services on it: node.rs, multi.rs and hosts.rs.
 
 use std::path::Path;
 
@@ -88,24 +89,31 @@ fn sandbox(dir: &Path, body: &str) -> (Vec<(String, String)>, String) {
             address.as_ref(),
         ],
     );
-    let lines = String::from_utf8_lossy(&out.stdout)
+    (report(&out), text(&out))
+}
+
+/// The `key: value` lines a sandbox printed.
+fn report(out: &std::process::Output) -> Vec<(String, String)> {
+    String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    (lines, text(&out))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The value of `key` in a sandbox's report, empty when it printed none.
+fn value<'a>(lines: &'a [(String, String)], key: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default()
 }
 
 /// What both sandboxes must see: the segment up with both nodes on it and nothing by the default
 /// route, then gone, and the host as before.
 fn assert_up_then_gone(lines: &[(String, String)], all: &str, bridge: &str) {
-    let got = |key: &str| -> &str {
-        lines
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_default()
-    };
+    let got = |key: &str| value(lines, key);
     assert!(!all.contains("failed"), "{all}");
     assert_eq!(got("ports"), "2", "{all}");
     assert_eq!(
@@ -127,10 +135,9 @@ fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
     let dir = multi_state(tmp.path(), &[]);
     let (bridge, _) = load_balancer_of(&dir);
     let (lines, all) = sandbox(&dir, SEQUENTIAL);
-    let after_first = lines.iter().find(|(k, _)| k == "after the first down");
     assert_eq!(
-        after_first.map(|(_, v)| v.as_str()),
-        Some("ports 1, routes 1"),
+        value(&lines, "after the first down"),
+        "ports 1, routes 1",
         "{all}"
     );
     assert_up_then_gone(&lines, &all, &bridge);
@@ -196,4 +203,117 @@ fn the_pool_never_leaves_whatever_egress_says() {
         own.split_whitespace().count() - 1,
         "{auto}"
     );
+}
+
+/// Across hosts (`ha`), one host's node-network.sh run for real in a sandbox: the host's `eth0`
+/// holds its address on the hosts' network, where a client (a namespace of its own) sits, and an
+/// uplink `up0` has the default route. `up` is killed at instants from 5 ms to 0.6 s in, then runs
+/// whole. The node stands in for MetalLB and kube-proxy: a pool address on its loopback (the kernel
+/// answers ARP for it on lb0) and an HTTP server there. Its arguments: the host's script, its
+/// macvlan, the pool, the address served, an address of the pool that no Service holds.
+const ACROSS_HOSTS: &str = r#"set -u
+script=$1 segment=$2 pool=$3 served=$4 free=$5
+mount -t tmpfs kubeunit-it /run
+ip link set lo up
+ip link add up0 type veth peer name up1
+echo 1 >/proc/sys/net/ipv6/conf/up0/disable_ipv6
+echo 1 >/proc/sys/net/ipv6/conf/up1/disable_ipv6
+ip addr add 198.19.255.242/30 dev up0
+ip link set up1 up
+ip link set up0 up
+ip route add default via 198.19.255.241
+ip netns add client
+ip link add eth0 type veth peer name lan netns client
+ip addr add 198.19.254.11/24 dev eth0
+ip link set eth0 up
+ip -n client link set lo up
+ip -n client addr add 198.19.254.1/24 dev lan
+ip -n client link set lan up
+sent() { ip -s link show dev up0 | awk '/TX:/ { getline; print $2 }'; }
+host_state() {
+  ip -o link show | sed -n 's/^[0-9]*: \([^:@]*\).*/\1/p' | sort
+  ip route show table all | grep -v -e 'table local' -e '^local ' -e '^broadcast '
+}
+host_state >/run/before
+# The first line of what the server answers to this host, or with `client` to the client.
+get() {
+  ${1:+ip netns exec "$1"} timeout 3 bash -c \
+    "exec 3<>/dev/tcp/$served/80; printf 'GET / HTTP/1.0\r\n\r\n' >&3; head -1 <&3" 2>/dev/null
+}
+for delay in 0.005 0.01 0.02 0.04 0.08 0.15 0.3 0.6; do
+  timeout -s KILL "$delay" sh "$script" up >/dev/null 2>&1
+done
+sh "$script" up >/run/up.log 2>&1 || { echo "up: failed"; cat /run/up.log; }
+echo "macvlans: $(ip -o link show type macvlan | wc -l), in the node: $(ip -n kubeunit-ha -o link show type macvlan | wc -l)"
+echo "route: $(ip -o route get "$served" | grep -o "dev $segment src [0-9.]*")"
+# The client knows the host's address (its eth0's MAC) before the host's macvlan asks ARP for the pool,
+# and longer than the kernel's locktime (1 s) before: an ARP request from the host's address would move it.
+ip netns exec client timeout 1 bash -c 'exec 3<>/dev/tcp/198.19.254.11/1' 2>/dev/null
+sleep 1.2
+ip -n kubeunit-ha addr add "$served/32" dev lo
+ip netns exec kubeunit-ha python3 -m http.server 80 --bind "$served" >/dev/null 2>&1 &
+server=$!
+for i in $(seq 50); do [ -n "$(get)" ] && break; sleep 0.1; done
+echo "from the host: $(get)"
+echo "from the hosts' network: $(get client)"
+mac=$(ip -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)
+echo "the host's address at the client: $(ip -n client neigh show 198.19.254.11 | grep -c "lladdr $mac") of $(ip -n client neigh show 198.19.254.11 | wc -l)"
+echo "(the client's entry: $(ip -n client neigh show 198.19.254.11); eth0 $mac; $segment $(ip -o link show "$segment" | grep -o 'link/ether [0-9a-f:]*'))"
+before=$(sent)
+timeout 2 bash -c "exec 3<>/dev/tcp/$free/80" 2>/dev/null
+echo "a free pool address, by the default route: $(( $(sent) - before ))"
+kill "$server"
+sh "$script" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.log; }
+echo "after the down: macvlans $(ip -o link show type macvlan | wc -l), routes $(ip route show "$pool" | wc -l)"
+host_state >/run/after
+if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "after down: changed"; diff /run/before /run/after; fi
+ip netns del client
+"#;
+
+#[test]
+fn across_hosts_a_killed_up_then_the_hosts_network_reaches_the_node_and_down_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = executable_bin_dir(tmp.path());
+    let out_dir = tmp.path().join("out");
+    let o = run(kubeunit()
+        .args(["gen", "--profile", "ha", "--seed", "7", "--bin-dir"])
+        .arg(&bin)
+        .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
+        .arg(&out_dir));
+    assert!(o.status.success(), "gen: {}", text(&o));
+    let dir = out_dir.join("cp-1");
+    let (segment, pool) = load_balancer_of(&dir);
+    assert_eq!(pool, "198.19.254.240/28");
+    let script = dir.join("config/node-network.sh");
+    let out = in_net_sandbox(
+        ACROSS_HOSTS,
+        &[
+            script.as_os_str(),
+            segment.as_ref(),
+            pool.as_ref(),
+            "198.19.254.241".as_ref(),
+            "198.19.254.245".as_ref(),
+        ],
+    );
+    let (lines, all) = (report(&out), text(&out));
+    let got = |key: &str| value(&lines, key);
+    assert!(!all.contains("failed"), "{all}");
+    assert_eq!(got("macvlans"), "1, in the node: 1", "{all}");
+    // From the host's link-local address on its macvlan (the first host's).
+    assert_eq!(
+        got("route"),
+        format!("dev {segment} src 169.254.108.1"),
+        "{all}"
+    );
+    assert_eq!(got("from the host"), "HTTP/1.0 200 OK", "{all}");
+    assert_eq!(got("from the hosts' network"), "HTTP/1.0 200 OK", "{all}");
+    // Still the host's own interface: neither the macvlan's ARP nor its answers moved it.
+    assert_eq!(got("the host's address at the client"), "1 of 1", "{all}");
+    assert_eq!(
+        got("a free pool address, by the default route"),
+        "0",
+        "{all}"
+    );
+    assert_eq!(got("after the down"), "macvlans 0, routes 0", "{all}");
+    assert_eq!(got("after down"), "as before", "{all}");
 }

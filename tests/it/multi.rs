@@ -690,34 +690,9 @@ fn load_balancer_follows_its_pod(m: &Multi, image: &str, serve: &str) {
             "--timeout=120s",
         ]);
     }
-    let manifest = |node: &str| {
-        format!(
-            r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: lb-web}}
-spec:
-  selector: {{matchLabels: {{app: lb-web}}}}
-  template:
-    metadata: {{labels: {{app: lb-web}}}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      nodeSelector: {{kubernetes.io/hostname: {node}}}
-      containers: [{{name: c, image: {image}, command: [sh, -c, {serve:?}]}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: lb-web}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  selector: {{app: lb-web}}
-  ports: [{{port: 80, targetPort: 8080}}]
-"#
-        )
-    };
     let mut address = String::new();
     for node in ["worker-2", "worker-1"] {
-        m.apply("lb-web", &manifest(node));
+        m.apply("lb-web", &lb_web_on(node, image, serve));
         m.kubectl_ok(&["rollout", "status", "deploy/lb-web", "--timeout=120s"]);
         address = external_ip_of(
             |a| m.kubectl_ok(a),
@@ -732,11 +707,7 @@ spec:
         // The pod's answer names the client it saw and itself; ARP names the node's lb0.
         let netns = format!("{}@{node}", m.prefix);
         let link = text(&m.c.run(&["ip", "-n", &netns, "-br", "link", "show", "lb0"]));
-        let mac = link
-            .split_whitespace()
-            .nth(2)
-            .unwrap_or_default()
-            .to_string();
+        let mac = brief_link_mac(&link);
         assert_eq!(mac.len(), 17, "lb0 of {node}: {link}");
         wait_for_saying(
             &format!("the address answered by {node}"),

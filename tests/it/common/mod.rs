@@ -230,8 +230,9 @@ pub fn wait_for(what: &str, timeout: std::time::Duration, mut f: impl FnMut() ->
     }
 }
 
-/// The LoadBalancer segment's bridge and the pool of the environment in `state`, as its
-/// node-network script names them (`lb_bridge=`, `lb_pool=`); empty without the addon.
+/// The LoadBalancer segment's interface on this host (one host: the bridge) and the pool of the
+/// environment in `state`, as its node-network script names them (`lb_segment=`, `lb_pool=`);
+/// empty without the addon.
 pub fn load_balancer_of(state: &std::path::Path) -> (String, String) {
     let script = std::fs::read_to_string(state.join("config/node-network.sh")).unwrap_or_default();
     let value = |key: &str| {
@@ -241,7 +242,7 @@ pub fn load_balancer_of(state: &std::path::Path) -> (String, String) {
             .map(|v| v.trim_matches(['"', '\'']).to_string())
             .unwrap_or_default()
     };
-    (value("lb_bridge"), value("lb_pool"))
+    (value("lb_segment"), value("lb_pool"))
 }
 
 /// What an HTTP/1.0 GET of `path` at `address`:80 from this host answered (3 s at most), and
@@ -393,6 +394,42 @@ pub fn external_ip_of(
         "{svc}: {address} is not of {pool}"
     );
     address
+}
+
+/// The MAC address in a line of `ip -br link show DEV` (its third word), empty without one.
+pub fn brief_link_mac(line: &str) -> String {
+    line.split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The Deployment `lb-web` (one pod of `image` running `serve`, which answers on 8080) on `node`,
+/// behind a LoadBalancer Service of the same name on port 80 with externalTrafficPolicy Local.
+pub fn lb_web_on(node: &str, image: &str, serve: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: lb-web}}
+spec:
+  selector: {{matchLabels: {{app: lb-web}}}}
+  template:
+    metadata: {{labels: {{app: lb-web}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      nodeSelector: {{kubernetes.io/hostname: {node}}}
+      containers: [{{name: c, image: {image}, command: [sh, -c, {serve:?}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: lb-web}}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {{app: lb-web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"#
+    )
 }
 
 /// Shell, for a sandbox of two nodes' node-network.sh (`$first`, `$second`): the first node's
