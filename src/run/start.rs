@@ -644,7 +644,9 @@ async fn wait_healthy(
 /// known).
 fn start_failed(instance: &Instance<'static>, unit: &UnitFile, reason: String) -> Error {
     let tail = journal_tail(&instance.plan, &unit.name, 20);
-    let fix = known_cause(&tail)
+    // The cause may be older than the tail (a kubelet logs on for a while after its CA watcher
+    // failed).
+    let fix = known_cause(&journal_tail(&instance.plan, &unit.name, 500))
         .map(|fix| format!("\n  fix: {fix}"))
         .unwrap_or_default();
     Error::Start(format!(
@@ -662,7 +664,10 @@ fn known_cause(journal: &str) -> Option<String> {
             .map(|v| v.trim().to_string())
             .unwrap_or_else(|_| "unknown".into())
     };
-    if journal.contains("inotify_init: too many open files") {
+    // cAdvisor's words, and Go's fsnotify's (the kubelet's CA bundle watcher).
+    if journal.contains("inotify_init: too many open files")
+        || journal.contains("fsnotify watcher: too many open files")
+    {
         return Some(format!(
             "this host's inotify instances are used up (fs.inotify.max_user_instances is {}): raise the limit, e.g. sysctl -w fs.inotify.max_user_instances=512",
             sysctl("max_user_instances")
@@ -692,6 +697,10 @@ mod tests {
     #[test]
     fn used_up_inotify_is_named_with_its_fix() {
         let journal = "E1127 manager.go:326] Registration of the raw container factory failed: inotify_init: too many open files\n";
+        let fix = super::known_cause(journal).unwrap();
+        assert!(fix.contains("fs.inotify.max_user_instances"), "{fix}");
+        // As a kubelet of five hosts in one machine logged it.
+        let journal = r#"E1127 dynamic_cafile_content.go:170] "Failed to watch CA file, will retry later" err="error creating fsnotify watcher: too many open files""#;
         let fix = super::known_cause(journal).unwrap();
         assert!(fix.contains("fs.inotify.max_user_instances"), "{fix}");
         let fix = super::known_cause("inotify_add_watch /sys/fs/cgroup: no space left on device")
