@@ -206,8 +206,8 @@ fn the_pool_never_leaves_whatever_egress_says() {
 }
 
 /// Across hosts (`ha`), one host's node-network.sh run for real in a sandbox: the host's `eth0`
-/// holds its address on the hosts' network, where a client (a namespace of its own) sits, and an
-/// uplink `up0` has the default route. `up` is killed at instants from 5 ms to 0.6 s in, then runs
+/// holds its address on the hosts' network, where a client (a namespace of its own) sits, which
+/// routes to another client beyond it; an uplink `up0` has the host's first default route. `up` is killed at instants from 5 ms to 0.6 s in, then runs
 /// whole. The node stands in for MetalLB and kube-proxy: a pool address on its loopback (the kernel
 /// answers ARP for it on lb0) and an HTTP server there. Its arguments: the host's script, its
 /// macvlan, the pool, the address served, an address of the pool that no Service holds.
@@ -229,6 +229,17 @@ ip link set eth0 up
 ip -n client link set lo up
 ip -n client addr add 198.19.254.1/24 dev lan
 ip -n client link set lan up
+# The client is the hosts' network's router too, to `far` beyond it: the host's second default route (up0's
+# goes first) is by it.
+ip route add default via 198.19.254.1 dev eth0 metric 100
+ip netns add far
+ip -n client link add far0 type veth peer name far0 netns far
+ip -n client addr add 198.18.254.1/30 dev far0
+ip -n far addr add 198.18.254.2/30 dev far0
+ip -n client link set far0 up
+ip -n far link set far0 up
+ip -n far route add default via 198.18.254.1
+ip netns exec client sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward'
 sent() { ip -s link show dev up0 | awk '/TX:/ { getline; print $2 }'; }
 host_state() {
   ip -o link show | sed -n 's/^[0-9]*: \([^:@]*\).*/\1/p' | sort
@@ -256,6 +267,7 @@ server=$!
 for i in $(seq 50); do [ -n "$(get)" ] && break; sleep 0.1; done
 echo "from the host: $(get)"
 echo "from the hosts' network: $(get client)"
+echo "from beyond its router: $(get far)"
 mac=$(ip -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)
 echo "the host's address at the client: $(ip -n client neigh show 198.19.254.11 | grep -c "lladdr $mac") of $(ip -n client neigh show 198.19.254.11 | wc -l)"
 echo "(the client's entry: $(ip -n client neigh show 198.19.254.11); eth0 $mac; $segment $(ip -o link show "$segment" | grep -o 'link/ether [0-9a-f:]*'))"
@@ -267,6 +279,7 @@ sh "$script" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.lo
 echo "after the down: macvlans $(ip -o link show type macvlan | wc -l), routes $(ip route show "$pool" | wc -l)"
 host_state >/run/after
 if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "after down: changed"; diff /run/before /run/after; fi
+ip netns del far
 ip netns del client
 "#;
 
@@ -307,6 +320,7 @@ fn across_hosts_a_killed_up_then_the_hosts_network_reaches_the_node_and_down_lea
     );
     assert_eq!(got("from the host"), "HTTP/1.0 200 OK", "{all}");
     assert_eq!(got("from the hosts' network"), "HTTP/1.0 200 OK", "{all}");
+    assert_eq!(got("from beyond its router"), "HTTP/1.0 200 OK", "{all}");
     // Still the host's own interface: neither the macvlan's ARP nor its answers moved it.
     assert_eq!(got("the host's address at the client"), "1 of 1", "{all}");
     assert_eq!(
