@@ -1359,10 +1359,10 @@ pub(super) mod host {
         address: std::net::Ipv4Addr,
         routes: &[(ipnet::Ipv4Net, String)],
     ) -> Check {
-        let on = |(route, _): &&(ipnet::Ipv4Net, String)| {
-            route.prefix_len() > 0 && route.contains(&address) && route.contains(&pool)
-        };
-        if routes.iter().any(|r| on(&r)) {
+        if routes
+            .iter()
+            .any(|(route, _)| holds_both(route, pool, address))
+        {
             return Ok(());
         }
         let hosts_net: Vec<String> = routes
@@ -1385,6 +1385,16 @@ pub(super) mod host {
         ))
     }
 
+    /// Whether `route` (not a default route) is a network that holds both the pool and a host's
+    /// address: across hosts, the hosts' network.
+    fn holds_both(
+        route: &ipnet::Ipv4Net,
+        pool: ipnet::Ipv4Net,
+        address: std::net::Ipv4Addr,
+    ) -> bool {
+        route.prefix_len() > 0 && route.contains(&address) && route.contains(&pool)
+    }
+
     /// `routes` (network, interface) that overlap the pod or Service network, each named with the
     /// field: the default route and the node link's own routes (a running node) aside.
     pub fn route_clashes(plan: &Plan, routes: &[(ipnet::Ipv4Net, String)]) -> Vec<String> {
@@ -1401,10 +1411,7 @@ pub(super) mod host {
             for (route, iface) in routes {
                 // Across hosts the hosts' network holds the pool (and this host's address).
                 let hosts_net = pool.is_some_and(|lb| {
-                    lb.pool == net
-                        && lb
-                            .uplink_address
-                            .is_some_and(|a| route.contains(&a) && route.contains(&net))
+                    lb.pool == net && lb.uplink_address.is_some_and(|a| holds_both(route, net, a))
                 });
                 // Across hosts, node-network routes the other hosts' pod networks to them.
                 let own = hosts_net

@@ -92,30 +92,24 @@ impl LoadBalancer {
         }
         // Across hosts: the host this state dir is (none in the whole cluster's view, which runs
         // no node).
-        let here = p.hosts.iter().find(|h| h.name == p.host);
-        let uplink_address = match here {
-            Some(h) => Some(h.address.parse::<Ipv4Addr>().map_err(|_| {
-                Error::Internal(format!("unvalidated address of host {:?}", h.name))
-            })?),
-            None => None,
-        };
-        let digest = match here {
-            Some(h) => hash(&format!("{host_name}/{}", h.name)),
-            None => hash(host_name),
-        };
+        let host_digest = |name: &str| hash(&format!("{host_name}/{name}"));
         let host_segments: Vec<(Ipv4Addr, String)> = p
             .hosts
             .iter()
             .enumerate()
-            .map(|(i, h)| {
-                let digest = hash(&format!("{host_name}/{}", h.name));
-                (host_segment_address(i), mac(&digest))
-            })
+            .map(|(i, h)| (host_segment_address(i), mac(&host_digest(&h.name))))
             .collect();
-        let host_address = match p.hosts.iter().position(|h| h.name == p.host) {
-            Some(i) => host_segment_address(i),
-            None => SEGMENT_HOST,
-        };
+        let (digest, uplink_address, host_address) =
+            match p.hosts.iter().position(|h| h.name == p.host) {
+                Some(i) => {
+                    let h = &p.hosts[i];
+                    let address = h.address.parse::<Ipv4Addr>().map_err(|_| {
+                        Error::Internal(format!("unvalidated address of host {:?}", h.name))
+                    })?;
+                    (host_digest(&h.name), Some(address), host_segment_address(i))
+                }
+                None => (hash(host_name), None, SEGMENT_HOST),
+            };
         let pool = match p.addons.load_balancer_pool.as_str() {
             "auto" => auto_pool(host_name),
             other => other
