@@ -319,6 +319,21 @@ mod tests {
             let errs = errors_of(&[set]);
             assert!(errs.iter().any(|e| e.contains(says)), "{set}: {errs:?}");
         }
+        // Hostile values: a newline, a path, a huge one; each refused by name, none panics.
+        let huge = format!("addons.loadBalancerPool={}", "9".repeat(100_000));
+        for set in [
+            "addons.loadBalancerPool=198.51.100.0/28\nx",
+            "addons.loadBalancerPool=../../etc/28",
+            huge.as_str(),
+        ] {
+            let errs = errors_of(&[set]);
+            assert!(
+                errs.iter()
+                    .any(|e| e.contains("not auto or an IPv4 network")),
+                "{:.80}: {errs:.200?}",
+                set
+            );
+        }
     }
 
     #[test]
