@@ -401,7 +401,6 @@ impl Plan {
         let ports = fixed_ports(&profile, state_dir)?;
         // The profile was validated; parse failures below cannot happen, but are not unwrapped either.
         let networks = Networks::of(&profile.network)?;
-        let listeners = Listeners::of(&profile.network, &networks.service_cidr, host)?;
         let data_dir = match &profile.data_dir {
             Some(d) if !d.as_os_str().is_empty() => d.clone(),
             _ => state_dir.join(paths::DATA),
@@ -417,6 +416,13 @@ impl Plan {
         let resolved = super::nodes::resolve(&profile).map_err(profile_errors)?;
         let host_name = host_name(&profile.name, &instance);
         let hosts = host_plans(&profile, &host_name, &resolved)?;
+        // Across hosts each host advertises its own inventory address, which `gen --hermetic`
+        // has without reading this machine's interfaces.
+        let own_address = match hosts.iter().find(|h| h.name == profile.host) {
+            Some(h) => Some(IpAddr::V4(h.address)),
+            None => host.address(networks.service_cidr.network().is_ipv6()),
+        };
+        let listeners = Listeners::of(&profile.network, own_address)?;
         let mut topology = if hosts.is_empty() {
             Topology::one_host(&profile, &host_name, &data_dir, resolved, listeners)?
         } else {
@@ -925,9 +931,9 @@ struct Listeners {
 }
 
 impl Listeners {
-    /// On one host, as `network:` names them. The advertised address defaults to the bind
-    /// address, else to the host's own (of the service CIDR's family): never loopback.
-    fn of(net: &Network, service_cidr: &IpNet, host: &HostFacts) -> Result<Listeners, Error> {
+    /// As `network:` names them. The advertised address defaults to the bind address, else to
+    /// the host's own (`own_address`, of the service CIDR's family): never loopback.
+    fn of(net: &Network, own_address: Option<IpAddr>) -> Result<Listeners, Error> {
         let bind: IpAddr = net
             .bind_address
             .parse()
@@ -944,7 +950,7 @@ impl Listeners {
         } else if !bind.is_unspecified() && !bind.is_loopback() {
             bind
         } else {
-            host.address(service_cidr.network().is_ipv6()).ok_or_else(|| {
+            own_address.ok_or_else(|| {
                 Error::field(
                     "profile",
                     FieldError::new(
@@ -1666,6 +1672,10 @@ mod tests {
         let recorded = w1.resolved_profile();
         assert_eq!(recorded.nodes.count(), 5);
         assert_eq!(recorded.node.name, "");
+        // `gen --hermetic` reads no interface: each host advertises its inventory address.
+        let (_, hermetic) = super::super::load::layered("ha", &["host=cp-2".to_string()]).unwrap();
+        let cp2_hermetic = Plan::new(hermetic, Path::new("/s"), &HostFacts::none()).unwrap();
+        assert_eq!(cp2_hermetic.advertise.to_string(), "198.19.254.12");
         // Without a host, a profile with hosts cannot be planned.
         let (_, p) = super::super::load::layered("ha", &["instance=".to_string()]).unwrap();
         let e = Plan::new(p, Path::new("/s"), &facts()).unwrap_err();

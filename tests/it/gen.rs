@@ -679,6 +679,44 @@ fn seeded_runs_are_byte_identical_and_unseeded_runs_are_not() {
     assert_ne!(&unseeded, seeded, "without --seed keys are random");
 }
 
+/// `gen --hermetic` reads nothing of this machine (Nix builds it in a sandbox): a profile with hosts
+/// takes each host's advertised address from its inventory.
+#[test]
+fn hermetic_host_dirs_are_byte_identical_and_pass_hosts_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let render = |out: &Path| {
+        let o = run(kubeunit()
+            .args(["gen", "--hermetic", "--profile", "ha", "--seed", "7"])
+            .args(["--set", "pki.epoch=2026-01-01T00:00:00Z"])
+            .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
+            .arg(out));
+        assert!(o.status.success(), "gen --hermetic --out: {}", text(&o));
+        snapshot(out)
+            .into_iter()
+            .map(|(p, (bytes, mode, _))| (p, bytes, mode))
+            .collect::<Vec<_>>()
+    };
+    let first = render(&tmp.path().join("a"));
+    let second = render(&tmp.path().join("b"));
+    assert_eq!(first.len(), second.len());
+    let differing: Vec<_> = first
+        .iter()
+        .zip(&second)
+        .filter(|(a, b)| a != b)
+        .map(|(a, _)| a.0.clone())
+        .collect();
+    assert!(differing.is_empty(), "differ: {differing:?}");
+    let profile = std::fs::read_to_string(tmp.path().join("a/cp-2/profile.yaml")).unwrap();
+    assert!(
+        profile.contains("advertiseAddress: 198.19.254.12"),
+        "{profile}"
+    );
+    let check = run(kubeunit()
+        .args(["hosts", "check"])
+        .arg(tmp.path().join("a")));
+    assert!(check.status.success(), "hosts check: {}", text(&check));
+}
+
 #[test]
 fn seeded_rsa_runs_are_byte_identical() {
     let tmp = tempfile::tempdir().unwrap();
