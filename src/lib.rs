@@ -10,6 +10,7 @@
 //! - `state`: the state dir as files (tree, previous run, manifest, atomic writes, check)
 //! - `artifacts`: plan -> tree (PKI, kubeconfigs, component files, units)
 //! - `pipeline`: profile -> plan -> artifacts -> state dir, once, for gen, check and preflight
+//! - `seed`: cloud-init seeds for the hosts of an environment across hosts, from their state dirs
 //! - `unit`: unit files -> transient-unit properties
 //! - `systemd`: the D-Bus client
 //! - `run`: a state dir at run time (preflight, start, stop, status, restart, addons, probes)
@@ -24,6 +25,7 @@ pub mod pipeline;
 pub mod pki;
 pub mod render;
 pub mod run;
+pub mod seed;
 pub mod spec;
 pub mod state;
 pub mod systemd;

@@ -114,7 +114,7 @@ pub enum Command {
         #[command(subcommand)]
         command: snapshot::Command,
     },
-    /// The state dirs of an environment across hosts: check them together (check).
+    /// The state dirs of an environment across hosts: check them together (check), seed their hosts (seed).
     #[command(after_help = hosts::AFTER_HELP)]
     Hosts {
         #[command(subcommand)]

@@ -1,4 +1,5 @@
-//! Quoting for the files systemd reads: ExecStart= words and EnvironmentFile= lines.
+//! Quoting for the files systemd reads (ExecStart= words, EnvironmentFile= lines) and for the shell
+//! scripts kubeunit writes.
 
 /// Quote one word of an ExecStart= line so systemd reads it back unchanged: `%` and `$` doubled
 /// (specifier and variable expansion), and C-style double quotes around anything with white space,
@@ -59,9 +60,49 @@ pub fn env_file_line(key: &str, value: &str) -> String {
     format!("{key}=\"{v}\"\n")
 }
 
+/// One word for a POSIX shell: single quotes around it (a `'` inside as `'\''`), which the shell
+/// reads back byte for byte. A word of plain characters stays as it is, for a script that reads well.
+pub fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '=' | ':' | '+' | ',')
+        });
+    if plain {
+        return arg.to_string();
+    }
+    format!("'{}'", arg.replace('\'', "'\\''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_read_back_unchanged() {
+        assert_eq!(shell_word("/var/lib/kubeunit/ha"), "/var/lib/kubeunit/ha");
+        for word in [
+            "",
+            "a b",
+            "it's",
+            "$(reboot)",
+            "`id`",
+            "a\nb",
+            "x\ny",
+            "'\"*?[]~#&;|<>",
+        ] {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_word(word)))
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                word,
+                "{}",
+                shell_word(word)
+            );
+        }
+    }
 
     #[test]
     fn quoting() {

@@ -31,3 +31,4 @@ mod registry;
 mod rootless;
 mod snapshot;
 mod systemd_etcd;
+mod vms;
