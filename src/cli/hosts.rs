@@ -67,7 +67,8 @@ pub struct SeedArgs {
     /// A DNS server for the hosts; repeatable.
     #[arg(long = "nameserver", value_name = "IP")]
     pub nameservers: Vec<IpAddr>,
-    /// The interfaces --network's address goes on: a name or a glob.
+    /// The interface --network's address goes on: a name, or a glob where the image renders the
+    /// network with systemd-networkd or netplan (with ifupdown, give the name: e.g. ens3).
     #[arg(long, value_name = "NAME", default_value = "e*")]
     pub interface: String,
     /// Copy the volume with this label, shipped beside the seed, to --files-dir at first boot.

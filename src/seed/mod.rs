@@ -46,7 +46,8 @@ pub struct Options {
     pub network: Option<Ipv4Net>,
     pub gateway: Option<Ipv4Addr>,
     pub nameservers: Vec<IpAddr>,
-    /// The interface names the address goes on (a glob, as netplan's `match: name`).
+    /// The interface the address goes on: a name, or a glob where the image's renderer takes one
+    /// (systemd-networkd, netplan; not ifupdown).
     pub interface: String,
     /// The label of a volume shipped beside the seed whose tree is copied to `files_dir`.
     pub files_volume: Option<String>,
@@ -341,7 +342,9 @@ fn network_config(opts: &Options, net: Ipv4Net, address: Ipv4Addr) -> Result<Str
         "",
         &NetworkConfig {
             version: 2,
-            ethernets: [("uplink".to_string(), ethernet)].into(),
+            // Keyed by the name too: cloud-init's systemd-networkd renderer (22.4, Debian 12) writes
+            // the key as the link's Name= and ignores `match`.
+            ethernets: [(opts.interface.clone(), ethernet)].into(),
         },
     )
 }

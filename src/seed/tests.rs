@@ -88,7 +88,7 @@ fn network_config_is_a_static_address_with_the_gateway_as_default_route() {
     };
     let text = network_config(&o, net, "198.19.254.21".parse().unwrap()).unwrap();
     let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
-    let uplink = &doc["ethernets"]["uplink"];
+    let uplink = &doc["ethernets"]["e*"];
     assert_eq!(doc["version"], 2);
     assert_eq!(uplink["match"]["name"], "e*");
     assert_eq!(uplink["dhcp4"], false);
