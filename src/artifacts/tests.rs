@@ -68,6 +68,7 @@ const FANCY: Component = Component {
     after_stop: &[],
     validate: |_| vec![],
     host_checks: &[],
+    kernel_modules: &["overlay"],
     enabled_by: None,
     timer: None,
     on_hosts: crate::spec::hosts::OnHosts::Every,
@@ -113,6 +114,11 @@ fn a_new_component_is_one_table_entry_and_its_template() {
         "{unit}"
     );
     assert!(unit.contains("Type=exec"), "{unit}");
+    // Its kernel modules are loaded before it starts, a failure left to the component to name.
+    assert!(
+        unit.contains("ExecStartPre=-/sbin/modprobe -abq overlay\n"),
+        "{unit}"
+    );
     // Without the entry enabled, nothing of it is rendered.
     let g = generate_with(
         &table,

@@ -66,7 +66,15 @@ fn service<'t>(
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let pre_start: Vec<String> = (c.pre_start)(plan).iter().map(command).collect();
+    let mut pre_start: Vec<String> = Vec::new();
+    // `-`: a module that will not load is named by the component's own failure, and a rootless
+    // manager cannot load one (its host loads them).
+    if !c.kernel_modules.is_empty() && !plan.profile.rootless {
+        let mut modprobe = vec![crate::spec::plan::MODPROBE.to_string(), "-abq".into()];
+        modprobe.extend(c.kernel_modules.iter().map(|m| m.to_string()));
+        pre_start.push(format!("-{}", command(&modprobe)));
+    }
+    pre_start.extend((c.pre_start)(plan).iter().map(command));
     let stop_post: Vec<String> = (c.stop_post)(plan).iter().map(command).collect();
     let netns = c
         .netns

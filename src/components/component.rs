@@ -112,6 +112,10 @@ pub struct Component {
     pub validate: fn(&Profile) -> Vec<FieldError>,
     /// What the host must offer it, checked by `start`'s preflight before anything starts.
     pub host_checks: &'static [HostCheck],
+    /// Kernel modules it needs. Its unit loads them first (`ExecStartPre=-/sbin/modprobe`, as
+    /// containerd's own unit does for overlay), so that a host that boots into the installed units
+    /// has them; `start`'s preflight accepts one that is not loaded yet but can be.
+    pub kernel_modules: &'static [&'static str],
     /// Enabled by another setting of the profile instead of `components.NAME.enabled` (which
     /// must then stay unset).
     pub enabled_by: Option<EnabledBy>,

@@ -57,6 +57,7 @@ const KUBERNETES: Component = Component {
     own_connections_on_stop: None,
     validate: |_| vec![],
     host_checks: &[],
+    kernel_modules: &[],
     enabled_by: None,
     timer: None,
     on_hosts: OnHosts::Every,
@@ -678,6 +679,7 @@ pub const COMPONENTS: &[Component] = &[
             host::images,
             host::nsenter,
         ],
+        kernel_modules: &["overlay"],
         // Its shims, pods' network namespaces, rootfs and shm mounts outlive a kill (the CNI
         // bridge and rules are the node namespace's, gone with it).
         after_stop: &[
@@ -1004,6 +1006,7 @@ pub const COMPONENTS: &[Component] = &[
         probe: plain_http(port::KUBE_PROXY_HEALTHZ),
         ports: &[port::KUBE_PROXY_HEALTHZ, port::KUBE_PROXY_METRICS],
         host_checks: &[host::br_netfilter],
+        kernel_modules: &["br_netfilter"],
         flags: |plan| {
             vec![
                 flag("config", plan.node_file(KUBE_PROXY_CONFIG_FILE)),
@@ -1153,6 +1156,7 @@ pub(super) mod host {
         if fs
             .lines()
             .any(|l| l.split_whitespace().last() == Some("overlay"))
+            || loadable("overlay")
         {
             return Ok(());
         }
@@ -1432,9 +1436,27 @@ pub(super) mod host {
         clashes
     }
 
+    /// A kernel module the unit of a component will load (`Component::kernel_modules`): root may,
+    /// and modprobe knows it (`-n`: a dry run).
+    fn loadable(module: &str) -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return false;
+        }
+        std::process::Command::new(crate::spec::plan::MODPROBE)
+            .args(["-n", "-q", module])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
     /// br_netfilter: bridged pod traffic passes iptables (a Service between pods on one bridge).
     pub fn br_netfilter(_: &Plan) -> Check {
-        if Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists() {
+        if Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists()
+            || loadable("br_netfilter")
+        {
             return Ok(());
         }
         Err((

@@ -384,6 +384,11 @@ impl NodeLink {
 /// (`Component::uts`): an absolute path, as a transient unit's ExecStart= must be.
 pub const NSENTER: &str = "/usr/bin/nsenter";
 
+/// kmod's modprobe, which loads a component's kernel modules (`Component::kernel_modules`) in its
+/// unit: where every distribution with a /sbin has it (merged /usr too). The unit's line is
+/// `-`-prefixed, so a host without it (NixOS loads modules by its configuration) goes on.
+pub const MODPROBE: &str = "/sbin/modprobe";
+
 impl Plan {
     /// Resolve a validated profile. `state_dir` must be absolute (see `host::absolute`).
     pub fn new(profile: Profile, state_dir: &Path, host: &HostFacts) -> Result<Plan, Error> {
