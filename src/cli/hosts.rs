@@ -24,8 +24,8 @@ const SEED_HELP: &str = "Examples:
 Each host's seed (OUT/HOST: meta-data, user-data, network-config) makes cloud-init write the host
 dir below /root/kubeunit-seed (every file with its mode), trust the --ca-cert CAs, get the
 binaries (--files-volume: copy that volume to --files-dir; --fetch: kubeunit fetch, from the
-profile's mirrors if it names them), then run kubeunit import and kubeunit install --now. The host
-comes up at first boot and at every boot after. kubeunit must be on the host at --kubeunit (in the
+profile's mirrors if it names them), then run kubeunit import and kubeunit install, and start the
+environment's target as boot does. The host comes up at first boot and at every boot after. kubeunit must be on the host at --kubeunit (in the
 image, or on the files volume). A seed holds its host's keys: OUT is 0700, its files 0600; so is
 cloud-init's copy on the host (/var/lib/cloud/instance/user-data.txt).
 Exit codes: 0 written, 2 a host dir or option that will not do (named, with the fix).";

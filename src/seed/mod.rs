@@ -3,7 +3,8 @@
 //! `OUT/HOST/{meta-data,user-data,network-config}`. At the host's first boot cloud-init writes the
 //! host dir (every file with its mode), trusts the CAs given, and runs a script that gets the
 //! binaries (a volume shipped beside the seed, or `kubeunit fetch`), then `kubeunit import` and
-//! `kubeunit install --now`: the host comes up then and at every boot after, with no command typed.
+//! `kubeunit install`, and starts the environment's target as boot does: the host comes up then and
+//! at every boot after, with no command typed.
 //!
 //! A seed holds the host's keys: it is written 0700/0600, and a new directory only.
 
@@ -17,7 +18,10 @@ use serde_json::json;
 
 use crate::error::Error;
 use crate::render::{quote, Renderer, Template};
+use crate::spec::host::HostFacts;
 use crate::spec::paths;
+use crate::spec::profile::Profile;
+use crate::spec::Plan;
 use crate::state::{hosts, import};
 use cloud_config::{
     CaCerts, Ethernet, Match, MetaData, Nameservers, NetworkConfig, Route, UserData, WriteFile,
@@ -204,7 +208,10 @@ pub fn seeds(dir: &Path, opts: &Options) -> Result<Vec<Seed>, Error> {
 /// One host's seed, from its checked dir.
 fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Result<Seed, Error> {
     let (tree, manifest) = import::read(&h.dir)?;
-    let address = host_address(h, &tree, opts)?;
+    let profile = host_profile(h, &tree)?;
+    let address = host_address(h, &profile, opts)?;
+    // The units' names follow the state dir the host dir was rendered for (its `instance`).
+    let target = Plan::new(profile, &manifest.state_dir, &HostFacts::none())?.target_name();
     let manifest_bytes = std::fs::read(h.dir.join(paths::MANIFEST))
         .map_err(Error::io(h.dir.join(paths::MANIFEST), "read"))?;
     let host_dir = format!("{SEED_DIR}/host");
@@ -233,6 +240,7 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
             "files_volume": opts.files_volume.as_deref().map(|l| sh(&format!("LABEL={l}"))),
             "files_dir": sh(&opts.files_dir.to_string_lossy()),
             "fetch": opts.fetch,
+            "target": sh(&target),
         }),
     )?;
     let script_path = format!("{SEED_DIR}/up.sh");
@@ -278,18 +286,22 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
     })
 }
 
-/// The host's inventory address, which must be a host address of `--network` and not its gateway.
-fn host_address(
-    h: &hosts::CheckedHost,
-    tree: &crate::state::Tree,
-    opts: &Options,
-) -> Result<Ipv4Addr, Error> {
-    let profile_path = h.dir.join(paths::PROFILE);
+/// The host's resolved profile, as its dir records it.
+fn host_profile(h: &hosts::CheckedHost, tree: &crate::state::Tree) -> Result<Profile, Error> {
     let profile_text = tree
         .get(paths::PROFILE)
         .map(|a| String::from_utf8_lossy(&a.bytes).into_owned())
         .unwrap_or_default();
-    let (_, profile) = crate::spec::load::resolved(&profile_path, &profile_text)?;
+    Ok(crate::spec::load::resolved(&h.dir.join(paths::PROFILE), &profile_text)?.1)
+}
+
+/// The host's inventory address, which must be a host address of `--network` and not its gateway.
+fn host_address(
+    h: &hosts::CheckedHost,
+    profile: &Profile,
+    opts: &Options,
+) -> Result<Ipv4Addr, Error> {
+    let profile_path = h.dir.join(paths::PROFILE);
     let address: Ipv4Addr = profile
         .hosts
         .iter()
