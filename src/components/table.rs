@@ -924,7 +924,7 @@ pub const COMPONENTS: &[Component] = &[
         // local-path: the node's volumes (local-path-provisioner's helper pods make them there).
         data_dirs: &["kubelet", "pod-logs", "local-path"],
         flags: kubelet_flags,
-        pre_start: |plan| vec![pods_cgroup_v1(plan)],
+        pre_start: |plan| vec![pods_cgroup_controllers(plan)],
         host_checks: &[host::cgroups_writable, host::proc_sys_writable, host::kmsg],
         // Pod volumes (tmpfs for secrets and tokens) stay mounted after a kill, and the pods'
         // cgroups systemd does not manage stay too; so do its links to the pod logs in the one
@@ -1629,15 +1629,27 @@ fn registry_hosts(cx: &FileContext) -> Result<Content, FieldError> {
 }
 
 /// The kubelet insists that its cgroup root (`NodePlan::pods_cgroup_root`: below the environment's
-/// slice, so that stopping the slice stops every pod) exists in every controller. On cgroup v1
+/// slice, so that stopping the slice stops every pod) has every controller it manages. On cgroup v1
 /// systemd makes the slice only in the controllers it manages (never cpuset): make the rest. On v2
-/// it does nothing.
-fn pods_cgroup_v1(plan: &Plan) -> Vec<String> {
-    let slice = &plan.node().pods_cgroup;
+/// systemd never enables hugetlb, which it does not manage, down to a slice (a host whose kubelet's
+/// root is `/` has it there): enable each missing one in every ancestor's subtree_control (found on
+/// a Debian 12 VM: "cgroup [kubeunit dev] has some missing controllers: hugetlb"). The kubelet names
+/// what is still missing.
+fn pods_cgroup_controllers(plan: &Plan) -> Vec<String> {
+    let slice = plan.node().pods_cgroup.trim_start_matches('/').to_string();
+    let mut ancestors = vec!["/sys/fs/cgroup".to_string()];
+    let parts: Vec<&str> = slice.split('/').filter(|p| !p.is_empty()).collect();
+    for part in parts.iter().take(parts.len().saturating_sub(1)) {
+        let last = ancestors.last().cloned().unwrap_or_default();
+        ancestors.push(format!("{last}/{part}"));
+    }
     let script = format!(
-        "[ -e /sys/fs/cgroup/cgroup.controllers ] && exit 0; \
-         for c in /sys/fs/cgroup/*/; do [ -e \"${{c}}cgroup.procs\" ] && mkdir -p \"${{c}}{}\"; done; exit 0",
-        slice.trim_start_matches('/')
+        "if [ -e /sys/fs/cgroup/cgroup.controllers ]; then \
+           for d in {}; do for c in cpu cpuset hugetlb memory pids; do \
+             grep -qw $c $d/cgroup.controllers 2>/dev/null && ! grep -qw $c $d/cgroup.subtree_control && \
+               echo +$c >$d/cgroup.subtree_control; done; done; exit 0; fi; \
+         for c in /sys/fs/cgroup/*/; do [ -e \"${{c}}cgroup.procs\" ] && mkdir -p \"${{c}}{slice}\"; done; exit 0",
+        ancestors.join(" ")
     );
     vec!["/bin/sh".into(), "-c".into(), script]
 }
