@@ -30,6 +30,9 @@ use crate::render::{self, Renderer};
 use crate::spec::paths;
 use crate::state::Root;
 
+/// An installed unit's start timeout, seconds (its health gate waits 30 s less): at boot nothing else
+/// bounds it, and a VM without hardware virtualization takes minutes (`units/install-dropin.hbs`).
+pub const BOOT_START_TIMEOUT: u64 = 900;
 /// Where unit files go below the root: persistent, or runtime (as `systemctl enable --runtime`).
 const UNIT_DIR: &str = "etc/systemd/system";
 const RUNTIME_UNIT_DIR: &str = "run/systemd/system";
@@ -136,11 +139,18 @@ pub fn entries(env: &Env, place: &Place, kubeunit: &Path) -> Result<Vec<Entry>, 
             None => wants.push(unit.name.clone()),
         }
         // sd_notify components are ready when systemd says so; a oneshot when it exited.
+        let wait_timeout = (BOOT_START_TIMEOUT - 30).to_string();
         let wait = (!c.notify && !c.oneshot && c.probe.is_some())
-            .then(|| kubeunit_cmd(&["wait", "--timeout", "110", &i.name]));
+            .then(|| kubeunit_cmd(&["wait", "--timeout", &wait_timeout, &i.name]));
         let text = r.render(
             &render::INSTALL_DROPIN,
-            &json!({ "version": version, "component": i.name, "target": target, "wait": wait }),
+            &json!({
+                "version": version,
+                "component": i.name,
+                "target": target,
+                "wait": wait,
+                "timeout": BOOT_START_TIMEOUT,
+            }),
         )?;
         out.push(Entry::File {
             path: unit_dir.join(format!("{}.d", unit.name)).join(DROPIN),

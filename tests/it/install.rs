@@ -156,6 +156,15 @@ fn an_installed_environment_comes_back_after_a_reboot_and_uninstall_removes_it()
         "active\nactive\nactive\nactive\n",
         "reached at boot"
     );
+    // A hook that a slow host outlasts is tried again (VMs under TCG outlasted the API server's).
+    let out = env.c.run(&[
+        "systemctl",
+        "show",
+        "-p",
+        "Restart",
+        &format!("{prefix}-kube-apiserver-apply-addons.service"),
+    ]);
+    assert_eq!(text(&out).trim(), "Restart=on-failure");
     wait_for(
         "node Ready after the reboot",
         Duration::from_secs(180),
