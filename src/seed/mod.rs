@@ -209,6 +209,9 @@ pub fn seeds(dir: &Path, opts: &Options) -> Result<Vec<Seed>, Error> {
 fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Result<Seed, Error> {
     let (tree, manifest) = import::read(&h.dir)?;
     let profile = host_profile(h, &tree)?;
+    // The name as the profile's validation let it through (a name), not as the manifest says it:
+    // the script and the user-data's comment take it verbatim.
+    let name = profile.name.clone();
     let address = host_address(h, &profile, opts)?;
     // The units' names follow the state dir the host dir was rendered for (its `instance`).
     let target = Plan::new(profile, &manifest.state_dir, &HostFacts::none())?.target_name();
@@ -233,7 +236,7 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
         &UP_SCRIPT,
         &json!({
             "host": h.host,
-            "name": manifest.name,
+            "name": name,
             "seed_dir": sh(SEED_DIR),
             "kubeunit": sh(&opts.kubeunit.to_string_lossy()),
             "state_dir": sh(&manifest.state_dir.to_string_lossy()),
@@ -260,13 +263,13 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
     let user_data = cloud_config::yaml(
         &format!(
             "#cloud-config\n# kubeunit hosts seed: host {} of environment {}. It holds the host's keys: keep it as private.\n",
-            h.host, manifest.name
+            h.host, name
         ),
         &user_data,
     )?;
     // A new instance whenever the host dir or the options change: cloud-init runs the seed again.
     let digest = crate::state::manifest::sha256_hex(user_data.as_bytes());
-    let instance_id = format!("kubeunit-{}-{}-{}", manifest.name, h.host, &digest[..12]);
+    let instance_id = format!("kubeunit-{name}-{}-{}", h.host, &digest[..12]);
     let meta_data = cloud_config::yaml(
         "",
         &MetaData {

@@ -117,7 +117,8 @@ fn a_seed_carries_its_host_dir_byte_for_byte_and_only_its_own() {
         for want in [
             "mount -o ro LABEL=kubeunit-files",
             "import \"$seed/host\"",
-            "install --now --kubeunit \"$kubeunit\" --state-dir /var/lib/kubeunit/ha",
+            "install --kubeunit \"$kubeunit\" --state-dir /var/lib/kubeunit/ha",
+            "systemctl start --no-block kubeunit-ha.target",
         ] {
             assert!(script.contains(want), "{host}: {want} not in\n{script}");
         }
@@ -143,7 +144,7 @@ fn a_seed_carries_its_host_dir_byte_for_byte_and_only_its_own() {
             .find(|s| s["host"] == host)
             .unwrap()["address"];
         assert_eq!(
-            net["ethernets"]["uplink"]["addresses"][0].as_str().unwrap(),
+            net["ethernets"]["e*"]["addresses"][0].as_str().unwrap(),
             format!("{}/24", want.as_str().unwrap())
         );
         let meta = std::fs::read_to_string(dir.join("meta-data")).unwrap();
@@ -211,6 +212,38 @@ fn seeds_refuse_what_cannot_work_and_write_nothing() {
         );
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+    // A manifest that names the environment otherwise puts nothing of that into a seed (its
+    // script runs as root at boot).
+    let manifest = hosts.join("worker-2/manifest.json");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        original.replacen("\"name\": \"ha\"", "\"name\": \"ha\\n$(reboot)\"", 1),
+    )
+    .unwrap();
+    let o = seed(&hosts, &out, &vol);
+    if o.status.success() {
+        for e in walkdir::WalkDir::new(&out)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+        {
+            let doc = std::fs::read_to_string(e.path()).unwrap();
+            assert!(!doc.contains("reboot"), "{}", e.path().display());
+            if e.file_name() == "user-data" {
+                let (_, script, _) = written_files(&doc)
+                    .into_iter()
+                    .find(|(p, _, _)| p.ends_with("up.sh"))
+                    .unwrap();
+                assert!(!String::from_utf8_lossy(&script).contains("reboot"));
+            }
+        }
+        std::fs::remove_dir_all(&out).unwrap();
+    } else {
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(!out.exists());
+    }
+    std::fs::write(&manifest, original).unwrap();
     // A seed goes to a new directory only; a tampered host dir is refused by name.
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("keep"), "mine").unwrap();
