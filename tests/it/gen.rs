@@ -685,12 +685,7 @@ fn seeded_runs_are_byte_identical_and_unseeded_runs_are_not() {
 fn hermetic_host_dirs_are_byte_identical_and_pass_hosts_check() {
     let tmp = tempfile::tempdir().unwrap();
     let render = |out: &Path| {
-        let o = run(kubeunit()
-            .args(["gen", "--hermetic", "--profile", "ha", "--seed", "7"])
-            .args(["--set", "pki.epoch=2026-01-01T00:00:00Z"])
-            .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
-            .arg(out));
-        assert!(o.status.success(), "gen --hermetic --out: {}", text(&o));
+        gen_hermetic_ha(out, "7");
         snapshot(out)
             .into_iter()
             .map(|(p, (bytes, mode, _))| (p, bytes, mode))

@@ -20,16 +20,6 @@ const SEED_ARGS: &[&str] = &[
     "kubeunit-files",
 ];
 
-/// `gen --hermetic --out OUT` of `ha` (five hosts).
-fn host_dirs(out: &Path) {
-    let o = run(kubeunit()
-        .args(["gen", "--hermetic", "--profile", "ha", "--seed", "3"])
-        .args(["--set", "pki.epoch=2026-01-01T00:00:00Z"])
-        .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
-        .arg(out));
-    assert!(o.status.success(), "gen --out: {}", text(&o));
-}
-
 fn seed(dir: &Path, out: &Path, extra: &[&str]) -> Output {
     run(kubeunit()
         .args(["hosts", "seed"])
@@ -69,7 +59,7 @@ fn written_files(user_data: &str) -> Vec<(String, Vec<u8>, String)> {
 fn a_seed_carries_its_host_dir_byte_for_byte_and_only_its_own() {
     let tmp = tempfile::tempdir().unwrap();
     let hosts = tmp.path().join("hosts");
-    host_dirs(&hosts);
+    gen_hermetic_ha(&hosts, "3");
     let out = tmp.path().join("seeds");
     let o = seed(&hosts, &out, &[SEED_ARGS, &["-o", "json"]].concat());
     assert!(o.status.success(), "{}", text(&o));
@@ -167,7 +157,7 @@ fn a_seed_carries_its_host_dir_byte_for_byte_and_only_its_own() {
 fn seeds_refuse_what_cannot_work_and_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let hosts = tmp.path().join("hosts");
-    host_dirs(&hosts);
+    gen_hermetic_ha(&hosts, "3");
     let out = tmp.path().join("seeds");
     let vol = ["--files-volume", "kubeunit-files"];
     let cases: Vec<(Vec<&str>, &str)> = vec![

@@ -79,6 +79,17 @@ pub fn gen_ok(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// `gen --hermetic --out OUT` of `ha` (five host dirs, for /var/lib/kubeunit/ha), from `seed`:
+/// nothing of this machine read.
+pub fn gen_hermetic_ha(out: &Path, seed: &str) {
+    let o = run(kubeunit()
+        .args(["gen", "--hermetic", "--profile", "ha", "--seed", seed])
+        .args(["--set", "pki.epoch=2026-01-01T00:00:00Z"])
+        .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
+        .arg(out));
+    assert!(o.status.success(), "gen --hermetic --out: {}", text(&o));
+}
+
 /// Path -> (bytes, mode, mtime) of every file below `dir`.
 pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32, std::time::SystemTime)> {
     let mut out = BTreeMap::new();
