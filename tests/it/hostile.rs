@@ -1020,7 +1020,7 @@ fn operations_refuse_bad_input_before_touching_anything() {
     .unwrap();
     assert!(
         scheduler.contains(&format!(
-            "ExecStartPost=/usr/local/bin/kubeunit wait --state-dir {sd} --timeout 110 kube-scheduler"
+            "ExecStartPost=/usr/local/bin/kubeunit wait --state-dir {sd} --timeout 870 kube-scheduler"
         )),
         "{scheduler}"
     );
