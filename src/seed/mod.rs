@@ -208,7 +208,7 @@ pub fn seeds(dir: &Path, opts: &Options) -> Result<Vec<Seed>, Error> {
 /// One host's seed, from its checked dir.
 fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Result<Seed, Error> {
     let (tree, manifest) = import::read(&h.dir)?;
-    let profile = host_profile(h, &tree)?;
+    let profile = hosts::recorded_profile(&h.dir, &tree)?;
     // The name as the profile's validation let it through (a name), not as the manifest says it:
     // the script and the user-data's comment take it verbatim.
     let name = profile.name.clone();
@@ -287,15 +287,6 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
         instance_id,
         documents,
     })
-}
-
-/// The host's resolved profile, as its dir records it.
-fn host_profile(h: &hosts::CheckedHost, tree: &crate::state::Tree) -> Result<Profile, Error> {
-    let profile_text = tree
-        .get(paths::PROFILE)
-        .map(|a| String::from_utf8_lossy(&a.bytes).into_owned())
-        .unwrap_or_default();
-    Ok(crate::spec::load::resolved(&h.dir.join(paths::PROFILE), &profile_text)?.1)
 }
 
 /// The host's inventory address, which must be a host address of `--network` and not its gateway.

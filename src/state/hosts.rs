@@ -101,6 +101,15 @@ fn refuse(dir: &Path, problem: String) -> Error {
     )
 }
 
+/// The resolved profile a host dir records (`tree`: the dir as `import::read` read it).
+pub fn recorded_profile(dir: &Path, tree: &Tree) -> Result<crate::spec::profile::Profile, Error> {
+    let text = tree
+        .get(paths::PROFILE)
+        .map(|a| String::from_utf8_lossy(&a.bytes).into_owned())
+        .unwrap_or_default();
+    Ok(crate::spec::load::resolved(&dir.join(paths::PROFILE), &text)?.1)
+}
+
 /// Check the host state dirs in `dir` (each subdirectory one; `gen --out DIR` wrote them).
 pub fn check(dir: &Path) -> Result<Vec<CheckedHost>, Error> {
     let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -124,11 +133,7 @@ pub fn check(dir: &Path) -> Result<Vec<CheckedHost>, Error> {
     let mut names: Option<Vec<String>> = None;
     for sub in &subdirs {
         let (tree, _) = import::read(sub)?;
-        let profile_text = tree
-            .get(paths::PROFILE)
-            .map(|a| String::from_utf8_lossy(&a.bytes).into_owned())
-            .unwrap_or_default();
-        let (_, profile) = crate::spec::load::resolved(&sub.join(paths::PROFILE), &profile_text)?;
+        let profile = recorded_profile(sub, &tree)?;
         let Some(host) = profile.hosts.iter().find(|h| h.name == profile.host) else {
             return Err(refuse(
                 sub,
