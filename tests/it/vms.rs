@@ -234,6 +234,19 @@ fn seeds_refuse_what_cannot_work_and_write_nothing() {
         assert!(!out.exists());
     }
     std::fs::write(&manifest, original).unwrap();
+    // --out a symlink (to an empty directory): refused, nothing written through it; a huge value too.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &out).unwrap();
+    let o = seed(&hosts, &out, &vol);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    std::fs::remove_file(&out).unwrap();
+    std::fs::remove_dir(&elsewhere).unwrap();
+    let huge = format!("/{}", "k".repeat(100_000));
+    let o = seed(&hosts, &out, &[&vol[..], &["--kubeunit", &huge]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!out.exists());
     // A seed goes to a new directory only; a tampered host dir is refused by name.
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("keep"), "mine").unwrap();
