@@ -14,7 +14,8 @@
         default = kubeunit;
       });
 
-      # Plain Nix (no nixpkgs): lib.mkState { kubeunit, profile, seed, epoch, settings, hostFacts }.
+      # Plain Nix (no nixpkgs): lib.mkState { kubeunit, profile, seed, epoch, settings, hostFacts, host },
+      # lib.mkHostDirs (every host's state dir of a profile with hosts).
       lib = import ./nix/lib.nix;
 
       nixosModules.kubeunit = ./nix/module.nix;

@@ -37,6 +37,37 @@ let
       throw "kubeunit.lib.mkState: unknown hostFacts ${toJSON unknown}; known: ${toJSON (attrNames known)}"
     else
       builtins.listToAttrs (map (k: { name = known.${k}; value = hostFacts.${k}; }) (attrNames hostFacts));
+
+  # `kubeunit gen --hermetic ... --out $out` as a derivation: kubeunit is the builder, nothing else
+  # runs, every input is an argument. `fn` names the caller in errors; `suffix` ends the name.
+  hermeticGen =
+    { fn, kubeunit, profile, seed, epoch, settings, stateDir, system, prefix, suffix ? "" }:
+    let
+      name = envName { inherit profile settings; };
+      dir =
+        if stateDir != null then stateDir
+        else if name != null then "/var/lib/kubeunit/${name}"
+        else throw "kubeunit.lib.${fn}: cannot tell the environment's name from this profile: give stateDir";
+      epochText =
+        if isInt epoch || isString epoch then toString epoch
+        else throw "kubeunit.lib.${fn}: epoch must be Unix seconds or RFC 3339 text";
+      seedText =
+        if isInt seed then toString seed
+        else throw "kubeunit.lib.${fn}: seed must be an integer (${fn} always derives its keys)";
+      all = settings // { "pki.epoch" = epochText; };
+    in
+    builtins.derivation {
+      name = "${prefix}${if name != null then "-${name}" else ""}${suffix}";
+      inherit system;
+      builder = "${kubeunit}/bin/kubeunit";
+      # The output directory by placeholder: kubeunit writes it itself, no shell involved.
+      args = [ "gen" "--hermetic" "--profile" (profileArg profile) "--seed" seedText
+               "--state-dir" dir "--out" (builtins.placeholder "out") ]
+             ++ setArgs all;
+    };
+
+  defaultSystem = kubeunit:
+    if isAttrs kubeunit then kubeunit.system or builtins.currentSystem else builtins.currentSystem;
 in
 rec {
   /* A kubeunit state dir as a derivation: `kubeunit gen --hermetic` with every input explicit, so
@@ -54,11 +85,15 @@ rec {
        epoch      the certificates' start, RFC 3339 text or Unix seconds (never SOURCE_DATE_EPOCH)
        settings   { "dotted.key" = value; } given as --set (binary paths of derivations go here)
        hostFacts  what gen would otherwise read off the machine: { advertiseAddress = "10.0.0.5"; }
+       host       for a profile with `hosts:`, the one host whose state dir this is ("cp-1"; as
+                  `--set host=cp-1`): the same bytes as that host's dir of mkHostDirs, and only
+                  that host's keys. Without it, such a profile gives every host's (mkHostDirs)
        stateDir   where `kubeunit import` puts it (units and configs name files there)
                   [default: /var/lib/kubeunit/NAME]
        system     [default: kubeunit's, else builtins.currentSystem]
 
-     Use: kubeunit import $(nix-build ...) && kubeunit start --state-dir STATEDIR */
+     Use: kubeunit import $(nix-build ...) && kubeunit start --state-dir STATEDIR, or a NixOS
+     machine's services.kubeunit.environments.NAME.hostDir */
   mkState =
     { kubeunit
     , profile
@@ -66,31 +101,51 @@ rec {
     , epoch
     , settings ? { }
     , hostFacts ? { }
+    , host ? null
     , stateDir ? null
-    , system ? if isAttrs kubeunit then kubeunit.system or builtins.currentSystem else builtins.currentSystem
+    , system ? defaultSystem kubeunit
     }:
     let
-      name = envName { inherit profile settings; };
-      dir =
-        if stateDir != null then stateDir
-        else if name != null then "/var/lib/kubeunit/${name}"
-        else throw "kubeunit.lib.mkState: cannot tell the environment's name from this profile: give stateDir";
-      epochText =
-        if isInt epoch || isString epoch then toString epoch
-        else throw "kubeunit.lib.mkState: epoch must be Unix seconds or RFC 3339 text";
-      seedText =
-        if isInt seed then toString seed
-        else throw "kubeunit.lib.mkState: seed must be an integer (mkState always derives its keys)";
-      all = hostFactSettings hostFacts // settings // { "pki.epoch" = epochText; };
+      hostSettings =
+        if host == null then { }
+        else if !(isString host) || builtins.match "[A-Za-z0-9][A-Za-z0-9._-]*" host == null then
+          throw "kubeunit.lib.mkState: host must be the name of one of the profile's hosts, such as \"cp-1\""
+        else if settings ? host then
+          throw "kubeunit.lib.mkState: give the host once: as host, not as settings.host"
+        else { inherit host; };
     in
-    builtins.derivation {
-      name = "kubeunit-state${if name != null then "-${name}" else ""}";
-      inherit system;
-      builder = "${kubeunit}/bin/kubeunit";
-      # The output directory by placeholder: kubeunit writes it itself, no shell involved.
-      args = [ "gen" "--hermetic" "--profile" (profileArg profile) "--seed" seedText
-               "--state-dir" dir "--out" (builtins.placeholder "out") ]
-             ++ setArgs all;
+    hermeticGen {
+      fn = "mkState";
+      inherit kubeunit profile seed epoch stateDir system;
+      settings = hostFactSettings hostFacts // settings // hostSettings;
+      prefix = "kubeunit-state";
+      suffix = if host != null then "-${host}" else "";
+    };
+
+  /* Every host's state dir of a profile with `hosts:`, as one derivation: the tree that
+     `kubeunit gen --hermetic --out DIR` writes (DIR/HOST for each host), which `kubeunit hosts
+     check` reads whole. Host HOST's dir is "${mkHostDirs { ... }}/HOST", the same bytes as
+     `mkState { host = "HOST"; ... }` with the same arguments (which builds that host's alone).
+
+     WARNING: as mkState's output, this holds private keys in the world-readable Nix store, here
+     every host's: the control-plane hosts' CA keys among them. A machine's closure that names
+     "${dirs}/worker-1" holds the whole tree, CA keys included; give a machine
+     `mkState { host = ...; }` instead, which holds its own keys only. For tests and CI.
+
+     Arguments: those of mkState but host and hostFacts (each host's address is the inventory's). */
+  mkHostDirs =
+    { kubeunit
+    , profile
+    , seed
+    , epoch
+    , settings ? { }
+    , stateDir ? null
+    , system ? defaultSystem kubeunit
+    }:
+    hermeticGen {
+      fn = "mkHostDirs";
+      inherit kubeunit profile seed epoch settings stateDir system;
+      prefix = "kubeunit-hosts";
     };
 
   /* The commands the NixOS module's kubeunit-NAME.service runs at activation and boot: generate

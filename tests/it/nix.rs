@@ -1,6 +1,7 @@
 //! Nix: every .nix file parses, the library (nix/lib.nix, through default.nix and flake.nix)
 //! evaluates without nixpkgs, `lib.mkState` builds a state dir with real `nix-build` that rebuilds
-//! bit for bit (`--check`) and equals `kubeunit gen` outside Nix, that state dir starts under real
+//! bit for bit (`--check`) and equals `kubeunit gen` outside Nix (`lib.mkHostDirs` too, every
+//! host's dir of a profile with hosts, which `hosts check` accepts), that state dir starts under real
 //! systemd once imported, and the NixOS module's setup script (lib.setupScript) generates, installs
 //! and starts an environment and its stop script takes it down. What needs nixpkgs (the package
 //! build, the module's evaluation) cannot run here: nix/README.md lists it.
@@ -72,8 +73,13 @@ fn kubeunit_in_store() -> &'static str {
 
 /// A Nix expression that calls `lib.mkState` of default.nix (no nixpkgs) on the test's kubeunit.
 fn mk_state_expr(args: &str) -> String {
+    lib_call("mkState", args)
+}
+
+/// A Nix expression that calls `lib.<function>` of default.nix (no nixpkgs) on the test's kubeunit.
+fn lib_call(function: &str, args: &str) -> String {
     format!(
-        "(import {}/default.nix {{ pkgs = throw \"no nixpkgs here\"; }}).lib.mkState ({{ kubeunit = builtins.storePath {}; }} // {args})",
+        "(import {}/default.nix {{ pkgs = throw \"no nixpkgs here\"; }}).lib.{function} ({{ kubeunit = builtins.storePath {}; }} // {args})",
         repo().display(),
         nix_str(kubeunit_in_store())
     )
@@ -134,7 +140,7 @@ fn every_nix_file_parses_and_the_library_evaluates_without_nixpkgs() {
             ])),
             lib,
         );
-        assert_eq!(names, r#"["mkState","setupScript"]"#, "{lib}");
+        assert_eq!(names, r#"["mkHostDirs","mkState","setupScript"]"#, "{lib}");
         // The derivation (its arguments, not a build): the same from all three.
         drvs.push(ok(
             run(nix("nix-instantiate").args([
@@ -182,6 +188,14 @@ fn every_nix_file_parses_and_the_library_evaluates_without_nixpkgs() {
         (
             "{ kubeunit = /x; profile = \"dev\"; seed = \"1\"; epoch = 0; }",
             "seed must be an integer",
+        ),
+        (
+            "{ kubeunit = /x; profile = \"ha\"; seed = 1; epoch = 0; host = \"../cp-1\"; }",
+            "host must be the name of one of the profile's hosts",
+        ),
+        (
+            "{ kubeunit = /x; profile = \"ha\"; seed = 1; epoch = 0; host = \"cp-1\"; settings.host = \"cp-2\"; }",
+            "give the host once",
         ),
     ] {
         let out = run(nix("nix-instantiate").args([
@@ -284,6 +298,98 @@ fn mk_state_rebuilds_bit_for_bit_and_equals_gen_outside_nix() {
         .args(["gen", "--check", "--state-dir"])
         .arg(&state));
     ok(check, "gen --check after import");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A profile with hosts (`ha`): `lib.mkHostDirs` is the tree `gen --hermetic --out` writes, one dir
+/// per host; Nix builds it again and finds the same bytes, it equals gen's outside Nix, and `hosts
+/// check` accepts it. `lib.mkState { host }` is one host's dir of it, byte for byte, holding that
+/// host's keys only (a worker's has no CA key).
+#[test]
+fn mk_host_dirs_rebuilds_bit_for_bit_equals_gen_out_and_passes_hosts_check() {
+    let work = PathBuf::from(format!("/tmp/kubeunit-it/nix-hosts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let args = "profile = \"ha\"; seed = 7; epoch = \"2026-01-01T00:00:00Z\";";
+    let expr = lib_call("mkHostDirs", &format!("{{ {args} }}"));
+    let dirs = PathBuf::from(ok(nix_build(&expr, &[]), "nix-build mkHostDirs"));
+    assert!(
+        dirs.to_str().unwrap().ends_with("-kubeunit-hosts-ha"),
+        "{}",
+        dirs.display()
+    );
+    // Evaluated again: the same derivation, so the same store path.
+    let again = PathBuf::from(ok(nix_build(&expr, &[]), "nix-build mkHostDirs again"));
+    assert_eq!(dirs, again);
+    // Built again: Nix compares the bytes ("may not be deterministic" otherwise).
+    let checked = nix_build(&expr, &["--check"]);
+    assert!(
+        checked.status.success(),
+        "nix-build --check: {}",
+        text(&checked)
+    );
+    let hosts = ["cp-1", "cp-2", "cp-3", "worker-1", "worker-2"];
+    let mut listed: Vec<String> = std::fs::read_dir(&dirs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, hosts);
+
+    // The same inputs outside Nix (tests/it/gen.rs renders these too).
+    let outside = work.join("gen");
+    gen_hermetic_ha(&outside, "7");
+    assert_eq!(tree_hash(&dirs), tree_hash(&outside));
+
+    let check = run(kubeunit().args(["hosts", "check", "-o", "json"]).arg(&dirs));
+    let report: serde_json::Value = serde_json::from_str(&ok(check, "hosts check"))
+        .unwrap_or_else(|e| panic!("hosts check -o json: {e}"));
+    let checked: Vec<&str> = report["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(checked, hosts, "{report}");
+
+    // One host alone: that host's dir of the tree, and no other host's keys.
+    for host in ["cp-1", "worker-1"] {
+        let one = PathBuf::from(ok(
+            nix_build(
+                &lib_call("mkState", &format!("{{ {args} host = \"{host}\"; }}")),
+                &[],
+            ),
+            &format!("nix-build mkState host {host}"),
+        ));
+        assert!(
+            one.to_str()
+                .unwrap()
+                .ends_with(&format!("-kubeunit-state-ha-{host}")),
+            "{}",
+            one.display()
+        );
+        assert_eq!(tree_hash(&one), tree_hash(&dirs.join(host)), "{host}");
+    }
+    assert!(dirs.join("cp-1/pki/ca.key").is_file());
+    assert!(!dirs.join("worker-1/pki/ca.key").exists());
+
+    // Another seed is another tree (the hashes above are not blind); a host not in the inventory
+    // fails the build, naming the field.
+    let other = PathBuf::from(ok(
+        nix_build(&expr.replace("seed = 7;", "seed = 8;"), &[]),
+        "nix-build mkHostDirs seed 8",
+    ));
+    assert_ne!(tree_hash(&dirs), tree_hash(&other));
+    let stranger = nix_build(
+        &lib_call("mkState", &format!("{{ {args} host = \"cp-9\"; }}")),
+        &[],
+    );
+    assert!(!stranger.status.success(), "built a host not in hosts");
+    assert!(
+        text(&stranger).contains("not the name of one of hosts"),
+        "{}",
+        text(&stranger)
+    );
     let _ = std::fs::remove_dir_all(&work);
 }
 
