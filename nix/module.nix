@@ -11,8 +11,9 @@
 # Stopping the service (or removing the environment) runs `kubeunit uninstall --runtime`: the
 # environment stops, its units go, its state dir stays.
 #
-# Untested here (no nixpkgs on the machines that test kubeunit): this file. setupScript, which
-# holds every command it runs, is tested (tests/it/nix.rs).
+# Not evaluated by NixOS here (no nixpkgs on the machines that test kubeunit): tests/it/nix.rs
+# evaluates this file with a stand-in for nixpkgs' lib and pkgs (tests/nix/eval-module.nix), and
+# runs setupScript, which holds every command it runs.
 { config, lib, pkgs, ... }:
 
 let

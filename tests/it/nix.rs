@@ -3,8 +3,9 @@
 //! bit for bit (`--check`) and equals `kubeunit gen` outside Nix (`lib.mkHostDirs` too, every
 //! host's dir of a profile with hosts, which `hosts check` accepts), that state dir starts under real
 //! systemd once imported, and the NixOS module's setup script (lib.setupScript) generates, installs
-//! and starts an environment and its stop script takes it down. What needs nixpkgs (the package
-//! build, the module's evaluation) cannot run here: nix/README.md lists it.
+//! and starts an environment and its stop script takes it down; the module itself is evaluated by
+//! a stand-in for nixpkgs' lib (tests/nix/eval-module.nix). What needs nixpkgs (the package build,
+//! NixOS's own evaluation of the module) cannot run here: nix/README.md lists it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -85,6 +86,30 @@ fn lib_call(function: &str, args: &str) -> String {
     )
 }
 
+/// nix/module.nix evaluated as a NixOS configuration by tests/nix/eval-module.nix (a stand-in for
+/// nixpkgs' lib and pkgs: there is no nixpkgs here), `configuration` being the machine's module.
+fn eval_module(configuration: &str) -> Output {
+    run(nix("nix-instantiate")
+        .args(["--eval", "--strict", "--json"])
+        .arg(repo().join("tests/nix/eval-module.nix"))
+        .args(["--arg", "configuration", configuration]))
+}
+
+/// A configuration for eval_module: `services.kubeunit` with stand-in packages (`kubeunit` at
+/// `kubeunit_out`, its binary in `bin/`) and `environments`.
+fn module_configuration(kubeunit_out: &str, environments: &str) -> String {
+    format!(
+        "let fake = name: out: {{ type = \"derivation\"; inherit name; outPath = out; meta.mainProgram = name; }}; \
+         lib = import {}/nix/lib.nix; in \
+         {{ services.kubeunit = {{ package = fake \"kubeunit\" {}; \
+         kubernetesPackage = fake \"kubernetes\" \"/nix/store/00000000000000000000000000000000-kubernetes\"; \
+         etcdPackage = fake \"etcd\" \"/nix/store/00000000000000000000000000000000-etcd\"; \
+         environments = {environments}; }}; }}",
+        repo().display(),
+        nix_str(kubeunit_out)
+    )
+}
+
 fn nix_build(expr: &str, extra: &[&str]) -> Output {
     run(nix("nix-build")
         .args(["--no-out-link", "-E", expr])
@@ -106,12 +131,14 @@ fn mode(p: &Path) -> u32 {
 #[test]
 fn every_nix_file_parses_and_the_library_evaluates_without_nixpkgs() {
     let mut files = vec![repo().join("flake.nix"), repo().join("default.nix")];
-    for e in std::fs::read_dir(repo().join("nix")).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "nix") {
-            files.push(e.path());
+    for dir in ["nix", "tests/nix"] {
+        for e in std::fs::read_dir(repo().join(dir)).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "nix") {
+                files.push(e.path());
+            }
         }
     }
-    assert!(files.len() >= 5, "{files:?}");
+    assert!(files.len() >= 6, "{files:?}");
     for f in &files {
         ok(
             run(nix("nix-instantiate").arg("--parse").arg(f)),
@@ -391,6 +418,90 @@ fn mk_host_dirs_rebuilds_bit_for_bit_equals_gen_out_and_passes_hosts_check() {
         text(&stranger)
     );
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// The NixOS module, evaluated (by the stand-in of tests/nix/eval-module.nix): an environment is a
+/// oneshot setup service wanted by multi-user.target that runs lib.setupScript's commands for its
+/// options, and undoes them on stop; an unknown option, a read-only one set and a value of the
+/// wrong type fail the evaluation, naming the option.
+#[test]
+fn the_module_evaluates_to_a_setup_service_running_the_setup_script() {
+    let out = "/nix/store/00000000000000000000000000000000-kubeunit";
+    let evaluated = eval_module(&module_configuration(
+        out,
+        "{ dev.settings.\"logging.verbosity\" = 2; ci = { profile = \"ci\"; seed = 5; }; }",
+    ));
+    let v: serde_json::Value = serde_json::from_str(&ok(evaluated, "eval module")).unwrap();
+    let services = v["services"].as_object().unwrap();
+    assert_eq!(
+        services.keys().collect::<Vec<_>>(),
+        ["kubeunit-ci-setup", "kubeunit-dev-setup"]
+    );
+    let bin_dir = "/nix/store/00000000000000000000000000000000-kubeunit-components/bin";
+    for (name, args) in [
+        ("dev", "settings.\"logging.verbosity\" = 2;".to_string()),
+        ("ci", "profile = \"ci\"; seed = 5;".to_string()),
+    ] {
+        let service = &services[&format!("kubeunit-{name}-setup")];
+        assert_eq!(
+            service["wantedBy"],
+            serde_json::json!(["multi-user.target"])
+        );
+        assert_eq!(service["serviceConfig"]["Type"], "oneshot");
+        assert_eq!(service["serviceConfig"]["RemainAfterExit"], true);
+        let script: serde_json::Value = serde_json::from_str(&ok(
+            run(nix("nix-instantiate").args([
+                "--eval",
+                "--strict",
+                "--json",
+                "-E",
+                &format!(
+                    "(import {}/nix/lib.nix).setupScript {{ kubeunit = \"{out}/bin/kubeunit\"; \
+                     name = \"{name}\"; binDir = \"{bin_dir}\"; {args} }}",
+                    repo().display()
+                ),
+            ])),
+            "eval setupScript",
+        ))
+        .unwrap();
+        assert_eq!(
+            service["serviceConfig"]["ExecStart"]["text"], script["start"],
+            "{name}"
+        );
+        assert_eq!(
+            service["serviceConfig"]["ExecStop"]["text"], script["stop"],
+            "{name}"
+        );
+        let start = script["start"].as_str().unwrap();
+        assert!(
+            start.contains(&format!("'{out}/bin/kubeunit' 'gen' '--profile'")),
+            "{start}"
+        );
+    }
+    assert_eq!(v["systemPackages"], serde_json::json!([out]));
+
+    for (environments, says) in [
+        (
+            "{ dev.profle = \"dev\"; }",
+            "The option `services.kubeunit.environments.dev.profle' does not exist",
+        ),
+        (
+            "{ dev.stateDir = \"/srv/dev\"; }",
+            "The option `services.kubeunit.environments.dev.stateDir' is read-only",
+        ),
+        (
+            "{ dev.seed = \"5\"; }",
+            "A definition for option `services.kubeunit.environments.dev.seed' is not of type",
+        ),
+    ] {
+        let refused = eval_module(&module_configuration(out, environments));
+        assert!(!refused.status.success(), "{environments} evaluated");
+        assert!(
+            text(&refused).contains(says),
+            "{environments}: {}",
+            text(&refused)
+        );
+    }
 }
 
 #[test]
