@@ -48,7 +48,7 @@ let
       bool = type "boolean" isBool;
       anything = type "anything" (_: true);
       path = type "absolute path" (x:
-        (isString x || builtins.isPath x || (isAttrs x && x ? outPath)) && substring 0 1 "${x}" == "/");
+        (isString x || builtins.isPath x || (isAttrs x && x ? outPath)) && substring 0 1 (toString x) == "/");
       package = type "package" (x: isAttrs x && x.type or null == "derivation");
       nullOr = t: type "null or ${t.name}" (x: x == null || t.check x);
       listOf = t: type "list of ${t.name}" (x: isList x && all t.check x);
