@@ -148,33 +148,64 @@ rec {
       prefix = "kubeunit-hosts";
     };
 
-  /* The commands the NixOS module's kubeunit-NAME.service runs at activation and boot: generate
-     the state dir (keys stay in it, outside the store; a later run keeps them and reissues what
-     changed), install its units into /run/systemd/system as `kubeunit install` writes them, and
-     start it. `stop` is what stopping that service runs. Plain text, so tests run it too. */
+  /* The commands the NixOS module's kubeunit-NAME.service runs at activation and boot, for one
+     environment: its state dir generated there (keys stay in it, outside the store; a later run
+     keeps them and reissues what changed), or a host dir rendered elsewhere imported (hostDir:
+     checked against its manifest, modes restored); then its units installed into
+     /run/systemd/system as `kubeunit install` writes them, and started. `stop` is what stopping
+     that service runs. Plain text, so tests run it too.
+
+     A generated environment starts as `install --now` does, waiting until it is healthy. An
+     imported one starts as at boot, `systemctl start --no-block` of its target: a host of an
+     environment across hosts comes up only once the other hosts are there (etcd's peers, the API
+     servers), which `kubeunit start` would not wait for, and systemd restarts a component that
+     gave up until they are (as `kubeunit hosts seed`'s first-boot script). */
   setupScript =
     { kubeunit        # path of the kubeunit binary
     , name            # environment name
-    , profile ? "control-plane"
+    , profile ? null  # null: "control-plane"
     , settings ? { }
     , seed ? null
+    , hostDir ? null  # a state dir rendered for stateDir (`gen --out`, mkState): imported, not generated
     , stateDir ? "/var/lib/kubeunit/${name}"
     , binDir ? null   # one directory with every component binary
     }:
     let
       q = a: "'" + builtins.replaceStrings [ "'" ] [ "'\\''" ] a + "'";
+      line = args: concatStringsSep " " (map q args);
       sets = setArgs ({ inherit name; } // (if binDir != null then { inherit binDir; } else { }) // settings);
-      gen = [ kubeunit "gen" "--profile" (profileArg profile) "--state-dir" stateDir ]
+      gen = [ kubeunit "gen" "--profile" (profileArg (if profile != null then profile else "control-plane"))
+              "--state-dir" stateDir ]
         ++ (if seed != null then [ "--seed" (toString seed) ] else [ ])
         ++ sets;
+      generating = filter (k: k != null) [
+        (if profile != null then "profile" else null)
+        (if settings != { } then "settings" else null)
+        (if seed != null then "seed" else null)
+        (if binDir != null then "binDir" else null)
+      ];
+      hostDirText = "${hostDir}";
+      commands =
+        if hostDir == null then [
+          (line gen)
+          (line [ kubeunit "install" "--runtime" "--now" "--state-dir" stateDir "--kubeunit" kubeunit ])
+        ]
+        else if generating != [ ] then
+          throw "kubeunit.lib.setupScript: environment '${name}' has a hostDir, which is imported as it was rendered, and ${concatStringsSep ", " generating}, which generate one: give one or the other"
+        else if builtins.substring 0 1 hostDirText != "/" then
+          throw "kubeunit.lib.setupScript: environment '${name}': hostDir ${toJSON hostDirText} is no absolute path"
+        else [
+          # The host dir may be a store path (every file 0444 there) or a directory on this
+          # machine: the modes come from its manifest, and `"${hostDir}"` copies a Nix path
+          # literal into the store first (where its keys are world-readable).
+          (line [ kubeunit "import" hostDirText "--state-dir" stateDir ])
+          (line [ kubeunit "install" "--runtime" "--state-dir" stateDir "--kubeunit" kubeunit ])
+          # systemctl from PATH: NixOS puts systemd's bin/ on every service's.
+          (line [ "systemctl" "start" "--no-block" "kubeunit-${name}.target" ])
+        ];
     in
     {
-      start = concatStringsSep "\n" [
-        "set -eu"
-        (concatStringsSep " " (map q gen))
-        (concatStringsSep " " (map q [ kubeunit "install" "--runtime" "--now" "--state-dir" stateDir "--kubeunit" kubeunit ]))
-        ""
-      ];
-      stop = concatStringsSep " " (map q [ kubeunit "uninstall" "--runtime" "--state-dir" stateDir ]) + "\n";
+      start = concatStringsSep "\n" ([ "set -eu" ] ++ commands ++ [ "" ]);
+      stop = line [ kubeunit "uninstall" "--runtime" "--state-dir" stateDir ] + "\n";
     };
 }

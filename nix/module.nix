@@ -8,6 +8,11 @@
 #   kubeunit install --runtime --now
 #                       the units as `kubeunit install` writes them, into /run/systemd/system
 #                       (/etc/systemd/system is the store's on NixOS), started as kubeunit-<name>.target
+# or, for an environment with hostDir (a state dir rendered elsewhere: a host's dir of
+# `kubeunit gen --out`, lib.mkState):
+#   kubeunit import     hostDir into /var/lib/kubeunit/<name>, checked against its manifest, modes restored
+#   kubeunit install --runtime, then systemctl start --no-block kubeunit-<name>.target (as at boot:
+#                       the other hosts may not be up yet)
 # Stopping the service (or removing the environment) runs `kubeunit uninstall --runtime`: the
 # environment stops, its units go, its state dir stays.
 #
@@ -29,12 +34,31 @@ let
   environment = { name, ... }: {
     options = {
       profile = lib.mkOption {
-        type = with lib.types; oneOf [ str path (attrsOf anything) ];
-        default = "control-plane";
+        type = with lib.types; nullOr (oneOf [ str path (attrsOf anything) ]);
+        default = null;
         example = lib.literalExpression ''{ extends = "control-plane"; network.serviceCIDR = "10.97.0.0/16"; }'';
         description = ''
           A built-in profile name (`kubeunit profile list`), a path to a YAML profile, or an
-          attribute set written as the profile (it may `extends` a built-in one).
+          attribute set written as the profile (it may `extends` a built-in one). Null:
+          `control-plane`, unless `hostDir` is given.
+        '';
+      };
+      hostDir = lib.mkOption {
+        type = with lib.types; nullOr path;
+        default = null;
+        example = lib.literalExpression ''kubeunit.lib.mkState { inherit kubeunit; profile = "ha"; host = "cp-1"; seed = 7; epoch = 1767225600; }'';
+        description = ''
+          A state dir rendered elsewhere, imported instead of generated: one host's dir of
+          `kubeunit gen --out DIR` (`DIR/HOST`) or of `lib.mkState`/`lib.mkHostDirs`, of an
+          environment named `<name>` and rendered for this one's stateDir (`--state-dir
+          /var/lib/kubeunit/<name>`). At activation `kubeunit import` checks it against its
+          manifest and restores its modes, then its units are installed and
+          `kubeunit-<name>.target` is started without waiting for it, as at boot.
+          Excludes `profile`, `settings` and `seed`.
+
+          It holds the environment's keys. A derivation or a Nix path (which is copied there) is
+          in the world-readable Nix store: for test machines only. A string naming a directory on
+          the machine that is outside the store (put there by your deployment) keeps them out.
         '';
       };
       settings = lib.mkOption {
@@ -95,23 +119,46 @@ in
   };
 
   config = lib.mkIf (cfg.environments != { }) {
+    assertions = lib.mapAttrsToList (name: env:
+      let
+        generating = lib.optional (env.profile != null) "profile"
+          ++ lib.optional (env.settings != { }) "settings"
+          ++ lib.optional (env.seed != null) "seed";
+        n = builtins.length generating;
+        given = if n < 2 then lib.concatStringsSep "" generating
+          else lib.concatStringsSep ", " (builtins.genList (builtins.elemAt generating) (n - 1))
+            + " and " + builtins.elemAt generating (n - 1);
+      in
+      {
+        assertion = env.hostDir == null || generating == [ ];
+        message = "services.kubeunit.environments.${name}: give hostDir or ${given}, not both: "
+          + "hostDir is a state dir rendered elsewhere, imported as it is, where profile, settings "
+          + "and seed generate one at activation.";
+      }) cfg.environments;
+
     environment.systemPackages = [ cfg.package ];
 
     systemd.services = lib.mapAttrs' (name: env:
       let
-        script = kubeunitLib.setupScript {
+        script = kubeunitLib.setupScript ({
           kubeunit = lib.getExe cfg.package;
-          inherit name binDir;
-          inherit (env) profile settings seed stateDir;
-        };
+          inherit name;
+          inherit (env) stateDir;
+        } // (if env.hostDir != null then {
+          # The host dir names its binaries (the binDir it was rendered with).
+          inherit (env) hostDir;
+        } else {
+          inherit binDir;
+          inherit (env) profile settings seed;
+        }));
       in
       lib.nameValuePair "kubeunit-${name}-setup" {
-        description = "kubeunit environment ${name}: generate, install and start";
+        description = "kubeunit environment ${name}: ${if env.hostDir != null then "import" else "generate"}, install and start";
         wantedBy = [ "multi-user.target" ];
         wants = [ "network-online.target" ];
         after = [ "network-online.target" ];
         # The scripts are store paths: a changed environment changes the unit, and switching
-        # restarts it (stop: uninstall; start: gen keeps the keys, install, start).
+        # restarts it (stop: uninstall; start: gen keeps the keys, or import, install, start).
         serviceConfig = {
           Type = "oneshot";
           RemainAfterExit = true;

@@ -504,6 +504,203 @@ fn the_module_evaluates_to_a_setup_service_running_the_setup_script() {
     }
 }
 
+/// The module with `hostDir` (a host's dir of lib.mkState, or a directory on the machine outside the
+/// store): its setup service imports that dir into /var/lib/kubeunit/NAME, installs the units and
+/// starts the target without waiting for it (as at boot: the other hosts may not be up), and
+/// generates nothing; a generated environment beside it is as before. The script, run with
+/// recording stand-ins for kubeunit and systemctl, calls them in that order and stops at a failed
+/// import.
+#[test]
+fn the_module_with_a_host_dir_imports_it_installs_and_starts_its_target() {
+    let work = PathBuf::from(format!(
+        "/tmp/kubeunit-it/nix-hostdir-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    let (pkg, path) = (work.join("kubeunit"), work.join("path"));
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::create_dir_all(&path).unwrap();
+    let log = work.join("calls");
+    for (file, name) in [
+        (pkg.join("bin/kubeunit"), "kubeunit"),
+        (path.join("systemctl"), "systemctl"),
+    ] {
+        std::fs::write(
+            &file,
+            format!(
+                "#!/bin/sh\necho \"{name} $*\" >> '{}'\n[ \"${{FAIL:-}}\" != \"$1\" ]\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let host_dir = format!(
+        "lib.mkState {{ kubeunit = builtins.storePath {}; profile = \"ha\"; host = \"cp-1\"; \
+         seed = 7; epoch = \"2026-01-01T00:00:00Z\"; }}",
+        nix_str(kubeunit_in_store())
+    );
+    let host_dir_out = ok(
+        run(nix("nix-instantiate").args([
+            "--eval",
+            "--json",
+            "-E",
+            &format!(
+                "let lib = import {}/nix/lib.nix; in ({host_dir}).outPath",
+                repo().display()
+            ),
+        ])),
+        "eval mkState outPath",
+    );
+    let host_dir_out: String = serde_json::from_str(&host_dir_out).unwrap();
+    assert!(
+        host_dir_out.ends_with("-kubeunit-state-ha-cp-1"),
+        "{host_dir_out}"
+    );
+    let evaluated = eval_module(&module_configuration(
+        pkg.to_str().unwrap(),
+        &format!(
+            "{{ ha.hostDir = {host_dir}; lab.hostDir = \"/etc/kubeunit/lab\"; \
+             dev.settings.\"logging.verbosity\" = 2; }}"
+        ),
+    ));
+    let v: serde_json::Value = serde_json::from_str(&ok(evaluated, "eval module")).unwrap();
+    let ku = pkg.join("bin/kubeunit");
+    let ku = ku.to_str().unwrap();
+    let script = |name: &str, which: &str| -> String {
+        v["services"][format!("kubeunit-{name}-setup")]["serviceConfig"][which]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {which} for {name}: {v}"))
+            .to_string()
+    };
+    let expected = |name: &str, dir: &str| -> String {
+        let state = format!("/var/lib/kubeunit/{name}");
+        [
+            "set -eu".to_string(),
+            format!("'{ku}' 'import' '{dir}' '--state-dir' '{state}'"),
+            format!("'{ku}' 'install' '--runtime' '--state-dir' '{state}' '--kubeunit' '{ku}'"),
+            format!("'systemctl' 'start' '--no-block' 'kubeunit-{name}.target'"),
+            String::new(),
+        ]
+        .join("\n")
+    };
+    assert_eq!(script("ha", "ExecStart"), expected("ha", &host_dir_out));
+    // A directory on the machine stays where it is: nothing of it is copied into the store.
+    assert_eq!(
+        script("lab", "ExecStart"),
+        expected("lab", "/etc/kubeunit/lab")
+    );
+    assert_eq!(
+        script("ha", "ExecStop"),
+        format!("'{ku}' 'uninstall' '--runtime' '--state-dir' '/var/lib/kubeunit/ha'\n")
+    );
+    assert_eq!(
+        v["services"]["kubeunit-ha-setup"]["description"],
+        "kubeunit environment ha: import, install and start"
+    );
+    let dev = script("dev", "ExecStart");
+    assert!(
+        dev.contains(&format!("'{ku}' 'gen' '--profile' 'control-plane'"))
+            && dev.contains("'install' '--runtime' '--now'")
+            && !dev.contains("'import'"),
+        "{dev}"
+    );
+
+    // Run: the calls, in order; a failed import stops it before anything is installed.
+    let start = script("ha", "ExecStart");
+    let run_script = |fail: &str| -> (bool, String) {
+        let _ = std::fs::remove_file(&log);
+        let out = run(Command::new("sh")
+            .args(["-c", &start])
+            .env("PATH", format!("{}:/usr/bin:/bin", path.display()))
+            .env("FAIL", fail));
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        (out.status.success(), calls)
+    };
+    let (ran, calls) = run_script("");
+    assert!(ran, "{calls}");
+    assert_eq!(
+        calls,
+        format!(
+            "kubeunit import {host_dir_out} --state-dir /var/lib/kubeunit/ha\n\
+             kubeunit install --runtime --state-dir /var/lib/kubeunit/ha --kubeunit {ku}\n\
+             systemctl start --no-block kubeunit-ha.target\n"
+        )
+    );
+    let (ran, calls) = run_script("import");
+    assert!(!ran, "{calls}");
+    assert_eq!(
+        calls,
+        format!("kubeunit import {host_dir_out} --state-dir /var/lib/kubeunit/ha\n")
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// `hostDir` with `profile`, `settings` or `seed` fails the evaluation with the module's assertion,
+/// naming the environment and what was given with it; lib.setupScript refuses the same, and a
+/// hostDir that is no absolute path.
+#[test]
+fn the_module_refuses_a_host_dir_with_a_profile_settings_or_seed() {
+    let out = "/nix/store/00000000000000000000000000000000-kubeunit";
+    for (extra, given) in [
+        ("profile = \"ha\";", "profile"),
+        ("settings.\"logging.verbosity\" = 2;", "settings"),
+        ("seed = 7;", "seed"),
+        (
+            "profile = ./profiles/ha.yaml; seed = 7;",
+            "profile and seed",
+        ),
+        (
+            "profile = { extends = \"ha\"; }; settings.\"logging.verbosity\" = 2; seed = 7;",
+            "profile, settings and seed",
+        ),
+    ] {
+        let environments =
+            format!("{{ ha = {{ hostDir = \"/etc/kubeunit/ha\"; {extra} }}; dev = {{ }}; }}");
+        let refused = eval_module(&module_configuration(out, &environments));
+        assert!(!refused.status.success(), "{environments} evaluated");
+        let says = text(&refused);
+        assert!(
+            says.contains("Failed assertions:"),
+            "{environments}: {says}"
+        );
+        assert!(
+            says.contains(&format!(
+                "- services.kubeunit.environments.ha: give hostDir or {given}, not both: \
+                 hostDir is a state dir rendered elsewhere, imported as it is"
+            )),
+            "{environments}: {says}"
+        );
+        assert!(!says.contains("environments.dev"), "{says}");
+    }
+    for (args, says) in [
+        (
+            "hostDir = \"/etc/kubeunit/ha\"; profile = \"ha\";",
+            "environment 'ha' has a hostDir, which is imported as it was rendered, and profile",
+        ),
+        (
+            "hostDir = \"/etc/kubeunit/ha\"; binDir = \"/opt/bin\";",
+            "and binDir, which generate one",
+        ),
+        (
+            "hostDir = \"hosts/cp-1\";",
+            "hostDir \"hosts/cp-1\" is no absolute path",
+        ),
+    ] {
+        let refused = run(nix("nix-instantiate").args([
+            "--eval",
+            "--strict",
+            "-E",
+            &format!(
+                "(import {}/nix/lib.nix).setupScript {{ kubeunit = \"/k\"; name = \"ha\"; {args} }}",
+                repo().display()
+            ),
+        ]));
+        assert!(!refused.status.success(), "{args} evaluated");
+        assert!(text(&refused).contains(says), "{args}: {}", text(&refused));
+    }
+}
+
 #[test]
 fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
     let work = PathBuf::from(format!(
