@@ -121,6 +121,9 @@ pub enum Error {
     /// Applying the addon manifests failed.
     #[error("{0}")]
     Addon(String),
+    /// A call to the environment's API failed (`kubeunit token`): what was asked, and the answer.
+    #[error("{0}")]
+    Api(String),
     /// The components are healthy, but the environment is not usable yet (`run::usable`).
     #[error("every component is healthy, but after {seconds:.1}s still waiting for: {}.\n  fix: see `kubectl get nodes,pods -A` and `kubeunit logs`; the environment keeps running (`kubeunit start --wait healthy` returns without waiting, `kubeunit stop` stops it)", .missing.join(", "))]
     NotUsable { missing: Vec<String>, seconds: f64 },
@@ -152,6 +155,7 @@ impl Error {
             | Error::Preflight { .. }
             | Error::Start(_)
             | Error::Addon(_)
+            | Error::Api(_)
             | Error::NotUsable { .. }
             | Error::Systemd(_)
             | Error::Internal(_) => 1,

@@ -24,6 +24,7 @@ mod snapshot;
 mod start;
 mod status;
 mod stop;
+mod token;
 mod wait;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -120,6 +121,12 @@ pub enum Command {
         #[command(subcommand)]
         command: hosts::Command,
     },
+    /// Bootstrap tokens, with which a host joins a running environment later (create, list, delete).
+    #[command(after_help = token::AFTER_HELP)]
+    Token {
+        #[command(subcommand)]
+        command: token::Command,
+    },
     /// Inspect built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -157,6 +164,7 @@ pub fn run() -> i32 {
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Snapshot { command } => block_on(snapshot::exec(command)),
         Command::Hosts { command } => hosts::exec(command),
+        Command::Token { command } => token::exec(command),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),
         Command::Man(args) => man::exec(args, Cli::command()),

@@ -424,7 +424,11 @@ pub const COMPONENTS: &[Component] = &[
                 let ccm = cx.plan.enabled("cloud-controller-manager");
                 Ok(Content::Template(
                     &ADDON_RBAC,
-                    json!({ "cloud_controller_manager": ccm }),
+                    json!({
+                        "cloud_controller_manager": ccm,
+                        "join": !cx.plan.hosts.is_empty(),
+                        "join_group": crate::spec::join::GROUP,
+                    }),
                 ))
             }),
             File {
@@ -1945,6 +1949,10 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("audit-log-maxsize", "100"),
         flag("audit-log-maxbackup", "3"),
     ]);
+    // Across hosts, a host that joins later authenticates with a bootstrap token (spec::join).
+    if !plan.hosts.is_empty() {
+        flags.push(flag("enable-bootstrap-token-auth", "true"));
+    }
     if prof.encryption.enabled {
         flags.push(flag(
             "encryption-provider-config",

@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod start;
 pub mod status;
 pub mod stop;
+pub mod token;
 pub mod usable;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};

@@ -8,6 +8,7 @@ pub mod dual_stack;
 pub mod egress;
 pub mod host;
 pub mod hosts;
+pub mod join;
 pub mod load;
 pub mod load_balancer;
 pub mod names;
