@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
-use super::common::{print_json, Output};
+use super::common::{print_json, Output, Target};
 use crate::error::Error;
 use crate::seed;
 use crate::spec::host;
@@ -39,8 +39,24 @@ encryption key and config must be the same on every host that has them; a host t
 control-plane host may hold no CA key, no service-account key and no encryption key.
 Exit codes: 0 consistent, 2 a dir that is not (the file, the hosts and the fix are named).";
 
+const SYNC_HELP: &str = "Examples:
+  kubeunit hosts sync --state-dir /var/lib/kubeunit/ha          # what the hosts-sync timer runs every 10 s
+  kubeunit hosts sync --state-dir /var/lib/kubeunit/ha -o json
+
+A host that joined later (hosts[].join) publishes on its Node its address, pod network and node link;
+on this host each claim that holds (inside the cluster's networks, clear of every host's and the other
+claims', on the hosts' network) becomes a route through node-network, as the hosts gen rendered have,
+and one that is gone or no longer holds is removed. On a control-plane host it also approves a joined
+node's kubelet-serving CSR when it is that node's own (requested as system:node:NAME, naming only the
+node's name and its Node's addresses): kube-apiserver trusts the kubelets' serving certificates by the
+cluster CA. Running it again changes nothing. Claims and CSRs left alone are listed, with the reason.
+Exit codes: 0 synced, 1 the API or node-network failed.";
+
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
+    /// Route to the hosts that joined later, and approve their kubelets' serving certificates.
+    #[command(after_help = SYNC_HELP)]
+    Sync(SyncArgs),
     /// Check that the hosts' state dirs agree on what they share, and hold only their own keys.
     #[command(after_help = CHECK_HELP)]
     Check(CheckArgs),
@@ -92,6 +108,15 @@ pub struct SeedArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// The directory `kubeunit gen --out DIR` wrote (DIR/HOST for each host).
     #[arg(value_name = "DIR")]
@@ -103,6 +128,31 @@ pub struct CheckArgs {
 
 pub fn exec(command: Command) -> Result<i32, Error> {
     match command {
+        Command::Sync(args) => {
+            let env = args.target.env()?;
+            let synced = crate::run::hosts_sync::sync(&env.plan)?;
+            match args.output {
+                Output::Json => print_json(&synced),
+                Output::Text => {
+                    for r in &synced.added {
+                        println!(
+                            "added {}: pods {}, link {}",
+                            r.address, r.pod_cidr, r.link_net
+                        );
+                    }
+                    for a in &synced.removed {
+                        println!("removed {a}");
+                    }
+                    for c in &synced.approved {
+                        println!("approved {c}");
+                    }
+                    for why in &synced.refused {
+                        println!("left alone: {why}");
+                    }
+                }
+            }
+            Ok(0)
+        }
         Command::Check(args) => {
             let dir = host::absolute(&args.dir)?;
             let checked = hosts::check(&dir)?;

@@ -124,7 +124,7 @@ const CONTAINERD_CONFIG_FILE: &str = "config/containerd.toml";
 const CNI_CONFIG_DIR: &str = "config/cni";
 const KUBELET_CONFIG_FILE: &str = "config/kubelet-config.yaml";
 const KUBE_PROXY_CONFIG_FILE: &str = "config/kube-proxy-config.yaml";
-const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
+pub const NODE_NETWORK_SCRIPT: &str = "config/node-network.sh";
 /// The node's Node object as the LabelNode hook applies it.
 pub const NODE_OBJECT_FILE: &str = "config/node.yaml";
 const REGISTRY_CONFIG_FILE: &str = "config/registry.yml";
@@ -196,6 +196,10 @@ const CNI_BRIDGE: Template = Template {
 const KUBELET_CONFIG: Template = Template {
     name: "configs/kubelet-config.yaml.hbs",
     text: include_str!("../../configs/kubelet-config.yaml.hbs"),
+};
+const JOIN_KUBECONFIG: Template = Template {
+    name: "configs/join-kubeconfig.hbs",
+    text: include_str!("../../configs/join-kubeconfig.hbs"),
 };
 const NODE_OBJECT: Template = Template {
     name: "configs/node.yaml.hbs",
@@ -293,6 +297,81 @@ pub fn node_apiserver_url(plan: &Plan) -> String {
         _ => plan.node().link.host.into(),
     };
     format!("https://{}", host_port(address, port::APISERVER.of(plan)))
+}
+
+/// Where kubeunit's own calls on this host (in its network namespace) reach the API servers, to be
+/// tried in order: a control-plane host's own, another host's load balancer; a host that joined
+/// later dials each control-plane host's address, which that one's certificate names (its load
+/// balancer's address is in no API server's certificate: those were issued before it joined).
+pub fn api_urls(plan: &Plan) -> Vec<String> {
+    if plan.joins() {
+        let port = port::APISERVER.of(plan);
+        return plan
+            .hosts
+            .iter()
+            .filter(|h| h.roles.contains(&HostRole::ControlPlane))
+            .map(|h| format!("https://{}", host_port(h.address.into(), port)))
+            .collect();
+    }
+    if plan.here_has(HostRole::ControlPlane) {
+        return vec![apiserver_url(plan)];
+    }
+    vec![node_apiserver_url(plan)]
+}
+
+/// A joined node's kubeconfigs name the `kubernetes` Service's address (see
+/// configs/join-kubeconfig.hbs).
+fn join_kubeconfig(plan: &Plan, what: &str, user: &str, token: Option<String>) -> Content {
+    let cluster = format!("kubeunit-{}", plan.name());
+    let pem = plan
+        .kubelet_cert_dir()
+        .join(crate::spec::join::KUBELET_CLIENT_PEM);
+    Content::Template(
+        &JOIN_KUBECONFIG,
+        json!({
+            "env": plan.name(),
+            "what": what,
+            "node": plan.node().name,
+            "cluster": cluster,
+            "server": format!("https://{}", host_port(plan.first_service_ip, 443)),
+            "ca": plan.path(&paths::cert("ca")),
+            "user": user,
+            "context": format!("{user}@{cluster}"),
+            "token": token,
+            "pem": pem,
+        }),
+    )
+}
+
+/// A joining host's bootstrap token, from the profile's token file (checked by validation).
+fn join_token(plan: &Plan) -> Result<String, FieldError> {
+    let (i, file) = crate::spec::join::token_file(&plan.profile).ok_or_else(|| {
+        FieldError::new(
+            "hosts",
+            &plan.profile.host,
+            "no token file",
+            "give hosts[i].join.tokenFile",
+        )
+    })?;
+    let field = format!("hosts[{i}].join.tokenFile");
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        FieldError::new(
+            &field,
+            file.display(),
+            format!("cannot read it: {e}"),
+            "give a readable token file",
+        )
+    })?;
+    crate::spec::join::Token::parse(&text)
+        .map(|t| t.to_string())
+        .map_err(|e| {
+            FieldError::new(
+                field,
+                file.display(),
+                e.to_string(),
+                "write the token `kubeunit token create` printed into it",
+            )
+        })
 }
 
 /// The client URL of the environment's etcd unit's member (one endpoint, as `etcdctl snapshot
@@ -625,6 +704,10 @@ pub const COMPONENTS: &[Component] = &[
                     // At most 28 bytes (iptables' limit): the interface has 15.
                     "chain": format!("KU-EGRESS-{}", link.interface),
                     "uplinks": crate::spec::plan::uplinks_dir(),
+                    "join_api": plan.joins().then(|| json!({
+                        "service": plan.first_service_ip.to_string(),
+                        "target": host_port(link.host.into(), port::APISERVER.of(plan)),
+                    })),
                     "remotes": plan.hosts.iter().enumerate()
                         .filter(|(i, _)| *i != plan.host_index)
                         .map(|(_, h)| json!({
@@ -963,8 +1046,8 @@ pub const COMPONENTS: &[Component] = &[
                         "healthz_address": plan.node().link.node.to_string(),
                         "healthz_port": port::KUBELET_HEALTHZ.of(plan),
                         // The node's own serving certificate (a per-node row of the certificate table).
-                        "tls_cert": plan.node_file(&paths::cert("kubelet")),
-                        "tls_key": plan.node_file(&paths::key("kubelet")),
+                        "tls_cert": (!plan.joins()).then(|| plan.node_file(&paths::cert("kubelet"))),
+                        "tls_key": (!plan.joins()).then(|| plan.node_file(&paths::key("kubelet"))),
                         "client_ca": plan.path(&paths::cert("ca")),
                         "dns_domain": prof.network.dns_domain,
                         "dns_ip": plan.dns_ip.to_string(),
@@ -994,6 +1077,28 @@ pub const COMPONENTS: &[Component] = &[
                     }),
                 ))
             }),
+            // A host that joins later: its token, and the bootstrap kubeconfig its kubelet asks
+            // for its certificates with.
+            File {
+                path: paths::JOIN_TOKEN,
+                mode: FileMode::Secret,
+                when: Plan::joins,
+                content: |cx| Ok(Content::Verbatim(format!("{}\n", join_token(cx.plan)?))),
+            },
+            File {
+                path: paths::BOOTSTRAP_KUBECONFIG,
+                mode: FileMode::Secret,
+                when: Plan::joins,
+                content: |cx| {
+                    let token = join_token(cx.plan)?;
+                    Ok(join_kubeconfig(
+                        cx.plan,
+                        "the kubelet's bootstrap kubeconfig",
+                        "kubelet-bootstrap",
+                        Some(token),
+                    ))
+                },
+            },
         ],
         after_healthy: Some(Hook::LabelNode),
         ..KUBERNETES
@@ -1017,22 +1122,54 @@ pub const COMPONENTS: &[Component] = &[
                 flag("hostname-override", &plan.node().name),
             ]
         },
-        files: &[template(KUBE_PROXY_CONFIG_FILE, |cx| {
-            let plan = cx.plan;
-            let node = |port: Port| host_port(plan.node().link.node.into(), port.of(plan));
-            Ok(Content::Template(
-                &KUBE_PROXY_CONFIG,
-                json!({
-                    "kubeconfig": plan.node_file(&paths::kubeconfig("kube-proxy")),
-                    "node_name": plan.node().name,
-                    // The cluster's: traffic from any node's pods is the cluster's own.
-                    "pod_cidrs": plan.pod_cidrs(),
-                    "healthz": node(port::KUBE_PROXY_HEALTHZ),
-                    "metrics": node(port::KUBE_PROXY_METRICS),
-                    "feature_gates": feature_gates(plan, cx.component),
-                }),
-            ))
-        })],
+        // On a host that joined later it runs as its node, with the kubelet's client certificate,
+        // which the kubelet writes once it was issued: it bootstraps in the background
+        // (rotateCertificates), so its health comes before that.
+        pre_start: |plan| match plan.joins() {
+            true => vec![vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "until [ -s \"$1\" ]; do sleep 0.5; done".into(),
+                "sh".into(),
+                plan.kubelet_cert_dir()
+                    .join(crate::spec::join::KUBELET_CLIENT_PEM)
+                    .to_string_lossy()
+                    .into_owned(),
+            ]],
+            false => vec![],
+        },
+        files: &[
+            File {
+                path: "kubeconfig/kube-proxy.kubeconfig",
+                mode: FileMode::Public,
+                when: Plan::joins,
+                content: |cx| {
+                    let user = format!("system:node:{}", cx.plan.node().name);
+                    Ok(join_kubeconfig(
+                        cx.plan,
+                        "kube-proxy's kubeconfig (the node's identity)",
+                        &user,
+                        None,
+                    ))
+                },
+            },
+            template(KUBE_PROXY_CONFIG_FILE, |cx| {
+                let plan = cx.plan;
+                let node = |port: Port| host_port(plan.node().link.node.into(), port.of(plan));
+                Ok(Content::Template(
+                    &KUBE_PROXY_CONFIG,
+                    json!({
+                        "kubeconfig": plan.node_file(&paths::kubeconfig("kube-proxy")),
+                        "node_name": plan.node().name,
+                        // The cluster's: traffic from any node's pods is the cluster's own.
+                        "pod_cidrs": plan.pod_cidrs(),
+                        "healthz": node(port::KUBE_PROXY_HEALTHZ),
+                        "metrics": node(port::KUBE_PROXY_METRICS),
+                        "feature_gates": feature_gates(plan, cx.component),
+                    }),
+                ))
+            }),
+        ],
         ..KUBERNETES
     },
     // Across hosts, the API servers behind one address on every host that runs none, for its
@@ -1105,6 +1242,31 @@ pub const COMPONENTS: &[Component] = &[
                 flag("prune-to", plan.profile.etcd.snapshot.retention.to_string()),
             ]
         },
+        ..KUBERNETES
+    },
+    // Across hosts: routes to the hosts that joined later (from what each published on its Node),
+    // and on a control-plane host the approval of their kubelets' serving certificates
+    // (`kubeunit hosts sync`), every 10 s: a oneshot, nothing resident. kubeunit is where `hosts
+    // seed` and `install --kubeunit` put it (components.hosts-sync.binary: elsewhere).
+    Component {
+        name: "hosts-sync",
+        needs_root: true,
+        binary: "/usr/local/bin/kubeunit",
+        needs: &["node-network"],
+        starts_once_up: &[],
+        kubernetes: false,
+        version: |_| "",
+        go_module: "",
+        enabled_by: Some(EnabledBy {
+            field: "hosts",
+            when: |p| !p.hosts.is_empty(),
+        }),
+        timer: Some(Timer {
+            on_calendar: |_| "*:*:0/10".into(),
+            persistent: false,
+        }),
+        args: |_| vec!["hosts".into(), "sync".into()],
+        flags: |plan| vec![flag("state-dir", plan.state_dir.to_string_lossy())],
         ..KUBERNETES
     },
 ];
@@ -2063,12 +2225,31 @@ fn cloud_controller_manager_flags(plan: &Plan) -> Vec<(String, String)> {
 }
 
 fn kubelet_flags(plan: &Plan) -> Vec<(String, String)> {
-    vec![
-        flag("config", plan.node_file(KUBELET_CONFIG_FILE)),
+    let mut flags = vec![flag("config", plan.node_file(KUBELET_CONFIG_FILE))];
+    if plan.joins() {
+        // Joined later: it asks for its identity with the token, and writes the kubeconfig and
+        // certificates it is issued into its node's data dir (never the state dir, whose files
+        // its manifest holds).
+        let dir = plan.kubelet_cert_dir();
+        flags.extend([
+            flag(
+                "bootstrap-kubeconfig",
+                plan.path(paths::BOOTSTRAP_KUBECONFIG),
+            ),
+            flag("kubeconfig", plan.node().data("kubelet/kubelet.kubeconfig")),
+            flag("cert-dir", dir.to_string_lossy()),
+        ]);
+    } else {
         // The node's own identity, system:node:<node>.
-        flag("kubeconfig", plan.node_file(&paths::kubeconfig("kubelet"))),
+        flags.push(flag(
+            "kubeconfig",
+            plan.node_file(&paths::kubeconfig("kubelet")),
+        ));
+    }
+    flags.extend([
         flag("root-dir", plan.node().data("kubelet")),
         flag("hostname-override", &plan.node().name),
         flag("node-ip", plan.node_ips()),
-    ]
+    ]);
+    flags
 }

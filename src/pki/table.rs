@@ -239,6 +239,7 @@ pub const CERTS: &[Cert] = &[
     },
     Cert {
         name: "kubelet",
+        hosts: OnHosts::PreIssued,
         cn: Cn::NodeUser,
         orgs: &["system:nodes"],
         usage: Usage::Server,
@@ -251,6 +252,7 @@ pub const CERTS: &[Cert] = &[
     // own Node and pods.
     Cert {
         name: "kubelet-client",
+        hosts: OnHosts::PreIssued,
         cn: Cn::NodeUser,
         orgs: &["system:nodes"],
         kubeconfig: Some("kubelet"),
@@ -262,6 +264,7 @@ pub const CERTS: &[Cert] = &[
     // each node its own key and kubeconfig: that names the API server at the node's end of its link.
     Cert {
         name: "kube-proxy",
+        hosts: OnHosts::PreIssued,
         cn: Cn::Fixed("system:kube-proxy"),
         kubeconfig: Some("kube-proxy"),
         when: When::Component("kube-proxy"),

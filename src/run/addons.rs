@@ -200,6 +200,10 @@ fn apply_object(
 /// registration keeps the apply from creating the Node before the kubelet does (it would then
 /// not register its taints).
 pub fn label_node(plan: &Plan) -> Result<Vec<String>, Error> {
+    // A host that joined later publishes, as its node, what the other hosts route to it by.
+    if plan.joins() {
+        return super::hosts_sync::publish(plan);
+    }
     // Across hosts, only a control-plane host holds the admin identity (least privilege): a worker
     // host's node has the labels and taints its kubelet registers.
     if !plan.here_has(crate::spec::profile::HostRole::ControlPlane) {

@@ -13,6 +13,7 @@ pub mod departed;
 pub mod egress;
 mod env;
 pub mod hooks;
+pub mod hosts_sync;
 pub mod images;
 pub mod install;
 pub mod kubeconfig;

@@ -38,29 +38,63 @@ pub fn https_agent(
     client: Option<&str>,
     timeout: Duration,
 ) -> Result<ureq::Agent, Error> {
-    let read = |rel: String| -> Result<(std::path::PathBuf, Vec<u8>), Error> {
-        let path = plan.state_dir.join(&rel);
-        let bytes =
-            crate::state::root::read_in(&plan.state_dir, &rel).map_err(Error::io(&path, "read"))?;
-        Ok((path, bytes))
+    let identity = match client {
+        Some(client) => {
+            let (path, pem) = read_pki(plan, paths::cert(client))?;
+            let cert = Certificate::from_pem(&pem).map_err(|e| unusable(path, &e))?;
+            let (path, pem) = read_pki(plan, paths::key(client))?;
+            let key = PrivateKey::from_pem(&pem).map_err(|e| unusable(path, &e))?;
+            Some(ClientCert::new_with_certs(&[cert], key))
+        }
+        None => None,
     };
-    let unusable = |path: std::path::PathBuf, e: &dyn std::fmt::Display| Error::Artifact {
+    agent_of(plan, ca, identity, timeout)
+}
+
+/// `https_agent` presenting the certificate and key of one PEM file outside the state dir (a
+/// joined node's, which its kubelet was issued and rotates: `spec::join::KUBELET_CLIENT_PEM`).
+pub fn https_agent_pem(
+    plan: &Plan,
+    ca: Option<&str>,
+    pem_file: &std::path::Path,
+    timeout: Duration,
+) -> Result<ureq::Agent, Error> {
+    let pem = std::fs::read(pem_file).map_err(Error::io(pem_file, "read"))?;
+    let cert = Certificate::from_pem(&pem).map_err(|e| unusable(pem_file.into(), &e))?;
+    let key = PrivateKey::from_pem(&pem).map_err(|e| unusable(pem_file.into(), &e))?;
+    let identity = ClientCert::new_with_certs(&[cert], key);
+    agent_of(plan, ca, Some(identity), timeout)
+}
+
+fn read_pki(plan: &Plan, rel: String) -> Result<(std::path::PathBuf, Vec<u8>), Error> {
+    let path = plan.state_dir.join(&rel);
+    let bytes =
+        crate::state::root::read_in(&plan.state_dir, &rel).map_err(Error::io(&path, "read"))?;
+    Ok((path, bytes))
+}
+
+fn unusable(path: std::path::PathBuf, e: &dyn std::fmt::Display) -> Error {
+    Error::Artifact {
         path,
         message: format!("not usable for TLS: {e}"),
         fix: "repair the state dir with `kubeunit gen`".into(),
-    };
+    }
+}
+
+fn agent_of(
+    plan: &Plan,
+    ca: Option<&str>,
+    identity: Option<ClientCert>,
+    timeout: Duration,
+) -> Result<ureq::Agent, Error> {
     let mut tls = TlsConfig::builder();
     if let Some(ca) = ca {
-        let (path, pem) = read(paths::cert(ca))?;
+        let (path, pem) = read_pki(plan, paths::cert(ca))?;
         let cert = Certificate::from_pem(&pem).map_err(|e| unusable(path, &e))?;
         tls = tls.root_certs(RootCerts::Specific(Arc::new(vec![cert])));
     }
-    if let Some(client) = client {
-        let (path, pem) = read(paths::cert(client))?;
-        let cert = Certificate::from_pem(&pem).map_err(|e| unusable(path, &e))?;
-        let (path, pem) = read(paths::key(client))?;
-        let key = PrivateKey::from_pem(&pem).map_err(|e| unusable(path, &e))?;
-        tls = tls.client_cert(Some(ClientCert::new_with_certs(&[cert], key)));
+    if identity.is_some() {
+        tls = tls.client_cert(identity);
     }
     Ok(ureq::Agent::config_builder()
         .tls_config(tls.build())

@@ -107,6 +107,48 @@ fn each_host_errors(p: &Profile) -> Vec<FieldError> {
         errs.extend(host_name_error(i, h, &mut names));
         errs.extend(host_address_errors(i, h, &mut addresses, &cluster_nets));
         errs.extend(host_roles_errors(i, h));
+        errs.extend(host_join_errors(p, i, h));
+    }
+    errs
+}
+
+/// `hosts[i].join`: a worker alone joins later (a control-plane host brings the cluster's keys,
+/// which no token gives), listed after every host given its certificates (whose pod networks are
+/// taken in order: a host listed before one of them would move its share), with a token file.
+fn host_join_errors(p: &Profile, i: usize, h: &HostEntry) -> Vec<FieldError> {
+    let Some(join) = &h.join else {
+        return vec![];
+    };
+    let mut errs = Vec::new();
+    if h.roles != [HostRole::Worker] {
+        errs.push(FieldError::new(
+            format!("hosts[{i}].join"),
+            format!(
+                "{:?}",
+                h.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()
+            ),
+            "only a worker joins later by token: a control-plane host shares the cluster's keys, which a token does not give",
+            "give this host roles: [worker], or drop join: and render every host again with `gen --out`",
+        ));
+    }
+    if let Some(later) = p.hosts[i..].iter().find(|o| o.join.is_none()) {
+        errs.push(FieldError::new(
+            format!("hosts[{i}].join"),
+            format!("{:?}", h.name),
+            format!(
+                "listed before host {:?}, which does not join later: the pod networks are handed out in host order",
+                later.name
+            ),
+            "list the hosts that join later after all the others",
+        ));
+    }
+    if let Some(why) = super::join::token_file_problem(&join.token_file) {
+        errs.push(FieldError::new(
+            format!("hosts[{i}].join.tokenFile"),
+            join.token_file.display(),
+            why,
+            "give the absolute path of a file holding a token of `kubeunit token create` (on a control-plane host)",
+        ));
     }
     errs
 }
@@ -334,6 +376,9 @@ pub enum OnHosts {
     Every,
     With(HostRole),
     Without(HostRole),
+    /// The hosts given their certificates by `gen`: all but those that join later by token
+    /// (`spec::join`), whose kubelet asks for its own.
+    PreIssued,
 }
 
 impl OnHosts {
@@ -344,6 +389,7 @@ impl OnHosts {
         };
         match self {
             OnHosts::Every => true,
+            OnHosts::PreIssued => !super::join::joins_here(p),
             OnHosts::With(r) => roles.contains(&r),
             OnHosts::Without(r) => !roles.contains(&r),
         }

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use super::profile::{HostEntry, Nodes, Profile};
+
 /// The group the tokens of `kubeunit token create` put their users in (kubeadm's is
 /// `system:bootstrappers:kubeadm:default-node-token`): the bindings that let a joining kubelet ask
 /// for its certificate, and have it approved, are this group's.
@@ -14,6 +16,68 @@ pub const GROUP: &str = "system:bootstrappers:kubeunit:default-node-token";
 
 /// Where tokens live (kube-apiserver's bootstrap token authenticator reads them there).
 pub const NAMESPACE: &str = "kube-system";
+
+/// What a joined node publishes on its own Node (the kubelet's start hook, with the node's own
+/// bootstrapped credentials) for the other hosts to route to it (`kubeunit hosts sync`): its host's
+/// address on the hosts' network, its pod network and its node link.
+pub const ANNOTATION_ADDRESS: &str = "kubeunit.dev/host-address";
+pub const ANNOTATION_POD_CIDR: &str = "kubeunit.dev/pod-cidr";
+pub const ANNOTATION_LINK_NET: &str = "kubeunit.dev/link-net";
+
+/// The file (in the kubelet's cert dir) where a joined node's kubelet keeps its current client
+/// certificate and key, in one PEM file: what its kube-proxy and kubeunit's own calls present.
+pub const KUBELET_CLIENT_PEM: &str = "kubelet-client-current.pem";
+
+/// Whether a host joins later by token (`hosts[i].join`).
+pub fn joins(h: &HostEntry) -> bool {
+    h.join.is_some()
+}
+
+/// Whether the host a profile is the view of joins later.
+pub fn joins_here(p: &Profile) -> bool {
+    !p.host.is_empty() && p.hosts.iter().any(|h| h.name == p.host && joins(h))
+}
+
+/// The hosts that `p`'s host sees, as a mask over `p.hosts`: every host given its certificates,
+/// and itself. A host that joins later is no other host's: their state dirs do not name it (they
+/// are the same with or without it, and need not be rendered again); they route to it once it has
+/// joined (`kubeunit hosts sync`, from what it publishes on its Node).
+pub fn seen(p: &Profile) -> Vec<bool> {
+    p.hosts
+        .iter()
+        .map(|h| !joins(h) || h.name == p.host)
+        .collect()
+}
+
+/// The token file of the host `p` is the view of, with its index in `hosts:`, if it joins later.
+pub fn token_file(p: &Profile) -> Option<(usize, &std::path::Path)> {
+    p.hosts.iter().enumerate().find_map(|(i, h)| match &h.join {
+        Some(j) if h.name == p.host => Some((i, j.token_file.as_path())),
+        _ => None,
+    })
+}
+
+/// `items` (one per host, in host order) without those whose `seen` is false.
+pub fn keep_seen<T>(seen: &[bool], items: Vec<T>) -> Vec<T> {
+    if items.len() != seen.len() {
+        return items;
+    }
+    items
+        .into_iter()
+        .zip(seen)
+        .filter_map(|(item, keep)| keep.then_some(item))
+        .collect()
+}
+
+/// `p` as its host sees it (`seen`): its hosts, and the list of their nodes if it has one.
+pub fn view(mut p: Profile) -> Profile {
+    let seen = seen(&p);
+    p.hosts = keep_seen(&seen, std::mem::take(&mut p.hosts));
+    if let Nodes::List(list) = &mut p.nodes {
+        *list = keep_seen(&seen, std::mem::take(list));
+    }
+    p
+}
 
 /// A bootstrap token, `ID.SECRET`: 6 and 16 characters of `[a-z0-9]`, as Kubernetes defines it
 /// (the Secret `bootstrap-token-ID` holds both).

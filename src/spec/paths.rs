@@ -22,6 +22,10 @@ pub const SA_PUB: &str = "pki/sa.pub";
 pub const ENCRYPTION_KEY: &str = "pki/encryption.key";
 /// kube-apiserver's encryption config, which holds that key.
 pub const ENCRYPTION_CONFIG: &str = "config/encryption-config.yaml";
+/// A host that joins later: its copy of the bootstrap token (0600), which profile.yaml names.
+pub const JOIN_TOKEN: &str = "config/join-token";
+/// A host that joins later: the kubelet's bootstrap kubeconfig, with the token (0600).
+pub const BOOTSTRAP_KUBECONFIG: &str = "kubeconfig/bootstrap-kubelet.kubeconfig";
 
 /// The config files of the nodes after the first, a directory each (`node_file`).
 pub const NODES: &str = "nodes";

@@ -421,6 +421,15 @@ impl Plan {
         let resolved = super::nodes::resolve(&profile).map_err(profile_errors)?;
         let host_name = host_name(&profile.name, &instance);
         let hosts = host_plans(&profile, &host_name, &resolved)?;
+        // A host that joins later is no other host's (`spec::join`): each host sees the hosts given
+        // their certificates, and itself. Every host's pod network was resolved above, so what a
+        // host sees keeps the pod networks it has in the whole profile.
+        let seen = super::join::seen(&profile);
+        let (resolved, hosts) = (
+            super::join::keep_seen(&seen, resolved),
+            super::join::keep_seen(&seen, hosts),
+        );
+        let profile = super::join::view(profile);
         // Across hosts each host advertises its own inventory address, which `gen --hermetic`
         // has without reading this machine's interfaces.
         let own_address = match hosts.iter().find(|h| h.name == profile.host) {
@@ -505,6 +514,12 @@ impl Plan {
             self.state_dir
                 .join(paths::upstream_file(name, paths::REGISTRY_CACHE_PASSWORD))
         });
+        // A joining host's token: the state dir's own copy (0600), never the token itself.
+        for h in &mut p.hosts {
+            if let Some(join) = &mut h.join {
+                join.token_file = self.state_dir.join(paths::JOIN_TOKEN);
+            }
+        }
         p.network.egress = self.egress.spec();
         p.addons.coredns_forward = self.coredns_forward.clone();
         // The pool in use (when the addon is off: the one it would get).
@@ -542,6 +557,18 @@ impl Plan {
     /// Whether this plan's host has `role`: every role on one host.
     pub fn here_has(&self, role: HostRole) -> bool {
         self.this_host().is_none_or(|h| h.roles.contains(&role))
+    }
+
+    /// Whether this host joins later by token (`spec::join`): its node has no certificate of
+    /// its own in the state dir; its kubelet asks for them.
+    pub fn joins(&self) -> bool {
+        super::join::joins_here(&self.profile)
+    }
+
+    /// Where a joining host's kubelet keeps what it is issued (`--cert-dir`): in its node's data
+    /// dir, which the state dir's manifest does not cover.
+    pub fn kubelet_cert_dir(&self) -> PathBuf {
+        self.node().data_dir.join("kubelet").join("pki")
     }
 
     /// The service networks as kube-apiserver and kube-controller-manager take them: the IPv4

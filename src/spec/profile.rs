@@ -265,6 +265,21 @@ pub struct HostEntry {
     /// default HA topology), `worker`. Every host runs a node.
     #[serde(default)]
     pub roles: Vec<HostRole>,
+    /// It joins the running environment later, with a bootstrap token (`spec::join`): a worker
+    /// whose state dir holds no certificate of its own, and which the other hosts' dirs do not
+    /// name (they route to it once it joined: `kubeunit hosts sync`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<Join>,
+}
+
+/// `hosts[i].join`: how a host that joins later authenticates.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Join {
+    /// A file holding a bootstrap token (`kubeunit token create` prints one): absolute. The
+    /// state dir's profile.yaml names the state dir's own copy (0600), never the token.
+    #[serde(default)]
+    pub token_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
