@@ -69,14 +69,16 @@ pub fn keep_seen<T>(seen: &[bool], items: Vec<T>) -> Vec<T> {
         .collect()
 }
 
-/// `p` as its host sees it (`seen`): its hosts, and the list of their nodes if it has one.
-pub fn view(mut p: Profile) -> Profile {
+/// `p` as its host sees it (`seen`), with `hosts` and `nodes` (one per host of `p`, resolved
+/// from every host: what a host sees keeps the pod networks it has in the whole profile): its
+/// hosts, and the list of their nodes if it has one.
+pub fn seen_from<H, N>(mut p: Profile, hosts: Vec<H>, nodes: Vec<N>) -> (Profile, Vec<H>, Vec<N>) {
     let seen = seen(&p);
     p.hosts = keep_seen(&seen, std::mem::take(&mut p.hosts));
     if let Nodes::List(list) = &mut p.nodes {
         *list = keep_seen(&seen, std::mem::take(list));
     }
-    p
+    (p, keep_seen(&seen, hosts), keep_seen(&seen, nodes))
 }
 
 /// A bootstrap token, `ID.SECRET`: 6 and 16 characters of `[a-z0-9]`, as Kubernetes defines it
@@ -169,6 +171,110 @@ pub fn token_file_problem(file: &std::path::Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Plan;
+
+    /// `ha` with host `i` joining with token file `file` ("TOKEN": a good one).
+    fn ha(dir: &std::path::Path, i: usize, file: &str) -> Profile {
+        let token = dir.join("token");
+        std::fs::write(&token, "abcdef.0123456789abcdef\n").unwrap();
+        let (_, mut p) = crate::spec::load::layered("ha", &[]).unwrap_or_else(|e| panic!("{e}"));
+        p.hosts[i].join = Some(crate::spec::profile::Join {
+            token_file: file.replace("TOKEN", &token.to_string_lossy()).into(),
+        });
+        p
+    }
+
+    fn fields(p: &Profile) -> Vec<String> {
+        crate::spec::hosts::errors(p)
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn only_a_worker_listed_last_with_a_token_joins() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = ha(dir.path(), 4, "TOKEN");
+        assert_eq!(fields(&good), Vec::<String>::new());
+        // A control-plane host, and one listed before hosts that do not join.
+        let cp = fields(&ha(dir.path(), 2, "TOKEN"));
+        assert_eq!(cp.len(), 2, "{cp:?}");
+        assert!(
+            cp[0].contains("hosts[2].join") && cp[0].contains("only a worker"),
+            "{cp:?}"
+        );
+        assert!(
+            cp[1].contains("hosts[2].join") && cp[1].contains("before host \"worker-1\""),
+            "{cp:?}"
+        );
+        let early = fields(&ha(dir.path(), 3, "TOKEN"));
+        assert!(
+            early.len() == 1 && early[0].contains("hosts[3].join"),
+            "{early:?}"
+        );
+        // A token file that is not one, or is not there.
+        for (file, why) in [("/nowhere/token", "cannot read"), ("relative", "absolute")] {
+            let bad = fields(&ha(dir.path(), 4, file));
+            assert!(
+                bad.len() == 1
+                    && bad[0].contains("hosts[4].join.tokenFile")
+                    && bad[0].contains(why),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_joining_host_is_no_other_hosts_and_sees_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = |p: &Profile, host: &str| {
+            let mut p = p.clone();
+            p.host = host.into();
+            p.instance = String::new();
+            Plan::new(
+                p,
+                std::path::Path::new("/s"),
+                &crate::spec::HostFacts::none(),
+            )
+            .unwrap()
+        };
+        let with = ha(dir.path(), 4, "TOKEN");
+        let mut without = with.clone();
+        without.hosts.truncate(4);
+        // The other hosts' view is the same with or without it: its profile.yaml too.
+        for host in ["cp-1", "worker-1"] {
+            let (a, b) = (plan(&with, host), plan(&without, host));
+            assert_eq!(a.hosts, b.hosts, "{host}");
+            assert!(!a.joins());
+            assert_eq!(
+                serde_yaml_ng::to_string(&a.resolved_profile()).unwrap(),
+                serde_yaml_ng::to_string(&b.resolved_profile()).unwrap(),
+                "{host}"
+            );
+        }
+        // It sees every host, its pod network the one it has in the whole profile, and records
+        // its own copy of the token, never the token.
+        let w2 = plan(&with, "worker-2");
+        assert!(w2.joins());
+        assert_eq!(w2.hosts.len(), 5);
+        assert_eq!(w2.node().pod_cidr.to_string(), "10.88.4.0/24");
+        let recorded = serde_yaml_ng::to_string(&w2.resolved_profile()).unwrap();
+        assert!(
+            recorded.contains("tokenFile: /s/config/join-token"),
+            "{recorded}"
+        );
+        assert!(!recorded.contains("0123456789abcdef"), "{recorded}");
+        // Two that join: neither sees the other, and each keeps its pod network.
+        let mut two = with.clone();
+        let mut w3 = two.hosts[4].clone();
+        w3.name = "worker-3".into();
+        w3.address = "198.19.254.23".into();
+        two.hosts.push(w3);
+        let (w2, w3) = (plan(&two, "worker-2"), plan(&two, "worker-3"));
+        assert_eq!(w2.hosts.len(), 5);
+        assert!(w3.hosts.iter().all(|h| h.name != "worker-2"));
+        assert_eq!(w3.node().pod_cidr.to_string(), "10.88.5.0/24");
+    }
 
     #[test]
     fn tokens_parse_as_kubernetes_defines_them() {

@@ -421,15 +421,8 @@ impl Plan {
         let resolved = super::nodes::resolve(&profile).map_err(profile_errors)?;
         let host_name = host_name(&profile.name, &instance);
         let hosts = host_plans(&profile, &host_name, &resolved)?;
-        // A host that joins later is no other host's (`spec::join`): each host sees the hosts given
-        // their certificates, and itself. Every host's pod network was resolved above, so what a
-        // host sees keeps the pod networks it has in the whole profile.
-        let seen = super::join::seen(&profile);
-        let (resolved, hosts) = (
-            super::join::keep_seen(&seen, resolved),
-            super::join::keep_seen(&seen, hosts),
-        );
-        let profile = super::join::view(profile);
+        // Each host sees the hosts given their certificates, and itself (`spec::join`).
+        let (profile, hosts, resolved) = super::join::seen_from(profile, hosts, resolved);
         // Across hosts each host advertises its own inventory address, which `gen --hermetic`
         // has without reading this machine's interfaces.
         let own_address = match hosts.iter().find(|h| h.name == profile.host) {

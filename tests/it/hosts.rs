@@ -8,6 +8,7 @@
 //! it is back; a worker's pods move to the other worker once it is gone.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -892,10 +893,22 @@ fn node_pod_cidr(out: &Path, node: &str) -> String {
 
 /// `gen --profile ha --out DIR` with `args`, on fake binaries.
 fn gen_hosts(out: &Path, args: &[&str]) -> std::process::Output {
+    gen_profile_hosts("ha", out, args)
+}
+
+/// `gen_hosts` of another profile.
+fn gen_profile_hosts(profile: &str, out: &Path, args: &[&str]) -> std::process::Output {
     let bin = executable_bin_dir(&out.parent().unwrap().join("bin"));
     run(kubeunit()
         .env("SOURCE_DATE_EPOCH", test_epoch())
-        .args(["gen", "--profile", "ha", "--state-dir", STATE, "--bin-dir"])
+        .args([
+            "gen",
+            "--profile",
+            profile,
+            "--state-dir",
+            STATE,
+            "--bin-dir",
+        ])
         .arg(&bin)
         .arg("--out")
         .arg(out)
@@ -1061,6 +1074,122 @@ fn host_dirs_are_reproducible_hold_only_their_own_keys_and_agree() {
         "{}",
         text(&o)
     );
+}
+
+/// `ha`'s hosts as a profile of its own, the last `joins` of them joining later with `token`.
+fn ha_with_joining(dir: &Path, hosts: usize, joins: usize, token: &Path) -> PathBuf {
+    let lines: Vec<String> = HOSTS[..hosts]
+        .iter()
+        .enumerate()
+        .map(|(i, (n, a, cp))| {
+            let roles = if *cp {
+                "[etcd, control-plane]"
+            } else {
+                "[worker]"
+            };
+            let join = if i >= hosts - joins {
+                format!(", join: {{tokenFile: {}}}", token.display())
+            } else {
+                String::new()
+            };
+            format!("  - {{name: {n}, address: {a}, roles: {roles}{join}}}")
+        })
+        .collect();
+    let path = dir.join(format!("ha-{hosts}-{joins}.yaml"));
+    std::fs::write(
+        &path,
+        format!("extends: ha\nhosts:\n{}\n", lines.join("\n")),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("token");
+    let secret = "0123456789abcdef";
+    std::fs::write(&token, format!("abcdef.{secret}\n")).unwrap();
+    let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
+    for (out, profile) in [
+        (&with, ha_with_joining(tmp.path(), 5, 1, &token)),
+        (&without, ha_with_joining(tmp.path(), 4, 0, &token)),
+    ] {
+        let o = gen_profile_hosts(&profile.to_string_lossy(), out, &["--seed", "5"]);
+        assert!(o.status.success(), "gen: {}", text(&o));
+    }
+    // Every other host's dir is the same, byte for byte, whether the profile lists worker-2 or
+    // not: those rendered before it joins need not be rendered again.
+    for (host, _, _) in &HOSTS[..4] {
+        let (a, b) = (snapshot(&with.join(host)), snapshot(&without.join(host)));
+        let differing: Vec<_> = a
+            .iter()
+            .filter(|(p, (bytes, mode, _))| {
+                b.get(*p).is_none_or(|(c, m, _)| c != bytes || m != mode)
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert!(
+            differing.is_empty() && a.len() == b.len(),
+            "{host}: {differing:?}"
+        );
+    }
+    // worker-2's: the cluster CA's certificate and no key, no certificate of its own; the token
+    // in two 0600 files alone (the bootstrap kubeconfig and profile.yaml's copy), never in a
+    // unit, its argv or profile.yaml.
+    let dir = with.join("worker-2");
+    let files = files_below(&dir);
+    let pki: Vec<&String> = files.iter().filter(|f| f.starts_with("pki/")).collect();
+    assert_eq!(pki, ["pki/ca.crt"]);
+    assert!(!files.iter().any(|f| f.ends_with(".key")), "{files:?}");
+    let holding: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read(dir.join(f)).is_ok_and(|b| String::from_utf8_lossy(&b).contains(secret))
+        })
+        .collect();
+    assert_eq!(
+        holding,
+        [
+            "config/join-token",
+            "kubeconfig/bootstrap-kubelet.kubeconfig"
+        ]
+    );
+    for f in holding {
+        let mode = std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{f}");
+    }
+    let kubelet = std::fs::read_to_string(dir.join("units/kubeunit-ha-kubelet.service")).unwrap();
+    for flag in [
+        "--bootstrap-kubeconfig=",
+        "--cert-dir=",
+        "--kubeconfig=/var/lib/kubeunit/ha/data/",
+    ] {
+        assert!(kubelet.contains(flag), "{flag}: {kubelet}");
+    }
+    let config = std::fs::read_to_string(dir.join("config/kubelet-config.yaml")).unwrap();
+    assert!(
+        config.contains("rotateCertificates: true") && config.contains("serverTLSBootstrap: true")
+    );
+    assert!(!config.contains("tlsCertFile"), "{config}");
+    let profile = std::fs::read_to_string(dir.join("profile.yaml")).unwrap();
+    assert!(
+        profile.contains("tokenFile: /var/lib/kubeunit/ha/config/join-token"),
+        "{profile}"
+    );
+    let proxy = std::fs::read_to_string(dir.join("kubeconfig/kube-proxy.kubeconfig")).unwrap();
+    assert!(proxy.contains("kubelet-client-current.pem"), "{proxy}");
+    // Every host routes through a hosts-sync timer; the dirs pass `hosts check` together.
+    for (host, _, _) in HOSTS {
+        assert!(
+            with.join(host)
+                .join("units/kubeunit-ha-hosts-sync.timer")
+                .exists(),
+            "{host}"
+        );
+    }
+    let o = run(kubeunit().args(["hosts", "check"]).arg(&with));
+    assert!(o.status.success(), "hosts check: {}", text(&o));
 }
 
 #[test]
