@@ -20,14 +20,14 @@ pub fn kubeconfigs(
     certs: &Issued,
     g: &mut Generated,
 ) -> Result<(), Error> {
-    let (ca, _) = certs
-        .get("ca")
-        .ok_or_else(|| Error::Internal("no cluster CA".into()))?;
     let cluster = format!("kubeunit-{}", plan.name());
     for spec in pki::specs(plan) {
         let Some(file) = &spec.kubeconfig_path else {
             continue;
         };
+        let (ca, _) = certs
+            .get("ca")
+            .ok_or_else(|| Error::Internal("no cluster CA".into()))?;
         let (cert, key) = certs
             .get(&spec.name)
             .ok_or_else(|| Error::Internal(format!("{} was not issued", spec.name)))?;

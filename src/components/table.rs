@@ -343,31 +343,41 @@ fn join_kubeconfig(plan: &Plan, what: &str, user: &str, token: Option<String>) -
     )
 }
 
-/// A joining host's bootstrap token, from the profile's token file (checked by validation).
-fn join_token(plan: &Plan) -> Result<String, FieldError> {
-    let (i, file) = crate::spec::join::token_file(&plan.profile).ok_or_else(|| {
+/// A file of a joining host's `join` (`hosts[i].join.FIELD`, checked by validation), read.
+fn join_file(
+    plan: &Plan,
+    field: &str,
+    file: fn(&crate::spec::profile::Join) -> &std::path::Path,
+) -> Result<(String, String), FieldError> {
+    let (i, join) = crate::spec::join::here(&plan.profile).ok_or_else(|| {
         FieldError::new(
-            "hosts",
+            "host",
             &plan.profile.host,
-            "no token file",
-            "give hosts[i].join.tokenFile",
+            "does not join later",
+            "give hosts[i].join",
         )
     })?;
-    let field = format!("hosts[{i}].join.tokenFile");
+    let (field, file) = (format!("hosts[{i}].join.{field}"), file(join));
     let text = std::fs::read_to_string(file).map_err(|e| {
         FieldError::new(
             &field,
             file.display(),
             format!("cannot read it: {e}"),
-            "give a readable token file",
+            "give a readable file",
         )
     })?;
+    Ok((field, text))
+}
+
+/// A joining host's bootstrap token, from its token file.
+fn join_token(plan: &Plan) -> Result<String, FieldError> {
+    let (field, text) = join_file(plan, "tokenFile", |j| &j.token_file)?;
     crate::spec::join::Token::parse(&text)
         .map(|t| t.to_string())
         .map_err(|e| {
             FieldError::new(
                 field,
-                file.display(),
+                "(its content)",
                 e.to_string(),
                 "write the token `kubeunit token create` printed into it",
             )
@@ -1077,8 +1087,18 @@ pub const COMPONENTS: &[Component] = &[
                     }),
                 ))
             }),
-            // A host that joins later: its token, and the bootstrap kubeconfig its kubelet asks
-            // for its certificates with.
+            // A host that joins later: the cluster CA's certificate it was given, its token, and
+            // the bootstrap kubeconfig its kubelet asks for its certificates with.
+            File {
+                path: "pki/ca.crt",
+                mode: FileMode::Public,
+                when: Plan::joins,
+                content: |cx| {
+                    Ok(Content::Verbatim(
+                        join_file(cx.plan, "caFile", |j| &j.ca_file)?.1,
+                    ))
+                },
+            },
             File {
                 path: paths::JOIN_TOKEN,
                 mode: FileMode::Secret,

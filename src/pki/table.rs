@@ -111,7 +111,12 @@ const fn ca(name: &'static str, cn: &'static str) -> Cert {
 
 /// Every certificate, CAs before the certificates they sign.
 pub const CERTS: &[Cert] = &[
-    ca("ca", "kubernetes"),
+    // A host that joins later is given the cluster CA's certificate (`hosts[].join.caFile`),
+    // not issued anything.
+    Cert {
+        hosts: OnHosts::PreIssued,
+        ..ca("ca", "kubernetes")
+    },
     Cert {
         hosts: CONTROL_PLANE,
         ..ca("front-proxy-ca", "front-proxy-ca")

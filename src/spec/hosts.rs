@@ -150,6 +150,14 @@ fn host_join_errors(p: &Profile, i: usize, h: &HostEntry) -> Vec<FieldError> {
             "give the absolute path of a file holding a token of `kubeunit token create` (on a control-plane host)",
         ));
     }
+    if let Some(why) = super::registries::ca_problem(&join.ca_file) {
+        errs.push(FieldError::new(
+            format!("hosts[{i}].join.caFile"),
+            join.ca_file.display(),
+            why,
+            "give the absolute path of a copy of a control-plane host's pki/ca.crt (its state dir's)",
+        ));
+    }
     errs
 }
 

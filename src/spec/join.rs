@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::profile::{HostEntry, Nodes, Profile};
+use super::profile::{HostEntry, Join, Nodes, Profile};
 
 /// The group the tokens of `kubeunit token create` put their users in (kubeadm's is
 /// `system:bootstrappers:kubeadm:default-node-token`): the bindings that let a joining kubelet ask
@@ -49,10 +49,10 @@ pub fn seen(p: &Profile) -> Vec<bool> {
         .collect()
 }
 
-/// The token file of the host `p` is the view of, with its index in `hosts:`, if it joins later.
-pub fn token_file(p: &Profile) -> Option<(usize, &std::path::Path)> {
+/// The `join` of the host `p` is the view of, with its index in `hosts:`, if it joins later.
+pub fn here(p: &Profile) -> Option<(usize, &Join)> {
     p.hosts.iter().enumerate().find_map(|(i, h)| match &h.join {
-        Some(j) if h.name == p.host => Some((i, j.token_file.as_path())),
+        Some(j) if h.name == p.host => Some((i, j)),
         _ => None,
     })
 }
@@ -178,8 +178,15 @@ mod tests {
         let token = dir.join("token");
         std::fs::write(&token, "abcdef.0123456789abcdef\n").unwrap();
         let (_, mut p) = crate::spec::load::layered("ha", &[]).unwrap_or_else(|e| panic!("{e}"));
+        let ca = dir.join("ca.crt");
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
         p.hosts[i].join = Some(crate::spec::profile::Join {
             token_file: file.replace("TOKEN", &token.to_string_lossy()).into(),
+            ca_file: ca,
         });
         p
     }
@@ -260,7 +267,8 @@ mod tests {
         assert_eq!(w2.node().pod_cidr.to_string(), "10.88.4.0/24");
         let recorded = serde_yaml_ng::to_string(&w2.resolved_profile()).unwrap();
         assert!(
-            recorded.contains("tokenFile: /s/config/join-token"),
+            recorded.contains("tokenFile: /s/config/join-token")
+                && recorded.contains("caFile: /s/pki/ca.crt"),
             "{recorded}"
         );
         assert!(!recorded.contains("0123456789abcdef"), "{recorded}");

@@ -511,6 +511,7 @@ impl Plan {
         for h in &mut p.hosts {
             if let Some(join) = &mut h.join {
                 join.token_file = self.state_dir.join(paths::JOIN_TOKEN);
+                join.ca_file = self.state_dir.join(paths::cert("ca"));
             }
         }
         p.network.egress = self.egress.spec();

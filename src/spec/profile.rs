@@ -280,6 +280,10 @@ pub struct Join {
     /// state dir's profile.yaml names the state dir's own copy (0600), never the token.
     #[serde(default)]
     pub token_file: PathBuf,
+    /// The cluster CA's certificate (a control-plane host's `pki/ca.crt`), which its kubelet
+    /// trusts the API servers by: a token alone proves nothing of the servers it reaches.
+    #[serde(default)]
+    pub ca_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

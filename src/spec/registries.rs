@@ -243,7 +243,8 @@ fn password_file_problem(file: &Path) -> Option<String> {
     }
 }
 
-fn ca_problem(file: &Path) -> Option<String> {
+/// A CA certificate file's problem (absolute, readable, a PEM certificate): None when it has none.
+pub fn ca_problem(file: &Path) -> Option<String> {
     if !file.is_absolute() {
         return Some("not an absolute path".into());
     }

@@ -1077,7 +1077,7 @@ fn host_dirs_are_reproducible_hold_only_their_own_keys_and_agree() {
 }
 
 /// `ha`'s hosts as a profile of its own, the last `joins` of them joining later with `token`.
-fn ha_with_joining(dir: &Path, hosts: usize, joins: usize, token: &Path) -> PathBuf {
+fn ha_with_joining(dir: &Path, hosts: usize, joins: usize, token: &Path, ca: &Path) -> PathBuf {
     let lines: Vec<String> = HOSTS[..hosts]
         .iter()
         .enumerate()
@@ -1088,7 +1088,11 @@ fn ha_with_joining(dir: &Path, hosts: usize, joins: usize, token: &Path) -> Path
                 "[worker]"
             };
             let join = if i >= hosts - joins {
-                format!(", join: {{tokenFile: {}}}", token.display())
+                format!(
+                    ", join: {{tokenFile: {}, caFile: {}}}",
+                    token.display(),
+                    ca.display()
+                )
             } else {
                 String::new()
             };
@@ -1111,9 +1115,11 @@ fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_di
     let secret = "0123456789abcdef";
     std::fs::write(&token, format!("abcdef.{secret}\n")).unwrap();
     let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
+    // The hosts first; worker-2 joins later, given their CA's certificate.
+    let ca = without.join("cp-1/pki/ca.crt");
     for (out, profile) in [
-        (&with, ha_with_joining(tmp.path(), 5, 1, &token)),
-        (&without, ha_with_joining(tmp.path(), 4, 0, &token)),
+        (&without, ha_with_joining(tmp.path(), 4, 0, &token, &ca)),
+        (&with, ha_with_joining(tmp.path(), 5, 1, &token, &ca)),
     ] {
         let o = gen_profile_hosts(&profile.to_string_lossy(), out, &["--seed", "5"]);
         assert!(o.status.success(), "gen: {}", text(&o));
@@ -1141,6 +1147,10 @@ fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_di
     let files = files_below(&dir);
     let pki: Vec<&String> = files.iter().filter(|f| f.starts_with("pki/")).collect();
     assert_eq!(pki, ["pki/ca.crt"]);
+    assert_eq!(
+        std::fs::read(dir.join("pki/ca.crt")).unwrap(),
+        std::fs::read(&ca).unwrap()
+    );
     assert!(!files.iter().any(|f| f.ends_with(".key")), "{files:?}");
     let holding: Vec<&String> = files
         .iter()
@@ -1174,7 +1184,8 @@ fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_di
     assert!(!config.contains("tlsCertFile"), "{config}");
     let profile = std::fs::read_to_string(dir.join("profile.yaml")).unwrap();
     assert!(
-        profile.contains("tokenFile: /var/lib/kubeunit/ha/config/join-token"),
+        profile.contains("tokenFile: /var/lib/kubeunit/ha/config/join-token")
+            && profile.contains("caFile: /var/lib/kubeunit/ha/pki/ca.crt"),
         "{profile}"
     );
     let proxy = std::fs::read_to_string(dir.join("kubeconfig/kube-proxy.kubeconfig")).unwrap();
