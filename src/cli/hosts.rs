@@ -14,7 +14,8 @@ use crate::state::hosts;
 pub const AFTER_HELP: &str = "Examples:
   kubeunit gen --profile ha --out ./hosts && kubeunit hosts check ./hosts
   kubeunit hosts check ./hosts -o json
-  kubeunit hosts seed ./hosts --out ./seeds --network 192.168.60.0/24 --fetch";
+  kubeunit hosts seed ./hosts --out ./seeds --network 192.168.60.0/24 --fetch
+  kubeunit hosts sync --state-dir /var/lib/kubeunit/ha    # routes to the hosts that joined later";
 
 const SEED_HELP: &str = "Examples:
   kubeunit hosts seed ./hosts --out ./seeds --network 192.168.60.0/24 --gateway 192.168.60.1 --fetch

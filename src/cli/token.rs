@@ -13,9 +13,10 @@ pub const AFTER_HELP: &str = "Examples:
   kubeunit token list
   kubeunit token delete abcdef
 
-A host joins with the token: give the file as its hosts[].join.tokenFile, render its dir with
-`kubeunit gen --out` and put it there (`kubeunit import`, `install`, or `kubeunit hosts seed`). Its
-kubelet asks for its certificate with the token; kube-controller-manager approves it.";
+A host joins with the token: give the file as its hosts[].join.tokenFile (and a copy of this host's
+pki/ca.crt as its caFile), render its dir with `kubeunit gen --out` and put it there (`kubeunit
+import`, `install`, or `kubeunit hosts seed`). Its kubelet asks for its certificate with the token;
+kube-controller-manager approves it, and `kubeunit hosts sync` (every host's timer) routes to it.";
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {

@@ -178,6 +178,10 @@ fn five_hosts_serve_with_a_control_plane_host_or_a_worker_powered_off() {
         "components.kube-apiserver.extraArgs.default-not-ready-toleration-seconds=10",
         "components.kube-controller-manager.extraArgs.node-monitor-grace-period=20s",
         &format!("dataDir={DATA}"),
+        &format!(
+            "components.hosts-sync.binary={}",
+            env!("CARGO_BIN_EXE_kubeunit")
+        ),
     ] {
         args.push("--set".into());
         args.push(set.into());
@@ -1074,6 +1078,224 @@ fn host_dirs_are_reproducible_hold_only_their_own_keys_and_agree() {
         "{}",
         text(&o)
     );
+}
+
+/// What a host has of the environment, as hashes: every file of its state dir, and the units
+/// `start` made (their transient unit files; not the pods' slices, the kubelet's).
+fn host_hashes(h: &Host) -> String {
+    let o = h.c.sh(&format!(
+        "cd {STATE} && find . -type f ! -name .lock | sort | xargs sha256sum && \
+         cd /run/systemd/transient && find . -maxdepth 2 -type f \\( -name 'kubeunit-ha-*.service' \
+         -o -name 'kubeunit-ha-*.timer' -o -name 'kubeunit-ha.slice' \\) | sort | xargs sha256sum"
+    ));
+    assert!(o.status.success(), "hashes on {}: {}", h.name, text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// cp-1 and worker-1 of `ha` (no LoadBalancer addon), and worker-2 joining later with `join`
+/// (`tokenFile` and `caFile`) if given.
+fn two_hosts_and_a_joining_one(dir: &Path, join: Option<(&Path, &Path)>) -> PathBuf {
+    let mut hosts = vec![
+        format!(
+            "  - {{name: cp-1, address: {}, roles: [etcd, control-plane]}}",
+            HOSTS[0].1
+        ),
+        format!(
+            "  - {{name: worker-1, address: {}, roles: [worker]}}",
+            HOSTS[3].1
+        ),
+    ];
+    if let Some((token, ca)) = join {
+        hosts.push(format!(
+            "  - {{name: worker-2, address: {}, roles: [worker], join: {{tokenFile: {}, caFile: {}}}}}",
+            HOSTS[4].1,
+            token.display(),
+            ca.display()
+        ));
+    }
+    let path = dir.join(format!("join-{}.yaml", hosts.len()));
+    std::fs::write(
+        &path,
+        format!(
+            "extends: ha\naddons: {{loadBalancer: false}}\nhosts:\n{}\n",
+            hosts.join("\n")
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_worker_joins_later_by_token_and_no_other_host_changes() {
+    let _lock = node_lock();
+    let _bridge = Bridge::up();
+    let work = PathBuf::from(format!("/tmp/kubeunit-it/join-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let gen = |profile: &Path, out: &Path| {
+        let mut args = dev_args(&pinned("KUBERNETES_VERSIONS")[0]);
+        args[1] = profile.to_string_lossy().into_owned();
+        for set in [
+            format!("dataDir={DATA}"),
+            format!(
+                "components.hosts-sync.binary={}",
+                env!("CARGO_BIN_EXE_kubeunit")
+            ),
+        ] {
+            args.push("--set".into());
+            args.push(set);
+        }
+        let o = run(kubeunit()
+            .env("SOURCE_DATE_EPOCH", test_epoch())
+            .arg("gen")
+            .args(&args)
+            .args(["--state-dir", STATE, "--out"])
+            .arg(out));
+        assert!(o.status.success(), "gen: {}", text(&o));
+    };
+    let boot = |name: &'static str, address: &'static str, out: &Path| {
+        let c = Container::boot_host(
+            &format!("j-{name}"),
+            &format!("{BRIDGE},{address}/24,{GATEWAY}"),
+            &[
+                &format!("--bind-ro={}", out.display()),
+                &format!(
+                    "--bind={}:{DATA}",
+                    work.join(format!("{name}.data")).display()
+                ),
+            ],
+        );
+        let h = Host {
+            name,
+            address,
+            control_plane: name == "cp-1",
+            c,
+        };
+        let src = out.join(name);
+        let o =
+            h.c.kubeunit(&["import", &src.to_string_lossy(), "--state-dir", STATE]);
+        assert!(o.status.success(), "import on {name}: {}", text(&o));
+        h
+    };
+
+    // Two hosts, up.
+    let out = work.join("out");
+    gen(&two_hosts_and_a_joining_one(&work, None), &out);
+    let cp1 = boot("cp-1", HOSTS[0].1, &out);
+    let w1 = boot("worker-1", HOSTS[3].1, &out);
+    start_all(&[&cp1, &w1]);
+    let two = vec!["cp-1".to_string(), "worker-1".to_string()];
+    wait_for("2 Ready nodes", Duration::from_secs(180), || {
+        ready_nodes(&out, "cp-1") == two
+    });
+    let before = [host_hashes(&cp1), host_hashes(&w1)];
+
+    // A token from cp-1, and worker-2's dir alone, rendered with it and cp-1's CA certificate.
+    let o = cp1.ku(&["token", "create", "--description", "worker-2"]);
+    assert!(o.status.success(), "token create: {}", text(&o));
+    let token = work.join("token");
+    std::fs::write(&token, &o.stdout).unwrap();
+    let later = work.join("later");
+    let ca = out.join("cp-1/pki/ca.crt");
+    gen(
+        &two_hosts_and_a_joining_one(&work, Some((&token, &ca))),
+        &later,
+    );
+    let w2 = boot("worker-2", HOSTS[4].1, &later);
+    let o = w2.ku(&["start"]);
+    assert!(o.status.success(), "start on worker-2: {}", text(&o));
+
+    // Its node Ready, its serving certificate approved by cp-1's sync.
+    let three = vec![
+        "cp-1".to_string(),
+        "worker-1".to_string(),
+        "worker-2".to_string(),
+    ];
+    wait_for("3 Ready nodes", Duration::from_secs(180), || {
+        ready_nodes(&out, "cp-1") == three
+    });
+    wait_shown(
+        &out,
+        "worker-2's serving certificate approved",
+        Duration::from_secs(120),
+        || {
+            let o = kubectl(
+            &out,
+            "cp-1",
+            &["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{\"\\n\"}{end}"],
+        );
+            text(&o).contains("kubernetes.io/kubelet-serving system:node:worker-2 Approved")
+        },
+    );
+
+    // A pod on worker-2 behind a Service, reached from a pod on worker-1 (pod to pod across
+    // hosts, by the routes each sync added); logs from worker-2's kubelet (cp-1's API server
+    // to its serving certificate).
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let pods = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: joined, labels: {{app: joined}}}}
+spec:
+  nodeName: worker-2
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: c, image: {image}, command: [sh, -c, "mkdir -p /w && echo hello from worker-2 >/w/index.html && exec httpd -f -p 8080 -h /w"]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: joined}}
+spec: {{selector: {{app: joined}}, ports: [{{port: 80, targetPort: 8080}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: asker}}
+spec:
+  nodeName: worker-1
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: c, image: {image}, command: [sleep, "3600"]}}]
+"#
+    );
+    wait_for(
+        "the default service account",
+        Duration::from_secs(60),
+        || {
+            kubectl(&out, "cp-1", &["get", "serviceaccount", "default"])
+                .status
+                .success()
+        },
+    );
+    let manifest = work.join("pods.yaml");
+    std::fs::write(&manifest, pods).unwrap();
+    kubectl_ok(&out, "cp-1", &["apply", "-f", &manifest.to_string_lossy()]);
+    kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/joined",
+            "pod/asker",
+            "--timeout=180s",
+        ],
+    );
+    wait_shown(
+        &out,
+        "worker-2's pod by its Service from worker-1's",
+        Duration::from_secs(60),
+        || {
+            let o = kubectl(
+            &out,
+            "cp-1",
+            &["exec", "asker", "--", "sh", "-c",
+              "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 joined.default.svc.cluster.local 80"],
+        );
+            text(&o).contains("hello from worker-2")
+        },
+    );
+    kubectl_ok(&out, "cp-1", &["logs", "joined"]);
+
+    // Nothing of the other hosts changed: their state dirs and units are as before.
+    assert_eq!(before, [host_hashes(&cp1), host_hashes(&w1)]);
 }
 
 /// `ha`'s hosts as a profile of its own, the last `joins` of them joining later with `token`.
