@@ -1080,6 +1080,136 @@ fn host_dirs_are_reproducible_hold_only_their_own_keys_and_agree() {
     );
 }
 
+/// The sandbox of `a_remote_added_at_run_time_is_a_rendered_one`, in a network and mount
+/// namespace of its own (a private /run), with this host's address (worker-1's) on `hosts0`: the
+/// node-network.sh that names worker-2 as a remote (`$1`), and the one that does not (`$2`), which
+/// adds it at run time (`$3`: its address, pod network and link). Prints `key: value` lines.
+const REMOTE_SANDBOX: &str = r#"set -u
+static=$1 dynamic=$2
+mount -t tmpfs kubeunit-it /run
+ip link set lo up
+ip link add hosts0 type veth peer name hosts1
+ip addr add 198.19.254.21/24 dev hosts0
+ip link set hosts0 up
+ip link set hosts1 up
+# What the host has of kubeunit's (but node-network's marker of an added remote, which is how it
+# knows it).
+state() {
+  grep -H . /proc/sys/net/ipv4/conf/*/forwarding
+  ip rule
+  ip route show table all | grep -v -e 'table local' -e '^local ' -e '^broadcast ' -e '^multicast '
+  iptables-save | grep -e '^-' -e '^:KU'
+  find /run/kubeunit 2>/dev/null | grep -v '\.remote\.' | sort
+}
+same() { if cmp -s "$1" "$2"; then echo yes; else echo no; diff "$1" "$2" >&2; fi; }
+run() { sh "$@" >/run/log 2>&1 || { echo "$*: failed"; cat /run/log; }; }
+state >/run/before
+run "$static" up
+state >/run/static
+run "$static" down
+run "$dynamic" up
+state >/run/without
+run "$dynamic" add $3
+state >/run/added
+echo "added as rendered: $(same /run/static /run/added)"
+run "$dynamic" add $3
+state >/run/again
+echo "added again: $(same /run/added /run/again)"
+echo "remotes: $(sh "$dynamic" remotes)"
+run "$dynamic" remove "${3%% *}"
+state >/run/removed
+echo "removed: $(same /run/without /run/removed)"
+run "$dynamic" add $3
+run "$dynamic" down
+state >/run/after
+rmdir /run/kubeunit 2>/dev/null || true
+state >/run/after
+echo "after down: $(same /run/before /run/after)"
+"#;
+
+/// node-network.sh `add` of a remote (a host that joined later, as `kubeunit hosts sync` adds it)
+/// has exactly the effects of the same remote rendered by `gen` (routes in both tables, the rule of
+/// its uplink and the uplink's forwarding held, the egress filter's RETURN rules), again changes
+/// nothing, `remove` takes exactly that away, and `down` removes an added one too.
+#[test]
+fn a_remote_added_at_run_time_is_a_rendered_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = |hosts: usize| {
+        let lines: Vec<String> = [HOSTS[0], HOSTS[3], HOSTS[4]][..hosts]
+            .iter()
+            .map(|(n, a, cp)| {
+                let roles = if *cp {
+                    "[etcd, control-plane]"
+                } else {
+                    "[worker]"
+                };
+                format!("  - {{name: {n}, address: {a}, roles: {roles}}}")
+            })
+            .collect();
+        let path = tmp.path().join(format!("remote-{hosts}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "extends: ha\nnetwork: {{egress: on}}\naddons: {{loadBalancer: false}}\nhosts:\n{}\n",
+                lines.join("\n")
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
+    for (out, hosts) in [(&with, 3), (&without, 2)] {
+        let bin = executable_bin_dir(&out.parent().unwrap().join("bin"));
+        let o = run(kubeunit()
+            .env("SOURCE_DATE_EPOCH", test_epoch())
+            // Rendered with egress on, as on a connected machine; the sandbox reaches nothing.
+            .env("KUBEUNIT_OFFLINE", "0")
+            .args(["gen", "--seed", "5", "--state-dir", STATE, "--bin-dir"])
+            .arg(&bin)
+            .arg("--profile")
+            .arg(profile(hosts))
+            .arg("--out")
+            .arg(out));
+        assert!(o.status.success(), "gen: {}", text(&o));
+    }
+    let script = |out: &Path| out.join("worker-1/config/node-network.sh");
+    let rendered = std::fs::read_to_string(script(&with)).unwrap();
+    let remote = rendered
+        .lines()
+        .map(|l| l.trim_start_matches("remotes='"))
+        .find(|l| l.starts_with("198.19.254.22 "))
+        .expect("worker-2 a remote of worker-1's")
+        .to_string();
+    // The state dir's scripts name their copies in /run; the sandbox's /run is its own.
+    let out = in_net_sandbox(
+        REMOTE_SANDBOX,
+        &[
+            script(&with).as_os_str(),
+            script(&without).as_os_str(),
+            remote.as_ref(),
+        ],
+    );
+    let t = text(&out);
+    let lines: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for key in ["added as rendered", "removed", "after down"] {
+        assert_eq!(
+            lines.get(key).map(String::as_str),
+            Some("yes"),
+            "{key}: {t}"
+        );
+    }
+    assert_eq!(
+        lines.get("added again").map(String::as_str),
+        Some("yes"),
+        "{t}"
+    );
+    assert_eq!(lines.get("remotes"), Some(&remote), "{t}");
+}
+
 /// What a host has of the environment, as hashes: every file of its state dir, and the units
 /// `start` made (their transient unit files; not the pods' slices, the kubelet's).
 fn host_hashes(h: &Host) -> String {
