@@ -145,6 +145,28 @@ fn ready_nodes(out: &Path, host: &str) -> Vec<String> {
     ready
 }
 
+/// Apply `manifest` at cp-1 once the default service account is there (the controller-manager's
+/// leader makes it a moment after it starts leading), and wait until `pods` are Ready.
+fn apply_pods(out: &Path, work: &Path, manifest: &str, pods: &[&str], seconds: u64) {
+    wait_for(
+        "the default service account",
+        Duration::from_secs(60),
+        || {
+            kubectl(out, "cp-1", &["get", "serviceaccount", "default"])
+                .status
+                .success()
+        },
+    );
+    let file = work.join("pods.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    kubectl_ok(out, "cp-1", &["apply", "-f", &file.to_string_lossy()]);
+    let mut args = vec!["wait".to_string(), "--for=condition=Ready".into()];
+    args.extend(pods.iter().map(|p| format!("pod/{p}")));
+    args.push(format!("--timeout={seconds}s"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    kubectl_ok(out, "cp-1", &args);
+}
+
 /// Start every host at once (the etcd members wait for each other), each `kubeunit start`.
 fn start_all(hosts: &[&Host]) {
     std::thread::scope(|s| {
@@ -266,31 +288,7 @@ spec:
   containers: [{{name: c, image: {image}, command: [sleep, "3600"]}}]
 "#
     );
-    // (The controller-manager's leader makes the namespace's service account a moment after it
-    // starts leading.)
-    wait_for(
-        "the default service account",
-        Duration::from_secs(60),
-        || {
-            kubectl(&out, "cp-1", &["get", "serviceaccount", "default"])
-                .status
-                .success()
-        },
-    );
-    let manifest = work.join("pods.yaml");
-    std::fs::write(&manifest, pods).unwrap();
-    kubectl_ok(&out, "cp-1", &["apply", "-f", &manifest.to_string_lossy()]);
-    kubectl_ok(
-        &out,
-        "cp-1",
-        &[
-            "wait",
-            "--for=condition=Ready",
-            "pod/server",
-            "pod/client",
-            "--timeout=120s",
-        ],
-    );
+    apply_pods(&out, &work, &pods, &["server", "client"], 120);
     let ip_of = |pod: &str| {
         kubectl_ok(
             &out,
@@ -1134,31 +1132,13 @@ echo "after down: $(same /run/before /run/after)"
 #[test]
 fn a_remote_added_at_run_time_is_a_rendered_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let profile = |hosts: usize| {
-        let lines: Vec<String> = [HOSTS[0], HOSTS[3], HOSTS[4]][..hosts]
-            .iter()
-            .map(|(n, a, cp)| {
-                let roles = if *cp {
-                    "[etcd, control-plane]"
-                } else {
-                    "[worker]"
-                };
-                format!("  - {{name: {n}, address: {a}, roles: {roles}}}")
-            })
-            .collect();
-        let path = tmp.path().join(format!("remote-{hosts}.yaml"));
-        std::fs::write(
-            &path,
-            format!(
-                "extends: ha\nnetwork: {{egress: on}}\naddons: {{loadBalancer: false}}\nhosts:\n{}\n",
-                lines.join("\n")
-            ),
-        )
-        .unwrap();
-        path
-    };
+    let hosts = [HOSTS[0], HOSTS[3], HOSTS[4]];
+    let head = "network: {egress: on}\naddons: {loadBalancer: false}\n";
+    let none = (Path::new(""), Path::new(""));
+    let profile =
+        |n: usize| hosts_profile(tmp.path(), &format!("{n}.yaml"), head, &hosts[..n], 0, none);
     let (with, without) = (tmp.path().join("with"), tmp.path().join("without"));
-    for (out, hosts) in [(&with, 3), (&without, 2)] {
+    for (out, n) in [(&with, 3), (&without, 2)] {
         let bin = executable_bin_dir(&out.parent().unwrap().join("bin"));
         let o = run(kubeunit()
             .env("SOURCE_DATE_EPOCH", test_epoch())
@@ -1167,7 +1147,7 @@ fn a_remote_added_at_run_time_is_a_rendered_one() {
             .args(["gen", "--seed", "5", "--state-dir", STATE, "--bin-dir"])
             .arg(&bin)
             .arg("--profile")
-            .arg(profile(hosts))
+            .arg(profile(n))
             .arg("--out")
             .arg(out));
         assert!(o.status.success(), "gen: {}", text(&o));
@@ -1210,6 +1190,45 @@ fn a_remote_added_at_run_time_is_a_rendered_one() {
     assert_eq!(lines.get("remotes"), Some(&remote), "{t}");
 }
 
+/// A host of `HOSTS` as an entry of a profile's `hosts:`, with `more` (", join: {...}").
+fn host_line((name, address, cp): (&str, &str, bool), more: &str) -> String {
+    let roles = if cp {
+        "[etcd, control-plane]"
+    } else {
+        "[worker]"
+    };
+    format!("  - {{name: {name}, address: {address}, roles: {roles}{more}}}")
+}
+
+/// A profile that extends `ha` with `head` (more of its keys) and `hosts`, the last `joins` of
+/// them joining later with `join` (the token file and the CA's certificate), as `dir/name`.
+fn hosts_profile(
+    dir: &Path,
+    name: &str,
+    head: &str,
+    hosts: &[(&'static str, &'static str, bool)],
+    joins: usize,
+    join: (&Path, &Path),
+) -> PathBuf {
+    let more = format!(
+        ", join: {{tokenFile: {}, caFile: {}}}",
+        join.0.display(),
+        join.1.display()
+    );
+    let lines: Vec<String> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| host_line(*h, if i + joins >= hosts.len() { &more } else { "" }))
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("extends: ha\n{head}hosts:\n{}\n", lines.join("\n")),
+    )
+    .unwrap();
+    path
+}
+
 /// What a host has of the environment, as hashes: every file of its state dir, and the units
 /// `start` made (their transient unit files; not the pods' slices, the kubelet's).
 fn host_hashes(h: &Host) -> String {
@@ -1220,39 +1239,6 @@ fn host_hashes(h: &Host) -> String {
     ));
     assert!(o.status.success(), "hashes on {}: {}", h.name, text(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// cp-1 and worker-1 of `ha` (no LoadBalancer addon), and worker-2 joining later with `join`
-/// (`tokenFile` and `caFile`) if given.
-fn two_hosts_and_a_joining_one(dir: &Path, join: Option<(&Path, &Path)>) -> PathBuf {
-    let mut hosts = vec![
-        format!(
-            "  - {{name: cp-1, address: {}, roles: [etcd, control-plane]}}",
-            HOSTS[0].1
-        ),
-        format!(
-            "  - {{name: worker-1, address: {}, roles: [worker]}}",
-            HOSTS[3].1
-        ),
-    ];
-    if let Some((token, ca)) = join {
-        hosts.push(format!(
-            "  - {{name: worker-2, address: {}, roles: [worker], join: {{tokenFile: {}, caFile: {}}}}}",
-            HOSTS[4].1,
-            token.display(),
-            ca.display()
-        ));
-    }
-    let path = dir.join(format!("join-{}.yaml", hosts.len()));
-    std::fs::write(
-        &path,
-        format!(
-            "extends: ha\naddons: {{loadBalancer: false}}\nhosts:\n{}\n",
-            hosts.join("\n")
-        ),
-    )
-    .unwrap();
-    path
 }
 
 #[test]
@@ -1310,7 +1296,12 @@ fn a_worker_joins_later_by_token_and_no_other_host_changes() {
 
     // Two hosts, up.
     let out = work.join("out");
-    gen(&two_hosts_and_a_joining_one(&work, None), &out);
+    let lb_off = "addons: {loadBalancer: false}\n";
+    let (none, first) = ((Path::new(""), Path::new("")), [HOSTS[0], HOSTS[3]]);
+    gen(
+        &hosts_profile(&work, "two.yaml", lb_off, &first, 0, none),
+        &out,
+    );
     let cp1 = boot("cp-1", HOSTS[0].1, &out);
     let w1 = boot("worker-1", HOSTS[3].1, &out);
     start_all(&[&cp1, &w1]);
@@ -1327,10 +1318,9 @@ fn a_worker_joins_later_by_token_and_no_other_host_changes() {
     std::fs::write(&token, &o.stdout).unwrap();
     let later = work.join("later");
     let ca = out.join("cp-1/pki/ca.crt");
-    gen(
-        &two_hosts_and_a_joining_one(&work, Some((&token, &ca))),
-        &later,
-    );
+    let all = [HOSTS[0], HOSTS[3], HOSTS[4]];
+    let joining = hosts_profile(&work, "three.yaml", lb_off, &all, 1, (&token, &ca));
+    gen(&joining, &later);
     let w2 = boot("worker-2", HOSTS[4].1, &later);
     let o = w2.ku(&["start"]);
     assert!(o.status.success(), "start on worker-2: {}", text(&o));
@@ -1385,29 +1375,7 @@ spec:
   containers: [{{name: c, image: {image}, command: [sleep, "3600"]}}]
 "#
     );
-    wait_for(
-        "the default service account",
-        Duration::from_secs(60),
-        || {
-            kubectl(&out, "cp-1", &["get", "serviceaccount", "default"])
-                .status
-                .success()
-        },
-    );
-    let manifest = work.join("pods.yaml");
-    std::fs::write(&manifest, pods).unwrap();
-    kubectl_ok(&out, "cp-1", &["apply", "-f", &manifest.to_string_lossy()]);
-    kubectl_ok(
-        &out,
-        "cp-1",
-        &[
-            "wait",
-            "--for=condition=Ready",
-            "pod/joined",
-            "pod/asker",
-            "--timeout=180s",
-        ],
-    );
+    apply_pods(&out, &work, &pods, &["joined", "asker"], 180);
     wait_shown(
         &out,
         "worker-2's pod by its Service from worker-1's",
@@ -1428,38 +1396,6 @@ spec:
     assert_eq!(before, [host_hashes(&cp1), host_hashes(&w1)]);
 }
 
-/// `ha`'s hosts as a profile of its own, the last `joins` of them joining later with `token`.
-fn ha_with_joining(dir: &Path, hosts: usize, joins: usize, token: &Path, ca: &Path) -> PathBuf {
-    let lines: Vec<String> = HOSTS[..hosts]
-        .iter()
-        .enumerate()
-        .map(|(i, (n, a, cp))| {
-            let roles = if *cp {
-                "[etcd, control-plane]"
-            } else {
-                "[worker]"
-            };
-            let join = if i >= hosts - joins {
-                format!(
-                    ", join: {{tokenFile: {}, caFile: {}}}",
-                    token.display(),
-                    ca.display()
-                )
-            } else {
-                String::new()
-            };
-            format!("  - {{name: {n}, address: {a}, roles: {roles}{join}}}")
-        })
-        .collect();
-    let path = dir.join(format!("ha-{hosts}-{joins}.yaml"));
-    std::fs::write(
-        &path,
-        format!("extends: ha\nhosts:\n{}\n", lines.join("\n")),
-    )
-    .unwrap();
-    path
-}
-
 #[test]
 fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_dir() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1470,8 +1406,14 @@ fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_di
     // The hosts first; worker-2 joins later, given their CA's certificate.
     let ca = without.join("cp-1/pki/ca.crt");
     for (out, profile) in [
-        (&without, ha_with_joining(tmp.path(), 4, 0, &token, &ca)),
-        (&with, ha_with_joining(tmp.path(), 5, 1, &token, &ca)),
+        (
+            &without,
+            hosts_profile(tmp.path(), "4.yaml", "", &HOSTS[..4], 0, (&token, &ca)),
+        ),
+        (
+            &with,
+            hosts_profile(tmp.path(), "5.yaml", "", &HOSTS, 1, (&token, &ca)),
+        ),
     ] {
         let o = gen_profile_hosts(&profile.to_string_lossy(), out, &["--seed", "5"]);
         assert!(o.status.success(), "gen: {}", text(&o));
@@ -1609,17 +1551,7 @@ fn a_profile_with_hosts_is_refused_when_wrong_and_needs_out() {
     }
     // A host of the `ha` profile's list changed, as a profile of its own that extends it.
     let with_host = |i: usize, entry: &str| {
-        let mut hosts: Vec<String> = HOSTS
-            .iter()
-            .map(|(n, a, cp)| {
-                let roles = if *cp {
-                    "[etcd, control-plane]"
-                } else {
-                    "[worker]"
-                };
-                format!("  - {{name: {n}, address: {a}, roles: {roles}}}")
-            })
-            .collect();
+        let mut hosts: Vec<String> = HOSTS.iter().map(|h| host_line(*h, "")).collect();
         hosts[i] = format!("  - {entry}");
         let path = tmp
             .path()
