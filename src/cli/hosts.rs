@@ -138,8 +138,9 @@ pub fn exec(command: Command) -> Result<i32, Error> {
                         env.plan.state_dir.display(),
                         env.plan.name()
                     ),
-                    fix: "give the state dir of a host of an environment across hosts (--state-dir)"
-                        .into(),
+                    fix:
+                        "give the state dir of a host of an environment across hosts (--state-dir)"
+                            .into(),
                 });
             }
             let synced = crate::run::hosts_sync::sync(&env.plan)?;

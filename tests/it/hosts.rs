@@ -1376,17 +1376,24 @@ spec:
 "#
     );
     apply_pods(&out, &work, &pods, &["joined", "asker"], 180);
+    let service = kubectl_ok(
+        &out,
+        "cp-1",
+        &[
+            "get",
+            "service",
+            "joined",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let ask = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {service} 80");
     wait_shown(
         &out,
         "worker-2's pod by its Service from worker-1's",
         Duration::from_secs(60),
         || {
-            let o = kubectl(
-            &out,
-            "cp-1",
-            &["exec", "asker", "--", "sh", "-c",
-              "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 joined.default.svc.cluster.local 80"],
-        );
+            let o = kubectl(&out, "cp-1", &["exec", "asker", "--", "sh", "-c", &ask]);
             text(&o).contains("hello from worker-2")
         },
     );
