@@ -162,6 +162,9 @@ pub fn exec(command: Command) -> Result<i32, Error> {
                     for why in &synced.refused {
                         println!("left alone: {why}");
                     }
+                    if let Some(why) = &synced.waiting {
+                        println!("nothing to do yet: {why}");
+                    }
                 }
             }
             Ok(0)

@@ -299,6 +299,9 @@ pub struct Synced {
     pub approved: Vec<String>,
     /// Claims and CSRs left alone, and why.
     pub refused: Vec<String>,
+    /// Why nothing was asked yet (a joining node whose kubelet holds no certificate yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// This host's view of the hosts: what it checks claims against.
@@ -407,6 +410,19 @@ fn node_network(plan: &Plan, args: &[String]) -> Result<String, Error> {
 /// Once: routes to the joined nodes as their claims hold, and (on a control-plane host) their
 /// serving certificates approved.
 pub fn sync(plan: &Plan) -> Result<Synced, Error> {
+    let pem = plan
+        .kubelet_cert_dir()
+        .join(crate::spec::join::KUBELET_CLIENT_PEM);
+    if plan.joins() && !pem.exists() {
+        return Ok(Synced {
+            waiting: Some(format!(
+                "node {}'s kubelet holds no client certificate yet ({})",
+                plan.node().name,
+                pem.display()
+            )),
+            ..Synced::default()
+        });
+    }
     let urls = crate::components::api_urls(plan);
     let agent = agent(plan)?;
     let nodes = call(&urls, &agent, "listing the Nodes", |a, base| {

@@ -1387,16 +1387,47 @@ spec:
             "jsonpath={.spec.clusterIP}",
         ],
     );
-    let ask = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {service} 80");
-    wait_shown(
+    let pod_ip = kubectl_ok(
         &out,
-        "worker-2's pod by its Service from worker-1's",
-        Duration::from_secs(60),
-        || {
-            let o = kubectl(&out, "cp-1", &["exec", "asker", "--", "sh", "-c", &ask]);
-            text(&o).contains("hello from worker-2")
-        },
+        "cp-1",
+        &["get", "pod", "joined", "-o", "jsonpath={.status.podIP}"],
     );
+    // What the hosts route, shown once when an ask fails (the routes of the pod networks, the
+    // rules, the packets the filters and NAT saw).
+    let diagnose = || {
+        for h in [&cp1, &w1, &w2] {
+            let o = h.c.sh(
+                "ip rule; ip route show table all | grep -e 10.88 -e 198.18 -e 198.19; \
+                 iptables-save -c | grep -v '^#'; \
+                 nsenter --net=/run/netns/kubeunit-ha sh -c 'ip route; iptables-save -c -t nat | grep -e 10.88.2 -e 10.0.0'",
+            );
+            eprintln!("--- {}:\n{}", h.name, text(&o));
+        }
+    };
+    for (what, address, port) in [
+        ("worker-2's pod from worker-1's", pod_ip.as_str(), "8080"),
+        (
+            "worker-2's pod by its Service from worker-1's",
+            service.as_str(),
+            "80",
+        ),
+    ] {
+        let ask =
+            format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | timeout 10 nc -w 5 {address} {port}");
+        let mut asked = 0;
+        wait_shown(&out, what, Duration::from_secs(90), || {
+            let o = kubectl(&out, "cp-1", &["exec", "asker", "--", "sh", "-c", &ask]);
+            asked += 1;
+            let ok = text(&o).contains("hello from worker-2");
+            if !ok {
+                eprintln!("{what}, ask {asked}: {}", text(&o));
+                if asked == 3 {
+                    diagnose();
+                }
+            }
+            ok
+        });
+    }
     kubectl_ok(&out, "cp-1", &["logs", "joined"]);
 
     // Nothing of the other hosts changed: their state dirs and units are as before.
