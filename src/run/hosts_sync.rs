@@ -436,8 +436,23 @@ pub fn sync(plan: &Plan) -> Result<Synced, Error> {
         .filter(|c| c.node != own)
         .collect();
     let (ok, mut refused) = check(&known(plan), &claims);
-    let mut synced = Synced::default();
+    let wanted: Vec<Remote> = ok.iter().map(|(_, r)| r.clone()).collect();
+    let (removed, added) = route(plan, &wanted)?;
+    let approved = match plan.here_has(HostRole::ControlPlane) && !plan.joins() {
+        true => approve(&urls, &agent, &items, ok, &mut refused)?,
+        false => vec![],
+    };
+    Ok(Synced {
+        added,
+        removed,
+        approved,
+        refused,
+        waiting: None,
+    })
+}
 
+/// node-network's added remotes made exactly `wanted`: what it removed and added.
+fn route(plan: &Plan, wanted: &[Remote]) -> Result<(Vec<Ipv4Addr>, Vec<Remote>), Error> {
     let current: Vec<Remote> = node_network(plan, &["remotes".into()])?
         .lines()
         .filter_map(|l| {
@@ -449,70 +464,77 @@ pub fn sync(plan: &Plan) -> Result<Synced, Error> {
             })
         })
         .collect();
-    let wanted: Vec<Remote> = ok.iter().map(|(_, r)| r.clone()).collect();
-    let (remove, add) = changes(&current, &wanted);
-    for address in remove {
+    let (remove, add) = changes(&current, wanted);
+    for address in &remove {
         node_network(plan, &["remove".into(), address.to_string()])?;
-        synced.removed.push(address);
     }
-    for r in add {
+    for r in &add {
+        let (address, pods, links) = (r.address, r.pod_cidr, r.link_net);
         node_network(
             plan,
             &[
                 "add".into(),
-                r.address.to_string(),
-                r.pod_cidr.to_string(),
-                r.link_net.to_string(),
+                address.to_string(),
+                pods.to_string(),
+                links.to_string(),
             ],
         )?;
-        synced.added.push(r);
     }
+    Ok((remove, add))
+}
 
-    if plan.here_has(HostRole::ControlPlane) && !plan.joins() {
-        let joined: Vec<(String, Remote, Vec<String>)> = ok
-            .into_iter()
-            .map(|(name, r)| {
-                let addresses = items
-                    .iter()
-                    .find(|n| n["metadata"]["name"] == name.as_str())
-                    .and_then(|n| n["status"]["addresses"].as_array().cloned())
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|a| a["address"].as_str().map(String::from))
-                    .collect();
-                (name, r, addresses)
-            })
-            .collect();
-        let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-        let csrs = call(&urls, &agent, "listing the CSRs", |a, base| {
-            a.get(&format!("{base}{path}")).call()
-        })?;
-        for item in csrs["items"].as_array().cloned().unwrap_or_default() {
-            let Some(csr) = serving_csr(&item) else {
-                continue;
-            };
-            if let Some(why) = csr_problem(&csr, &joined) {
-                refused.push(format!("CSR {}: {why}", csr.name));
-                continue;
-            }
-            let mut body = item.clone();
-            body["status"]["conditions"] = json!([{
-                "type": "Approved",
-                "status": "True",
-                "reason": "KubeunitHostsSync",
-                "message": "the serving certificate of a joined node, naming its name and addresses (kubeunit hosts sync)",
-            }]);
-            let what = format!("approving CSR {}", csr.name);
-            call(&urls, &agent, &what, |a, base| {
-                a.put(&format!("{base}{path}/{}/approval", csr.name))
-                    .header("Content-Type", "application/json")
-                    .send(body.to_string().as_bytes())
-            })?;
-            synced.approved.push(csr.name);
+/// The pending kubelet-serving CSRs of the joined nodes `ok` (of the Nodes `items`) approved where
+/// `csr_problem` finds nothing; the others' reasons go to `refused`.
+fn approve(
+    urls: &[String],
+    agent: &ureq::Agent,
+    items: &[Value],
+    ok: Vec<(String, Remote)>,
+    refused: &mut Vec<String>,
+) -> Result<Vec<String>, Error> {
+    let joined: Vec<(String, Remote, Vec<String>)> = ok
+        .into_iter()
+        .map(|(name, r)| {
+            let addresses = items
+                .iter()
+                .find(|n| n["metadata"]["name"] == name.as_str())
+                .and_then(|n| n["status"]["addresses"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|a| a["address"].as_str().map(String::from))
+                .collect();
+            (name, r, addresses)
+        })
+        .collect();
+    let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let csrs = call(urls, agent, "listing the CSRs", |a, base| {
+        a.get(&format!("{base}{path}")).call()
+    })?;
+    let mut approved = Vec::new();
+    for item in csrs["items"].as_array().cloned().unwrap_or_default() {
+        let Some(csr) = serving_csr(&item) else {
+            continue;
+        };
+        if let Some(why) = csr_problem(&csr, &joined) {
+            refused.push(format!("CSR {}: {why}", csr.name));
+            continue;
         }
+        let mut body = item.clone();
+        body["status"]["conditions"] = json!([{
+            "type": "Approved",
+            "status": "True",
+            "reason": "KubeunitHostsSync",
+            "message": "the serving certificate of a joined node, naming its name and addresses (kubeunit hosts sync)",
+        }]);
+        let what = format!("approving CSR {}", csr.name);
+        call(urls, agent, &what, |a, base| {
+            a.put(&format!("{base}{path}/{}/approval", csr.name))
+                .header("Content-Type", "application/json")
+                .send(body.to_string().as_bytes())
+        })?;
+        approved.push(csr.name);
     }
-    synced.refused = refused;
-    Ok(synced)
+    Ok(approved)
 }
 
 /// The kubelet's start hook on a host that joined later: once its kubelet holds its client
