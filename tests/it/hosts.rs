@@ -1432,6 +1432,8 @@ spec:
 
     // Nothing of the other hosts changed: their state dirs and units are as before.
     assert_eq!(before, [host_hashes(&cp1), host_hashes(&w1)]);
+    drop((cp1, w1, w2));
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 #[test]
