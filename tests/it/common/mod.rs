@@ -8,6 +8,7 @@ pub mod history;
 pub mod internet;
 pub mod ports;
 pub mod releases;
+pub mod vm;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
