@@ -14,10 +14,8 @@ exec 9>"$cache/.rootfs.lock"
 flock 9
 if [ -f "$rootfs/.complete" ]; then echo "$rootfs"; exit 0; fi
 command -v debootstrap >/dev/null || { echo "build-rootfs: debootstrap missing (scripts/install-deps.sh)" >&2; exit 1; }
-# Use the mirror apt already uses on this machine (no host named here).
-mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
-[ -n "$mirror" ] || mirror=$(sed -n 's/^deb \([^ ]*\/debian\) .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -n1)
-[ -n "$mirror" ] || { echo "build-rootfs: no Debian mirror found in apt's sources" >&2; exit 1; }
+die() { echo "build-rootfs: $*" >&2; exit 1; }
+mirror=$(debian_mirror)
 rm -rf "$rootfs.tmp"
 # haproxy: the API servers behind one address on a worker host of an environment across hosts.
 # iptables and conntrack: kube-proxy and the CNI bridge's masquerading run them on a node.

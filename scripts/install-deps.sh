@@ -14,8 +14,10 @@ done
 # checks it is static).
 # The tests' simulated internet (tests/it/common/internet.rs): iptables (its leak counter) and Debian's
 # /usr/bin/python3 (its web servers, standard library only).
+# The VM tests (tests/it/vms.rs): QEMU (TCG), qemu-img for copy-on-write overlays, genisoimage for the
+# cloud-init seed volumes.
 for pair in gcc:gcc make:make bzip2:bzip2 readelf:binutils pkg-config:pkg-config python3:python3 /usr/bin/python3:python3 dpkg-deb:dpkg \
-            iptables:iptables ip6tables:iptables; do
+            iptables:iptables ip6tables:iptables qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils genisoimage:genisoimage; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

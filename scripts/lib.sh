@@ -4,6 +4,16 @@
 # The cache: pinned binaries, the systemd rootfs, the dev container's log.
 kubeunit_cache() { printf '%s\n' "${KUBEUNIT_CACHE:-${HOME:-/root}/.cache/kubeunit-test}"; }
 
+# The Debian mirror apt already uses on this machine (no host named here), for debootstrap. Fails through the
+# caller's `die`.
+debian_mirror() {
+  local mirror
+  mirror=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+  [ -n "$mirror" ] || mirror=$(sed -n 's/^deb \([^ ]*\/debian\) .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -n1)
+  [ -n "$mirror" ] || die "no Debian mirror found in apt's sources"
+  echo "$mirror"
+}
+
 # mod_dir MODULE@VERSION: its source dir, downloaded into the Go module cache if needed (run outside any
 # module). Fails through the caller's `die`.
 mod_dir() {

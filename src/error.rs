@@ -182,9 +182,14 @@ impl Error {
 
     /// One field error of a profile.
     pub fn field(source_name: impl Into<String>, error: FieldError) -> Self {
+        Error::fields(source_name, vec![error])
+    }
+
+    /// Every wrong field of one profile (`source_name`), reported together.
+    pub fn fields(source_name: impl Into<String>, errors: Vec<FieldError>) -> Self {
         Error::Profile(FieldErrors {
             source_name: source_name.into(),
-            errors: vec![error],
+            errors,
         })
     }
 }

@@ -52,9 +52,10 @@ pub struct Args {
     /// puts it later): for builds such as Nix that produce it elsewhere.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Read nothing of this machine: no interface address, no clock, no SOURCE_DATE_EPOCH. The
-    /// profile (or --set) gives pki.epoch and, unless it binds a non-loopback address,
-    /// network.advertiseAddress. For builds whose output must not depend on where they run.
+    /// Read nothing of this machine: no interface address, no clock, no SOURCE_DATE_EPOCH, no DNS
+    /// name looked up. The profile (or --set) gives pki.epoch; network.advertiseAddress, unless
+    /// it binds a non-loopback address; and for a host given by DNS name, its
+    /// hosts[].resolvedAddress. For builds whose output must not depend on where they run.
     #[arg(long)]
     pub hermetic: bool,
     /// Output format.

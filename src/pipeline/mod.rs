@@ -542,6 +542,7 @@ mod tests {
                 address_v6: None,
                 epoch: time::OffsetDateTime::UNIX_EPOCH,
                 state_home: None,
+                host_addresses: Default::default(),
             };
             let result = profile("ci", &sets)
                 .and_then(|p| Plan::new(p, Path::new("/nonexistent/state"), &host))

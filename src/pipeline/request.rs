@@ -11,7 +11,7 @@ use crate::components;
 use crate::error::{Error, FieldError};
 use crate::pki::{Decision, Entropy};
 use crate::spec::profile::PortSpec;
-use crate::spec::{auto, host, paths, HostFacts, Plan, Profile};
+use crate::spec::{auto, host, paths, resolve, HostFacts, Plan, Profile};
 use crate::state::{self, Access, Difference, WriteSummary};
 
 /// What `kubeunit gen` was asked for.
@@ -189,16 +189,24 @@ fn resolve_ports(
     Ok(first.map(|first| (first, size)))
 }
 
-/// This machine's facts, or none with `--hermetic` (which then needs the profile's pki.epoch).
+/// This machine's facts, with the DNS names among the hosts' addresses looked up (once each, for
+/// every host's plan), or none with `--hermetic` (which then needs the profile's pki.epoch, and
+/// each name's address in the profile).
 fn host_facts(req: &GenRequest, profile: &Profile) -> Result<HostFacts, Error> {
     if !req.hermetic {
-        return Ok(HostFacts::gather());
+        let mut facts = HostFacts::gather();
+        facts.host_addresses = resolve::lookup(profile, &resolve::System)?;
+        return Ok(facts);
     }
     if profile.pki.epoch.as_deref().is_none_or(str::is_empty) {
         return Err(Error::Usage {
             message: "--hermetic reads no clock and no SOURCE_DATE_EPOCH, and the profile sets no pki.epoch".into(),
             fix: "name the certificates' start: --set pki.epoch=2026-01-01T00:00:00Z (RFC 3339 or Unix seconds)".into(),
         });
+    }
+    let unresolved = resolve::hermetic_errors(profile);
+    if !unresolved.is_empty() {
+        return Err(Error::fields("profile", unresolved));
     }
     Ok(HostFacts::none())
 }

@@ -30,7 +30,8 @@ pub enum Cn {
 #[derive(Debug, Clone, Copy)]
 pub enum Sans {
     None,
-    /// localhost, the node name, loopback and the plan's bind, advertise and local addresses.
+    /// localhost, the node name, loopback and the plan's bind, advertise and local addresses (and
+    /// across hosts the DNS name of this host's address, if it was given one).
     Local,
     /// The `kubernetes` Service names and first IP, then `Local`, the host's end of every node's
     /// link (where that node reaches it), then the profile's extraSANs.
@@ -409,7 +410,9 @@ pub fn specs_of(table: &[Cert], plan: &Plan) -> Vec<CertSpec> {
     out
 }
 
-/// localhost, the node's name, loopback and the plan's bind, advertise and local addresses.
+/// localhost, the node's name, loopback and the plan's bind, advertise and local addresses; across
+/// hosts, the DNS name this host's address was given as (`hosts[].address`), so that clients may
+/// use the name.
 fn local_sans(plan: &Plan, node: &NodePlan) -> Vec<String> {
     let mut local = vec![
         "localhost".to_string(),
@@ -422,6 +425,7 @@ fn local_sans(plan: &Plan, node: &NodePlan) -> Vec<String> {
             local.push(ip.to_string());
         }
     }
+    local.extend(plan.this_host().and_then(|h| h.dns_name.clone()));
     local
 }
 
@@ -556,6 +560,55 @@ mod tests {
             ..ca("ca", "k")
         };
         assert_eq!(check_tree(&[per_node_ca]), Err(TreeError::CaPerNode("ca")));
+    }
+
+    /// Across hosts, a host given by DNS name has it in every certificate that names its address
+    /// (the API server's, etcd's, the controller-manager's and scheduler's), beside the address;
+    /// nothing else changes.
+    #[test]
+    fn a_host_given_by_dns_name_has_it_beside_its_address_in_its_certificates() {
+        let (names, found) = crate::spec::resolve::ha_by_name("198.19.254.12");
+        let facts = crate::spec::HostFacts {
+            host_addresses: found,
+            ..crate::spec::HostFacts::fixed(Some("192.0.2.5"))
+        };
+        for host in ["cp-2", "worker-1"] {
+            let set = format!("host={host}");
+            let literal = specs(&Plan::for_tests("ha", &[&set]));
+            let named = specs(&Plan::for_tests_on("ha", &[&names, &set], &facts));
+            assert_eq!(literal.len(), named.len());
+            let name = format!("{host}.test");
+            let mut with_name = 0;
+            for (l, n) in literal.iter().zip(&named) {
+                assert_eq!(l.name, n.name);
+                let row = CERTS.iter().find(|c| c.name == l.name).map(|c| c.sans);
+                let mut expected = l.sans.clone();
+                if matches!(row, Some(Sans::Local | Sans::ApiServer)) {
+                    expected.push(name.clone());
+                    with_name += 1;
+                }
+                let mut got = n.sans.clone();
+                expected.sort();
+                got.sort();
+                assert_eq!(got, expected, "{host}: {}", l.name);
+            }
+            // A worker's certificates name its node's link, not the host's address.
+            assert_eq!(with_name > 0, host == "cp-2", "{host}");
+        }
+        let cp2 = specs(&Plan::for_tests_on("ha", &[&names, "host=cp-2"], &facts));
+        for cert in ["apiserver", "etcd/server", "etcd/peer"] {
+            let spec = cp2.iter().find(|s| s.name == cert).unwrap();
+            assert!(
+                spec.sans.contains(&"cp-2.test".to_string())
+                    && spec.sans.contains(&"198.19.254.12".to_string()),
+                "{cert}: {:?}",
+                spec.sans
+            );
+            assert!(
+                !spec.sans.iter().any(|s| s == "cp-1.test"),
+                "{cert}: only its own"
+            );
+        }
     }
 
     #[test]

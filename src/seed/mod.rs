@@ -300,7 +300,8 @@ fn host_address(
         .hosts
         .iter()
         .find(|e| e.name == h.host)
-        .and_then(|e| e.address.parse().ok())
+        // A DNS name's as gen resolved and recorded it.
+        .and_then(|e| crate::spec::resolve::address(e, &Default::default()))
         .ok_or_else(|| Error::Internal(format!("host {} checked without an address", h.host)))?;
     let Some(net) = opts.network else {
         return Ok(address);

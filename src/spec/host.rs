@@ -2,7 +2,8 @@
 //! and passed in, so that the rest of the pipeline is a pure function of its inputs. A Nix build or a
 //! test passes its own.
 
-use std::net::IpAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
@@ -23,13 +24,18 @@ pub struct HostFacts {
     /// Where the default state dirs are (`<state home>/NAME`): an environment there keeps the short
     /// unit names (`instance: auto`). `None`: nowhere known.
     pub state_home: Option<PathBuf>,
+    /// What the DNS names among `hosts[].address` resolved to (`spec::resolve::lookup`): `gen`
+    /// looks them up. Empty at run time and under `gen --hermetic`, where a name's address is
+    /// the one the profile records (`hosts[].resolvedAddress`).
+    pub host_addresses: BTreeMap<String, Ipv4Addr>,
 }
 
 /// The system manager's state home: default state dirs of root.
 pub const SYSTEM_STATE_HOME: &str = "/var/lib/kubeunit";
 
 impl HostFacts {
-    /// Read this host's interfaces, SOURCE_DATE_EPOCH and the clock.
+    /// Read this host's interfaces, SOURCE_DATE_EPOCH and the clock (no name is looked up:
+    /// `spec::resolve::lookup` does, for `gen`).
     pub fn gather() -> HostFacts {
         let epoch = std::env::var("SOURCE_DATE_EPOCH")
             .ok()
@@ -40,6 +46,7 @@ impl HostFacts {
             address_v6: host_address(true),
             epoch,
             state_home: Some(state_home()),
+            host_addresses: BTreeMap::new(),
         }
     }
 
@@ -52,6 +59,7 @@ impl HostFacts {
             address_v6: None,
             epoch: OffsetDateTime::UNIX_EPOCH,
             state_home: Some(PathBuf::from(SYSTEM_STATE_HOME)),
+            host_addresses: BTreeMap::new(),
         }
     }
 
@@ -63,6 +71,7 @@ impl HostFacts {
             address_v6: None,
             epoch: OffsetDateTime::UNIX_EPOCH,
             state_home: Some(PathBuf::from(SYSTEM_STATE_HOME)),
+            host_addresses: BTreeMap::new(),
         }
     }
 

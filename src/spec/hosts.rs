@@ -4,7 +4,7 @@
 //! stacked on the control-plane hosts, kubeadm's default HA topology). The plan is each host's view
 //! (`Profile::host`); `nodes::entries` makes the nodes of the hosts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use super::profile::{HostEntry, HostRole, NodeEntry, Nodes, PortSpec, Profile, Role};
@@ -93,19 +93,15 @@ fn host_without_hosts(p: &Profile) -> Option<FieldError> {
     })
 }
 
-/// Every host's own errors, host by host (name, address, roles), in host order. Names and
-/// addresses are checked against the hosts before, so the second of two alike is the one named.
+/// Every host's own errors, host by host (name, address, roles), in host order; then the
+/// addresses written as such, checked together (`address_errors`). Names are checked against the
+/// hosts before, so the second of two alike is the one named.
 fn each_host_errors(p: &Profile) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut names = BTreeSet::new();
-    let mut addresses = BTreeSet::new();
-    let cluster_nets: Vec<(&str, Option<ipnet::IpNet>)> = vec![
-        ("network.podCIDR", p.network.pod_cidr.parse().ok()),
-        ("network.serviceCIDR", p.network.service_cidr.parse().ok()),
-    ];
     for (i, h) in p.hosts.iter().enumerate() {
         errs.extend(host_name_error(i, h, &mut names));
-        errs.extend(host_address_errors(i, h, &mut addresses, &cluster_nets));
+        errs.extend(host_address_form_errors(i, h));
         errs.extend(host_roles_errors(i, h));
         errs.extend(host_join_errors(p, i, h));
     }
@@ -158,6 +154,7 @@ fn host_join_errors(p: &Profile, i: usize, h: &HostEntry) -> Vec<FieldError> {
             "give the absolute path of a copy of a control-plane host's pki/ca.crt (its state dir's)",
         ));
     }
+    errs.extend(address_errors(p, &written_addresses(p)));
     errs
 }
 
@@ -188,51 +185,115 @@ fn host_name_error<'h>(
     }
 }
 
-/// `hosts[i].address`: an IPv4 address the other hosts can reach, no host before has, and
-/// outside the cluster's own networks. `addresses` holds the addresses seen so far.
-fn host_address_errors(
-    i: usize,
-    h: &HostEntry,
-    addresses: &mut BTreeSet<Ipv4Addr>,
-    cluster_nets: &[(&str, Option<ipnet::IpNet>)],
-) -> Vec<FieldError> {
-    let field = format!("hosts[{i}].address");
+/// Whether `s` is a DNS name a host's address may be: lowercase labels of letters, digits and
+/// '-' (RFC 1123), at most 253 characters, no final dot, and a last label that is not all digits
+/// (so that a mistyped address, 192.168.60.256, is no name).
+pub fn is_address_name(s: &str) -> bool {
+    super::names::is_subdomain(s)
+        && s.rsplit('.')
+            .next()
+            .is_some_and(|tld| !tld.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Each host's address as written: an IPv4 address's own, `None` for a DNS name (resolved at
+/// the edge: `spec::resolve`).
+pub fn written_addresses(p: &Profile) -> Vec<Option<Ipv4Addr>> {
+    p.hosts.iter().map(|h| h.address.parse().ok()).collect()
+}
+
+/// `hosts[i].address`: an IPv4 address or a DNS name; `hosts[i].resolvedAddress`: what a name
+/// resolved to, an IPv4 address, and only of a name.
+fn host_address_form_errors(i: usize, h: &HostEntry) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    match h.address.parse::<Ipv4Addr>() {
-        Ok(a) if a.is_loopback() || a.is_unspecified() || a.is_multicast() || a.is_broadcast() => {
+    let name = h.dns_name();
+    if name.is_some_and(|n| !is_address_name(n)) {
+        errs.push(FieldError::new(
+            format!("hosts[{i}].address"),
+            format!("{:?}", h.address),
+            "neither an IPv4 address nor a DNS name (lowercase letters, digits and '-' in labels between dots, at most 253 characters)",
+            "write the host's address, e.g. 192.168.60.21, or a name gen resolves to it, e.g. cp-1.example.com",
+        ));
+    }
+    let field = format!("hosts[{i}].resolvedAddress");
+    if h.resolved_address.is_empty() {
+        return errs;
+    }
+    if name.is_none() {
+        errs.push(FieldError::new(
+            field,
+            format!("{:?}", h.resolved_address),
+            "the address is written as such: only a DNS name's is resolved",
+            "drop resolvedAddress",
+        ));
+    } else if h.resolved_address.parse::<Ipv4Addr>().is_err() {
+        errs.push(FieldError::new(
+            field,
+            format!("{:?}", h.resolved_address),
+            "not an IPv4 address",
+            "write the address the name resolves to, e.g. 192.168.60.21, or drop resolvedAddress (gen looks the name up)",
+        ));
+    }
+    errs
+}
+
+/// The hosts' addresses where known (`addresses`, in host order; `None`: a DNS name not resolved
+/// yet), checked together: each one other hosts can reach, no two alike (the second is named),
+/// none inside the cluster's own networks. Validation checks the addresses written as such; the
+/// plan checks them all again once the names are resolved, whatever resolved them.
+pub fn address_errors(p: &Profile, addresses: &[Option<Ipv4Addr>]) -> Vec<FieldError> {
+    let cluster_nets: Vec<(&str, Option<ipnet::IpNet>)> = vec![
+        ("network.podCIDR", p.network.pod_cidr.parse().ok()),
+        ("network.serviceCIDR", p.network.service_cidr.parse().ok()),
+    ];
+    // Address -> the first host that has it.
+    let mut seen: BTreeMap<Ipv4Addr, &HostEntry> = BTreeMap::new();
+    let mut errs = Vec::new();
+    for (i, (h, a)) in p.hosts.iter().zip(addresses).enumerate() {
+        let Some(a) = *a else { continue };
+        let field = format!("hosts[{i}].address");
+        // A name's fix is where it resolves, or the address written instead.
+        let (value, fix_name) = match h.dns_name() {
+            None => (h.address.clone(), String::new()),
+            Some(name) => (
+                format!("{name:?} (resolved to {a})"),
+                format!(" (make {name} resolve there, or write the address instead)"),
+            ),
+        };
+        if a.is_loopback() || a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
             errs.push(FieldError::new(
                 field,
-                &h.address,
+                value,
                 "not an address other hosts can reach",
-                "give the host's own IPv4 address on the network the hosts share",
-            ))
+                format!(
+                    "give the host's own IPv4 address on the network the hosts share{fix_name}"
+                ),
+            ));
+            continue;
         }
-        Ok(a) => {
-            if !addresses.insert(a) {
+        if let Some(first) = seen.get(&a) {
+            let whose = match first.dns_name() {
+                None => String::new(),
+                Some(name) => format!(", whose {name:?} resolved to it"),
+            };
+            errs.push(FieldError::new(
+                field.clone(),
+                &value,
+                format!("another host has this address: {:?}{whose}", first.name),
+                format!("give every host its own address{fix_name}"),
+            ));
+        } else {
+            seen.insert(a, h);
+        }
+        for (net_field, net) in &cluster_nets {
+            if net.is_some_and(|n| n.contains(&std::net::IpAddr::V4(a))) {
                 errs.push(FieldError::new(
                     field.clone(),
-                    &h.address,
-                    "another host has this address",
-                    "give every host its own address",
+                    &value,
+                    format!("inside {net_field}, which the cluster routes itself"),
+                    format!("give the host an address outside {net_field}{fix_name}, or move {net_field}"),
                 ));
             }
-            for (net_field, net) in cluster_nets {
-                if net.is_some_and(|n| n.contains(&std::net::IpAddr::V4(a))) {
-                    errs.push(FieldError::new(
-                        field.clone(),
-                        &h.address,
-                        format!("inside {net_field}, which the cluster routes itself"),
-                        format!("give the host an address outside {net_field}, or move {net_field}"),
-                    ));
-                }
-            }
         }
-        Err(_) => errs.push(FieldError::new(
-            field,
-            format!("{:?}", h.address),
-            "not an IPv4 address (the hosts' routes to each other's pods are made to it; DNS names are not taken yet)",
-            "write the host's address, e.g. 192.168.60.21",
-        )),
     }
     errs
 }
@@ -401,5 +462,88 @@ impl OnHosts {
             OnHosts::With(r) => roles.contains(&r),
             OnHosts::Without(r) => !roles.contains(&r),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::load;
+    use crate::spec::resolve::ha_hosts_at;
+
+    /// The errors of ha with host cp-1 at `address`, recording `resolved` for it.
+    fn errors_with_cp1(address: &str, resolved: &str) -> Vec<String> {
+        let (_, mut p) = load::layered("ha", &[]).unwrap();
+        p.hosts[0].address = address.into();
+        p.hosts[0].resolved_address = resolved.into();
+        errors(&p).iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn a_hosts_address_is_an_ipv4_address_or_a_dns_name() {
+        for ok in ["cp-1.test", "cp-1", "a.b-c.example.com", "x1.example"] {
+            let errs = errors_with_cp1(ok, "");
+            assert!(errs.is_empty(), "{ok}: {errs:?}");
+        }
+        let huge = format!("{}.test", "a".repeat(100_000));
+        let long_label = format!("{}.test", "a".repeat(64));
+        for bad in [
+            "cp-1..test",
+            "cp-1\n.test",
+            "cp-1.test\n",
+            huge.as_str(),
+            long_label.as_str(),
+            "192.168.60.256",
+            "10.1.2",
+            "CP-1.test",
+            "cp-1.test.",
+            ".cp-1.test",
+            "-cp.test",
+            "cp_1.test",
+            "cp-1.test:6443",
+            "fd00::1",
+            "",
+        ] {
+            let errs = errors_with_cp1(bad, "");
+            assert!(
+                errs.iter().any(|e| e.contains("hosts[0].address")
+                    && e.contains("neither an IPv4 address nor a DNS name")
+                    && e.contains("fix:")),
+                "{:.80?}: {errs:.300?}",
+                bad
+            );
+        }
+        // What a name resolved to, as gen records it: an IPv4 address, of a name only.
+        assert!(errors_with_cp1("cp-1.test", "198.19.254.11").is_empty());
+        for (address, resolved, says) in [
+            (
+                "198.19.254.11",
+                "198.19.254.11",
+                "only a DNS name's is resolved",
+            ),
+            ("cp-1.test", "cp-1.example", "not an IPv4 address"),
+            ("cp-1.test", "198.19.254.11\n", "not an IPv4 address"),
+        ] {
+            let errs = errors_with_cp1(address, resolved);
+            assert!(
+                errs.iter().any(|e| e.contains("hosts[0].resolvedAddress")
+                    && e.contains(says)
+                    && e.contains("fix:")),
+                "{address} {resolved:?}: {errs:?}"
+            );
+        }
+        // The checks of an address written as such wait for a name's resolution (the plan's).
+        let (_, p) = load::layered(
+            "ha",
+            &[ha_hosts_at([
+                "cp-1.test",
+                "cp-1.test",
+                "198.19.254.13",
+                "198.19.254.21",
+                "198.19.254.22",
+            ])],
+        )
+        .unwrap();
+        assert!(errors(&p).is_empty(), "{:?}", errors(&p));
     }
 }

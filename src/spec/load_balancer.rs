@@ -83,8 +83,13 @@ pub struct LoadBalancer {
 
 impl LoadBalancer {
     /// The environment's load balancer, if `addons.loadBalancer` is on. `host_name`: the
-    /// environment's name on this host (`Plan::host_name`). The profile was validated.
-    pub fn of(p: &Profile, host_name: &str) -> Result<Option<LoadBalancer>, Error> {
+    /// environment's name on this host (`Plan::host_name`); `addresses`: each host's address, a
+    /// DNS name's resolved (`Plan::hosts`), in host order. The profile was validated.
+    pub fn of(
+        p: &Profile,
+        host_name: &str,
+        addresses: &[Ipv4Addr],
+    ) -> Result<Option<LoadBalancer>, Error> {
         // Without a node there is no segment (node-network makes it) and nothing to announce on,
         // as CoreDNS without a node has nowhere to run: the addon is off.
         if !p.addons.load_balancer || !p.component("node-network").enabled {
@@ -103,8 +108,8 @@ impl LoadBalancer {
             match p.hosts.iter().position(|h| h.name == p.host) {
                 Some(i) => {
                     let h = &p.hosts[i];
-                    let address = h.address.parse::<Ipv4Addr>().map_err(|_| {
-                        Error::Internal(format!("unvalidated address of host {:?}", h.name))
+                    let address = addresses.get(i).copied().ok_or_else(|| {
+                        Error::Internal(format!("no address of host {:?}", h.name))
                     })?;
                     (host_digest(&h.name), Some(address), host_segment_address(i))
                 }
@@ -229,22 +234,40 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
             format!("addons.loadBalancer takes at most {MAX_HOSTS} hosts (each an address of {HOSTS_SEGMENT}/24 on its macvlan)"),
             "set addons.loadBalancer: false, or split the hosts into environments",
         ));
-    } else if let Ok(IpNet::V4(net)) = pool.parse::<IpNet>() {
-        for h in &p.hosts {
-            if h.address
-                .parse::<Ipv4Addr>()
-                .is_ok_and(|a| net.contains(&a))
-            {
-                errs.push(FieldError::new(
-                    FIELD,
-                    format!("{pool:?}"),
-                    format!("holds the address of host {:?} ({})", h.name, h.address),
-                    "name addresses of the hosts' network that no host has",
-                ));
-            }
-        }
+    } else {
+        errs.extend(pool_host_errors(p, &super::hosts::written_addresses(p)));
     }
     errs
+}
+
+/// Across hosts, a pool that holds a host's address (`addresses`: each host's where known, in
+/// host order). Validation checks the addresses written as such, the plan every one once the
+/// DNS names are resolved (`hosts::address_errors` is the same for the hosts' own checks).
+pub fn pool_host_errors(p: &Profile, addresses: &[Option<Ipv4Addr>]) -> Vec<FieldError> {
+    let pool = &p.addons.load_balancer_pool;
+    let Ok(IpNet::V4(net)) = pool.parse::<IpNet>() else {
+        return vec![];
+    };
+    if !p.addons.load_balancer {
+        return vec![];
+    }
+    p.hosts
+        .iter()
+        .zip(addresses)
+        .filter_map(|(h, a)| a.filter(|a| net.contains(a)).map(|a| (h, a)))
+        .map(|(h, a)| {
+            let written = match h.dns_name() {
+                None => h.address.clone(),
+                Some(name) => format!("{a}, which {name:?} resolved to"),
+            };
+            FieldError::new(
+                FIELD,
+                format!("{pool:?}"),
+                format!("holds the address of host {:?} ({written})", h.name),
+                "name addresses of the hosts' network that no host has",
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -283,8 +306,8 @@ mod tests {
         }
         // Each environment's bridge is its own and fits an interface name.
         let (_, p) = load::layered("dev", &[]).unwrap();
-        let a = LoadBalancer::of(&p, "dev").unwrap().unwrap();
-        let b = LoadBalancer::of(&p, "dev_1").unwrap().unwrap();
+        let a = LoadBalancer::of(&p, "dev", &[]).unwrap().unwrap();
+        let b = LoadBalancer::of(&p, "dev_1", &[]).unwrap().unwrap();
         assert_ne!((a.pool, &a.segment), (b.pool, &b.segment));
         assert!(a.segment.len() <= 15 && node_port("kubeunit-dev").len() <= 15);
         assert_eq!((a.uplink_address, a.host_address), (None, SEGMENT_HOST));
@@ -294,9 +317,9 @@ mod tests {
     fn without_a_node_the_addon_is_off() {
         let (_, p) =
             load::layered("dev", &["components.node-network.enabled=false".into()]).unwrap();
-        assert_eq!(LoadBalancer::of(&p, "dev").unwrap(), None);
+        assert_eq!(LoadBalancer::of(&p, "dev", &[]).unwrap(), None);
         let (_, p) = load::layered("dev", &[]).unwrap();
-        assert!(LoadBalancer::of(&p, "dev").unwrap().is_some());
+        assert!(LoadBalancer::of(&p, "dev", &[]).unwrap().is_some());
     }
 
     #[test]
@@ -361,7 +384,11 @@ mod tests {
             let mut sets: Vec<String> = named.iter().map(|s| s.to_string()).collect();
             sets.push(format!("host={host}"));
             let (_, p) = load::layered("ha", &sets).unwrap();
-            LoadBalancer::of(&p, "ha").unwrap().unwrap()
+            let addresses: Vec<Ipv4Addr> = crate::spec::hosts::written_addresses(&p)
+                .into_iter()
+                .flatten()
+                .collect();
+            LoadBalancer::of(&p, "ha", &addresses).unwrap().unwrap()
         };
         let (cp1, w2) = (of("cp-1"), of("worker-2"));
         assert_eq!(cp1.uplink_address, Some(Ipv4Addr::new(198, 19, 254, 11)));

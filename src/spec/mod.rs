@@ -17,6 +17,7 @@ pub mod paths;
 pub mod plan;
 pub mod profile;
 pub mod registries;
+pub mod resolve;
 pub mod set;
 pub mod validate;
 

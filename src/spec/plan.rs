@@ -89,7 +89,10 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostPlan {
     pub name: String,
+    /// Its address (a DNS name's as resolved: `spec::resolve`).
     pub address: std::net::Ipv4Addr,
+    /// The DNS name its address was given as, if it was: its certificates name it too.
+    pub dns_name: Option<String>,
     pub roles: Vec<HostRole>,
     /// Its node, as `nodes:` resolves it (its pod network among the rest).
     pub node: ResolvedNode,
@@ -420,7 +423,7 @@ impl Plan {
         };
         let resolved = super::nodes::resolve(&profile).map_err(profile_errors)?;
         let host_name = host_name(&profile.name, &instance);
-        let hosts = host_plans(&profile, &host_name, &resolved)?;
+        let hosts = host_plans(&profile, &host_name, &resolved, &host.host_addresses)?;
         // Each host sees the hosts given their certificates, and itself (`spec::join`).
         let (profile, hosts, resolved) = super::join::seen_from(profile, hosts, resolved);
         // Across hosts each host advertises its own inventory address, which `gen --hermetic`
@@ -442,7 +445,9 @@ impl Plan {
             d => d.clone(),
         };
         let egress = Egress::of(&profile)?;
-        let load_balancer = super::load_balancer::LoadBalancer::of(&profile, &host_name)?;
+        let addresses: Vec<std::net::Ipv4Addr> = hosts.iter().map(|h| h.address).collect();
+        let load_balancer =
+            super::load_balancer::LoadBalancer::of(&profile, &host_name, &addresses)?;
         let ipv6 = super::dual_stack::Ipv6Nets::of(&profile, &host_name)?;
         if let Some(v6) = &ipv6 {
             for node in &mut topology.nodes {
@@ -540,6 +545,12 @@ impl Plan {
             self.hosts.iter().map(|h| h.node.clone()).collect()
         };
         p.nodes = super::profile::Nodes::List(super::nodes::recorded(&nodes));
+        // What each DNS name resolved to, for `start` (which looks nothing up) and `gen --check`.
+        for (entry, h) in p.hosts.iter_mut().zip(&self.hosts) {
+            if h.dns_name.is_some() {
+                entry.resolved_address = h.address.to_string();
+            }
+        }
         p
     }
 
@@ -771,6 +782,12 @@ impl Plan {
     /// with the short unit names of a default state dir unless the sets name an instance.
     #[cfg(test)]
     pub fn for_tests(profile: &str, sets: &[&str]) -> Plan {
+        Plan::for_tests_on(profile, sets, &HostFacts::fixed(Some("192.0.2.5")))
+    }
+
+    /// `for_tests` on other host facts (DNS names looked up, for one).
+    #[cfg(test)]
+    pub fn for_tests_on(profile: &str, sets: &[&str], facts: &HostFacts) -> Plan {
         // Directories gen would fill in (`pipeline::binaries`), before the test's own.
         let sets: Vec<String> = [
             "instance=",
@@ -782,8 +799,7 @@ impl Plan {
         .map(String::from)
         .collect();
         let (_, p) = super::load::layered(profile, &sets).unwrap_or_else(|e| panic!("{e}"));
-        Plan::new(p, Path::new("/s"), &HostFacts::fixed(Some("192.0.2.5")))
-            .unwrap_or_else(|e| panic!("{e}"))
+        Plan::new(p, Path::new("/s"), facts).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// This plan with one more node, a worker named `name` (unit tests), planned again; the nodes
@@ -870,10 +886,7 @@ fn unvalidated(field: &str) -> Error {
 
 /// Field errors found while planning, reported as the profile's.
 fn profile_errors(errors: Vec<FieldError>) -> Error {
-    Error::Profile(crate::error::FieldErrors {
-        source_name: "profile".into(),
-        errors,
-    })
+    Error::fields("profile", errors)
 }
 
 /// The profile's ports: `gen` resolves `auto` before planning, so a plan never picks them.
@@ -1109,19 +1122,23 @@ fn links_apart(nodes: &[NodePlan]) -> Result<(), Error> {
     Ok(())
 }
 
-/// The hosts of `profile` (none on one host), each with its node's pod network (`resolved`, a
-/// node per host in host order) and link; no two links meet, nor a link a host's address.
+/// The hosts of `profile` (none on one host), each with its address (a DNS name's from
+/// `looked_up`, else as the profile records it: `resolve::addresses`), its node's pod network
+/// (`resolved`, a node per host in host order) and link; no two links meet, nor a link a host's
+/// address.
 fn host_plans(
     profile: &Profile,
     host_name: &str,
     resolved: &[ResolvedNode],
+    looked_up: &std::collections::BTreeMap<String, std::net::Ipv4Addr>,
 ) -> Result<Vec<HostPlan>, Error> {
-    let bad = |f: &str| Error::Internal(format!("unvalidated profile field {f}"));
+    let addresses = super::resolve::addresses(profile, looked_up)?;
     let mut hosts = Vec::new();
-    for (h, node) in profile.hosts.iter().zip(resolved) {
+    for ((h, node), address) in profile.hosts.iter().zip(resolved).zip(addresses) {
         hosts.push(HostPlan {
             name: h.name.clone(),
-            address: h.address.parse().map_err(|_| bad("hosts[].address"))?,
+            address,
+            dns_name: h.dns_name().map(String::from),
             roles: h.roles.clone(),
             node: node.clone(),
             link: NodeLink::of_host(host_name, &h.name)?,
@@ -1706,6 +1723,97 @@ mod tests {
         let (_, p) = super::super::load::layered("ha", &["instance=".to_string()]).unwrap();
         let e = Plan::new(p, Path::new("/s"), &facts()).unwrap_err();
         assert!(e.to_string().contains("gen --out"), "{e}");
+    }
+
+    /// The host facts of a `gen` that found ha's host names at ha's addresses, cp-2.test at
+    /// `cp2` (`resolve::ha_by_name`), and that `--set` of the hosts.
+    fn ha_names_found_at(cp2: &str) -> (String, HostFacts) {
+        let (names, found) = super::super::resolve::ha_by_name(cp2);
+        let facts = HostFacts {
+            host_addresses: found,
+            ..facts()
+        };
+        (names, facts)
+    }
+
+    #[test]
+    fn hosts_given_by_dns_name_plan_as_by_their_addresses_and_record_what_they_resolved_to() {
+        let (names, found) = ha_names_found_at("198.19.254.12");
+        for host in ["cp-2", "worker-1"] {
+            let set = format!("host={host}");
+            let literal = Plan::for_tests("ha", &[&set]);
+            let named = Plan::for_tests_on("ha", &[&names, &set], &found);
+            // Every address is the one written as such: hosts, etcd members, listeners, the
+            // load balancer's uplink; only the names are new.
+            let without_names: Vec<HostPlan> = named
+                .hosts
+                .iter()
+                .map(|h| HostPlan {
+                    dns_name: None,
+                    ..h.clone()
+                })
+                .collect();
+            assert_eq!(without_names, literal.hosts, "{host}");
+            assert_eq!(named.etcd_members, literal.etcd_members, "{host}");
+            assert_eq!(
+                (named.bind, named.advertise, named.local),
+                (literal.bind, literal.advertise, literal.local),
+                "{host}"
+            );
+            assert_eq!(named.load_balancer, literal.load_balancer, "{host}");
+            assert_eq!(named.nodes, literal.nodes, "{host}");
+            assert_eq!(
+                named.this_host().and_then(|h| h.dns_name.as_deref()),
+                Some(format!("{host}.test").as_str())
+            );
+            assert!(literal.hosts.iter().all(|h| h.dns_name.is_none()));
+        }
+
+        // profile.yaml keeps each name and records what it resolved to.
+        let cp2 = Plan::for_tests_on("ha", &[&names, "host=cp-2"], &found);
+        let recorded = cp2.resolved_profile();
+        let entry = &recorded.hosts[1];
+        assert_eq!(
+            (entry.address.as_str(), entry.resolved_address.as_str()),
+            ("cp-2.test", "198.19.254.12")
+        );
+        assert!(
+            Plan::for_tests("ha", &["host=cp-2"])
+                .resolved_profile()
+                .hosts[1]
+                .resolved_address
+                .is_empty(),
+            "an address written as such records nothing more"
+        );
+        // At run time nothing is looked up: the record plans the same, and records itself.
+        let again = Plan::new(recorded.clone(), Path::new("/s"), &facts()).unwrap();
+        assert_eq!(again.hosts, cp2.hosts);
+        assert_eq!(again.resolved_profile(), recorded);
+        // A gen whose lookup finds a name elsewhere now plans that (and `gen --check` finds the
+        // state dir's record differing).
+        let moved = Plan::new(
+            recorded.clone(),
+            Path::new("/s"),
+            &ha_names_found_at("198.19.254.14").1,
+        )
+        .unwrap();
+        assert_eq!(moved.advertise.to_string(), "198.19.254.14");
+        assert_eq!(
+            moved.etcd_member().peer_address.to_string(),
+            "198.19.254.14"
+        );
+        assert_eq!(
+            moved.resolved_profile().hosts[1].resolved_address,
+            "198.19.254.14"
+        );
+        // A name neither looked up nor recorded cannot be planned: the field and a fix are named.
+        let (_, bare) = super::super::load::layered("ha", &[names, "host=cp-2".into()]).unwrap();
+        let e = Plan::new(bare, Path::new("/s"), &facts()).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("hosts[0].address") && e.to_string().contains("fix:"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -258,9 +258,16 @@ pub struct HostEntry {
     /// Its name: its node's name, its etcd member's, and its state dir's under `gen --out`.
     #[serde(default)]
     pub name: String,
-    /// The IPv4 address the other hosts reach it at (its etcd peers, API server, pods and node).
+    /// The IPv4 address the other hosts reach it at (its etcd peers, API server, pods and node),
+    /// or a DNS name `gen` resolves to it (`spec::resolve`).
     #[serde(default)]
     pub address: String,
+    /// What `address`, a DNS name, resolved to: `gen` looks the name up each time and records
+    /// the answer here in `profile.yaml`, which `start` and the other commands use (they look
+    /// nothing up). `gen --hermetic`, which looks nothing up, takes it as given. Empty for an
+    /// address written as such.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resolved_address: String,
     /// What runs on it: `etcd` and `control-plane` (together: etcd is stacked, as kubeadm's
     /// default HA topology), `worker`. Every host runs a node.
     #[serde(default)]
@@ -284,6 +291,14 @@ pub struct Join {
     /// trusts the API servers by: a token alone proves nothing of the servers it reaches.
     #[serde(default)]
     pub ca_file: PathBuf,
+}
+
+impl HostEntry {
+    /// The DNS name its address is given as; `None` for an IPv4 address (or for what is neither,
+    /// which validation refuses).
+    pub fn dns_name(&self) -> Option<&str> {
+        (self.address.parse::<std::net::Ipv4Addr>().is_err()).then_some(self.address.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

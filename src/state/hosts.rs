@@ -93,6 +93,12 @@ fn check_files(
     Ok(())
 }
 
+/// Hosts with their addresses, for messages: `cp-1 at 192.168.60.21, ...`.
+fn listed(hosts: &[(String, String)]) -> String {
+    let each: Vec<String> = hosts.iter().map(|(n, a)| format!("{n} at {a}")).collect();
+    each.join(", ")
+}
+
 fn refuse(dir: &Path, problem: String) -> Error {
     Error::state(
         dir,
@@ -130,7 +136,8 @@ pub fn check(dir: &Path) -> Result<Vec<CheckedHost>, Error> {
     // rel -> (sha256, the first host that has it)
     let mut seen: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut hosts = Vec::new();
-    let mut names: Option<Vec<String>> = None;
+    // Each host's name and address, as the first dir lists them.
+    let mut names: Option<Vec<(String, String)>> = None;
     for sub in &subdirs {
         let (tree, _) = import::read(sub)?;
         let profile = recorded_profile(sub, &tree)?;
@@ -147,20 +154,29 @@ pub fn check(dir: &Path) -> Result<Vec<CheckedHost>, Error> {
                 format!("holds host {:?}'s state dir", host.name),
             ));
         }
-        // A host that joins later lists itself besides the hosts given their certificates, which
+        // Each host with where it is (a DNS name's address as this dir's gen resolved it): the
+        // dirs of two runs, between which a name came to resolve elsewhere, do not go together. A
+        // host that joins later lists itself besides the hosts given their certificates, which
         // every dir lists alike (`spec::join`).
-        let these: Vec<String> = profile
+        let these: Vec<(String, String)> = profile
             .hosts
             .iter()
             .filter(|h| !crate::spec::join::joins(h))
-            .map(|h| h.name.clone())
+            .map(|h| match h.dns_name() {
+                None => (h.name.clone(), h.address.clone()),
+                Some(name) => (h.name.clone(), format!("{name} ({})", h.resolved_address)),
+            })
             .collect();
         match &names {
             None => names = Some(these),
             Some(n) if *n != these => {
                 return Err(refuse(
                     sub,
-                    format!("its profile lists hosts {these:?}, another dir's {n:?}"),
+                    format!(
+                        "its profile lists hosts {}; another dir's {}",
+                        listed(&these),
+                        listed(n)
+                    ),
                 ))
             }
             Some(_) => {}
@@ -178,6 +194,7 @@ pub fn check(dir: &Path) -> Result<Vec<CheckedHost>, Error> {
         let found: Vec<&str> = hosts.iter().map(|h| h.host.as_str()).collect();
         let missing: Vec<&String> = names
             .iter()
+            .map(|(n, _)| n)
             .filter(|n| !found.contains(&n.as_str()))
             .collect();
         if !missing.is_empty() {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::common::*;
-use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::extensions::ParsedExtension;
 use x509_parser::prelude::*;
 
 struct CertInfo {
@@ -46,18 +46,8 @@ fn cert(dir: &Path, name: &str) -> CertInfo {
     for ext in c.extensions() {
         match ext.parsed_extension() {
             ParsedExtension::SubjectAlternativeName(san) => {
-                for n in &san.general_names {
-                    match n {
-                        GeneralName::DNSName(d) => info.sans.insert(d.to_string()),
-                        GeneralName::IPAddress(b) => info.sans.insert(match b.len() {
-                            4 => std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).unwrap())
-                                .to_string(),
-                            _ => std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*b).unwrap())
-                                .to_string(),
-                        }),
-                        _ => false,
-                    };
-                }
+                info.sans
+                    .extend(san.general_names.iter().filter_map(san_text));
             }
             ParsedExtension::ExtendedKeyUsage(eku) => {
                 info.server_auth = eku.server_auth;

@@ -1620,7 +1620,7 @@ fn a_profile_with_hosts_is_refused_when_wrong_and_needs_out() {
                 "--profile={}",
                 with_host(
                     0,
-                    "{name: cp-1, address: cp-1.example, roles: [etcd, control-plane]}"
+                    "{name: cp-1, address: cp-1..example, roles: [etcd, control-plane]}"
                 )
                 .display()
             )],

@@ -18,6 +18,7 @@ mod equivalence;
 mod fetch;
 mod gen;
 mod golden;
+mod host_names;
 mod hostile;
 mod hosts;
 mod install;

@@ -4,6 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Duration;
 
 use base64::Engine;
 
@@ -269,4 +270,573 @@ fn seeds_refuse_what_cannot_work_and_write_nothing() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(beside.len(), 1, "{beside:?}");
+}
+
+const BRIDGE: &str = "ku-hosts";
+const GATEWAY: &str = "198.19.254.1";
+const STATE: &str = "/var/lib/kubeunit/ha";
+/// The VMs of `ha` the two cores carry: a control-plane VM and two workers (name, address, MiB).
+const VMS: [(&str, &str, u32); 3] = [
+    ("cp-1", "198.19.254.11", 3072),
+    ("worker-1", "198.19.254.21", 2048),
+    ("worker-2", "198.19.254.22", 2048),
+];
+
+struct Bridge;
+
+impl Bridge {
+    fn up() -> Bridge {
+        let out = run(std::process::Command::new(script("container.sh")).args([
+            "bridge",
+            BRIDGE,
+            &format!("{GATEWAY}/24"),
+        ]));
+        assert!(out.status.success(), "container.sh bridge: {}", text(&out));
+        Bridge
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = run(std::process::Command::new(script("container.sh")).args(["unbridge", BRIDGE]));
+    }
+}
+
+fn kubectl(out: &Path, args: &[&str]) -> Output {
+    run(
+        std::process::Command::new(kubernetes_bin_dir().join("kubectl"))
+            .env("KUBECONFIG", out.join("cp-1/kubeconfig/admin.kubeconfig"))
+            .args(["--request-timeout=10s"])
+            .args(args),
+    )
+}
+
+fn kubectl_ok(out: &Path, args: &[&str]) -> String {
+    let o = kubectl(out, args);
+    assert!(o.status.success(), "kubectl {args:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ready_nodes(out: &Path) -> Vec<String> {
+    let o = kubectl(
+        out,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ],
+    );
+    let mut ready: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix("=True").map(String::from))
+        .collect();
+    ready.sort();
+    ready
+}
+
+/// The profile of the VMs: `ha` with the hosts the machine carries.
+fn vm_profile(work: &Path) -> PathBuf {
+    let mut yaml = String::from("extends: ha\nhosts:\n");
+    for (name, address, _) in VMS {
+        let roles = if name.starts_with("cp-") {
+            "[etcd, control-plane]"
+        } else {
+            "[worker]"
+        };
+        yaml.push_str(&format!(
+            "  - {{name: {name}, address: {address}, roles: {roles}}}\n"
+        ));
+    }
+    let path = work.join("vms.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// The images the VMs get: what the test's pods and CoreDNS run. Every image more is minutes of
+/// `containerd import` under TCG before a kubelet starts.
+const VM_IMAGES: [&str; 3] = ["pause", "coredns", "busybox"];
+
+/// What the VMs copy from their files volume: the binaries and images the host dirs name, at the
+/// same paths below the cache as here, and kubeunit.
+fn vm_files(work: &Path) -> (PathBuf, PathBuf) {
+    let cache = cache_dir();
+    let mut files: Vec<(PathBuf, PathBuf)> = [
+        kubernetes_bin_dir(),
+        built_dir("etcd-"),
+        built_dir("containerd-"),
+        built_dir("runc-"),
+        built_dir("cni-plugins-"),
+        built_dir("registry-"),
+    ]
+    .into_iter()
+    .chain(
+        VM_IMAGES
+            .iter()
+            .map(|i| built_dir("images-").join(format!("{i}.tar"))),
+    )
+    .map(|d| {
+        let rel = d.strip_prefix(&cache).unwrap().to_path_buf();
+        (d, rel)
+    })
+    .collect();
+    // kubeunit without its debug info (a fifth of the size).
+    let stripped = work.join("kubeunit");
+    let o = run(std::process::Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(env!("CARGO_BIN_EXE_kubeunit"))
+        .arg(&stripped));
+    assert!(o.status.success(), "objcopy: {}", text(&o));
+    files.push((stripped, PathBuf::from("vm/kubeunit")));
+    let volume = crate::common::vm::files_volume(work, "kubeunit-files", &files);
+    (volume, cache.join("vm/kubeunit"))
+}
+
+#[test]
+fn ha_on_vms_comes_up_by_cloud_init_alone_and_survives_a_power_cut() {
+    use crate::common::vm::{self, Vm, VmSpec};
+    let _lock = node_lock();
+    let _bridge = Bridge::up();
+    let work = PathBuf::from(format!("/tmp/kubeunit-it/vms-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let image = vm::image();
+    let (files, kubeunit_on_vm) = vm_files(&work);
+
+    // One gen renders every VM's host dir; one seed each.
+    let out = work.join("out");
+    let mut args = crate::common::container::dev_args(&pinned("KUBERNETES_VERSIONS")[0]);
+    args[1] = vm_profile(&work).display().to_string();
+    // The dev arguments' images, replaced by the VMs' few (`--set images=[...]`: both words).
+    if let Some(i) = args.iter().position(|a| a.starts_with("images=[")) {
+        args.drain(i - 1..=i);
+    }
+    let images: Vec<String> = VM_IMAGES
+        .iter()
+        .map(|i| {
+            built_dir("images-")
+                .join(format!("{i}.tar"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let images = format!("images=[{}]", images.join(","));
+    for set in [
+        images.as_str(),
+        // What the test does not use, off: each is an image and pods a VM would start under TCG.
+        "addons.metricsServer=false",
+        "addons.loadBalancer=false",
+        "addons.defaultStorageClass=false",
+        "components.kube-apiserver.extraArgs.default-unreachable-toleration-seconds=10",
+        "components.kube-apiserver.extraArgs.default-not-ready-toleration-seconds=10",
+        "components.kube-controller-manager.extraArgs.node-monitor-grace-period=20s",
+    ] {
+        args.push("--set".into());
+        args.push(set.into());
+    }
+    let o = run(kubeunit()
+        .arg("gen")
+        .args(&args)
+        .args(["--state-dir", STATE, "--out"])
+        .arg(&out));
+    assert!(o.status.success(), "gen: {}", text(&o));
+    let seeds = work.join("seeds");
+    let o = seed(
+        &out,
+        &seeds,
+        &[
+            SEED_ARGS,
+            &[
+                "--files-dir",
+                &cache_dir().display().to_string(),
+                "--kubeunit",
+                &kubeunit_on_vm.display().to_string(),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "hosts seed: {}", text(&o));
+
+    // One VM after the other, each once the one before is Ready: TCG VMs starting together on two
+    // cores starve each other (three at once: cp-1's kube-apiserver took 7 minutes to answer and
+    // then too long for its nodes' leases). Up by cloud-init alone: no command typed into a VM.
+    let mut vms: Vec<Vm> = Vec::new();
+    for (i, (name, _, memory_mb)) in VMS.iter().enumerate() {
+        let control_plane = name.starts_with("cp-");
+        let iso = work.join(format!("{name}.iso"));
+        vm::seed_iso(&seeds.join(name), &iso);
+        let vm = Vm::boot(
+            &work,
+            &image,
+            VmSpec {
+                name: name.to_string(),
+                memory_mb: *memory_mb,
+                cpus: if control_plane { 2 } else { 1 },
+                bridge: BRIDGE.into(),
+                mac: format!("52:54:00:19:54:{:02x}", 0x10 + i),
+                seed_iso: iso,
+                files: Some(files.clone()),
+            },
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(1200);
+        while !ready_nodes(&out).iter().any(|n| n == name) {
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "{name} not Ready 1200 s after qemu started; console:\n{}",
+                    vm.console_tail(40)
+                );
+            }
+            std::thread::sleep(Duration::from_secs(5));
+        }
+        eprintln!(
+            "vms: {name} Ready {:.0} s after qemu started (TCG, {} vCPU), guest uses {} MiB, qemu RSS {} MiB",
+            vm.started.elapsed().as_secs_f64(),
+            vm.spec.cpus,
+            vm.guest_used_mb().unwrap_or(0),
+            vm.rss_mb()
+        );
+        vms.push(vm);
+    }
+    let all: Vec<String> = VMS.iter().map(|v| v.0.to_string()).collect();
+
+    // A Deployment across both workers, its Service by name from a pod: DNS and Services across VMs.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let serve = "mkdir -p /w/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho from $(hostname)\\n' >/w/cgi-bin/who && chmod +x /w/cgi-bin/who && exec httpd -f -p 8080 -h /w";
+    let manifest = format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      # Honor: a node tainted as unreachable is no domain to spread over (the default counts it,
+      # and the pod worker-2's power cut evicted could then go nowhere).
+      topologySpreadConstraints:
+      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Honor, labelSelector: {{matchLabels: {{app: web}}}}}}
+      containers: [{{name: c, image: {image}, command: [sh, -c, {serve:?}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec: {{selector: {{app: web}}, ports: [{{port: 8080}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: client}}
+spec:
+  nodeName: worker-1
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: c, image: {image}, command: [sleep, "3600"]}}]
+"#
+    );
+    let path = work.join("web.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    wait_for(
+        "the default service account",
+        Duration::from_secs(120),
+        || {
+            kubectl(&out, &["get", "serviceaccount", "default"])
+                .status
+                .success()
+        },
+    );
+    kubectl_ok(&out, &["apply", "-f", &path.to_string_lossy()]);
+    kubectl_ok(
+        &out,
+        &["rollout", "status", "deployment/web", "--timeout=300s"],
+    );
+    kubectl_ok(
+        &out,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/client",
+            "--timeout=300s",
+        ],
+    );
+    let nodes_of_web = || {
+        let o = kubectl_ok(
+            &out,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "-o",
+                "jsonpath={range .items[*]}{.spec.nodeName} {.status.phase} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+            ],
+        );
+        // A pod being deleted is on its way out: on a node that lost power it stays Running (no
+        // kubelet reports otherwise) until the node is back or gone.
+        let mut n: Vec<String> = o
+            .lines()
+            .filter(|l| l.trim_end().ends_with(" Running"))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(nodes_of_web(), ["worker-1", "worker-2"]);
+    // Both pods answer through the Service's name (CoreDNS, kube-proxy), from worker-1's client.
+    let mut answered = std::collections::BTreeSet::new();
+    wait_for(
+        "both web pods through the Service's name",
+        Duration::from_secs(180),
+        || {
+            let o = kubectl(
+                &out,
+                &[
+                    "exec",
+                    "client",
+                    "--",
+                    "wget",
+                    "-qO-",
+                    "-T",
+                    "5",
+                    "http://web.default.svc.cluster.local:8080/cgi-bin/who",
+                ],
+            );
+            if let Some(from) = String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .strip_prefix("from ")
+            {
+                answered.insert(from.to_string());
+            }
+            answered.len() == 2
+        },
+    );
+
+    // What every VM routes: the other VMs, their nodes' pod networks and links, the Services, go
+    // by the bridge (the interface holding the VM's address) or to the VM's own node, and nothing
+    // else goes anywhere.
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for (name, address, _) in VMS {
+        targets.push((name.to_string(), address.to_string()));
+        let script =
+            std::fs::read_to_string(out.join(name).join("config/node-network.sh")).unwrap();
+        for var in ["net", "pod_cidr"] {
+            let net = script
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{var}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or_else(|| panic!("no {var} in {name}'s node-network.sh"));
+            let net: ipnet::Ipv4Net = net.parse().unwrap();
+            let first = u32::from(net.network()) + 1;
+            targets.push((
+                name.to_string(),
+                std::net::Ipv4Addr::from(first).to_string(),
+            ));
+        }
+    }
+    targets.push(("service".into(), "10.96.0.10".into()));
+    for vm in &vms {
+        let address = VMS.iter().find(|v| v.0 == vm.spec.name).unwrap().1;
+        let addrs = vm.exec_ok("ip -o -4 addr show");
+        let bridge = addrs
+            .lines()
+            .find(|l| l.contains(&format!(" {address}/")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("{}: no interface has {address}: {addrs}", vm.spec.name))
+            .to_string();
+        for (owner, target) in &targets {
+            let route = vm.exec_ok(&format!("ip -4 route get {target}"));
+            let dev = route
+                .split_whitespace()
+                .skip_while(|w| *w != "dev")
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            let own = *owner == vm.spec.name || owner == "service";
+            assert!(
+                dev == bridge || (own && dev != "lo") || (own && route.starts_with("local")),
+                "{}: {target} ({owner}) goes {route:?}",
+                vm.spec.name
+            );
+            if !own {
+                let host = VMS.iter().find(|v| v.0 == owner).unwrap().1;
+                assert!(
+                    route.contains(&format!("dev {bridge} "))
+                        && (route.contains(&format!("via {host} ")) || target == host),
+                    "{}: {target} ({owner}) goes {route:?}, not to {owner} on the bridge",
+                    vm.spec.name
+                );
+            }
+        }
+    }
+
+    bootstrap_tokens_get_node_certificates(&work, &out);
+
+    // Power loss: kill -9 of worker-2's qemu. Its web pod moves to worker-1 after the short
+    // eviction timeouts; booted again, it is Ready with no command.
+    let w2 = vms.iter_mut().find(|v| v.spec.name == "worker-2").unwrap();
+    w2.kill();
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while nodes_of_web() != ["worker-1", "worker-1"] {
+        if std::time::Instant::now() > deadline {
+            let o = kubectl(&out, &["get", "nodes,pods", "-o", "wide"]);
+            let taints = kubectl(
+                &out,
+                &["get", "node", "worker-2", "-o", "jsonpath={.spec.taints}"],
+            );
+            panic!(
+                "web's pods not all on worker-1 300 s after worker-2's power cut:\n{}\nworker-2's taints: {}",
+                text(&o),
+                text(&taints)
+            );
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    let w2 = vms.iter_mut().find(|v| v.spec.name == "worker-2").unwrap();
+    w2.power_on();
+    let started = std::time::Instant::now();
+    wait_for(
+        "worker-2 Ready again, by itself",
+        Duration::from_secs(900),
+        || ready_nodes(&out) == all,
+    );
+    eprintln!(
+        "vms: worker-2 Ready {:.0} s after power came back",
+        started.elapsed().as_secs_f64()
+    );
+    for vm in &mut vms {
+        assert!(
+            vm.running(),
+            "{} stopped: {}",
+            vm.spec.name,
+            vm.console_tail(20)
+        );
+    }
+    // Passed: the VMs go (qemu killed, taps removed), then their disks (gigabytes of overlays). A
+    // failed run keeps them for a look.
+    drop(vms);
+    std::fs::remove_dir_all(&work).unwrap();
+}
+
+/// What a host joining later relies on, from outside: `kubeunit token create` on the control plane's
+/// state dir makes a token; with it alone (no certificate), a client's CSR for a node's client
+/// certificate is approved by kube-controller-manager and signed, as a joining kubelet's is.
+fn bootstrap_tokens_get_node_certificates(work: &Path, out: &Path) {
+    let o = run(kubeunit()
+        .args(["token", "create", "--ttl", "10m", "--state-dir"])
+        .arg(out.join("cp-1")));
+    assert!(o.status.success(), "token create: {}", text(&o));
+    let token = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let o = run(kubeunit()
+        .args(["token", "list", "-o", "json", "--state-dir"])
+        .arg(out.join("cp-1")));
+    assert!(o.status.success(), "token list: {}", text(&o));
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let id = token.split('.').next().unwrap();
+    assert!(
+        listed.as_array().unwrap().iter().any(|t| t["id"] == id),
+        "{listed}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains(&token));
+
+    // A node client CSR as a kubelet bootstraps one, sent with the token.
+    let dir = work.join("bootstrap");
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = run(std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-subj", "/O=system:nodes/CN=system:node:joiner"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("csr.pem")));
+    assert!(o.status.success(), "openssl: {}", text(&o));
+    let csr = base64::engine::general_purpose::STANDARD
+        .encode(std::fs::read(dir.join("csr.pem")).unwrap());
+    let manifest = format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: joiner}}\nspec:\n  request: {csr}\n  signerName: kubernetes.io/kube-apiserver-client-kubelet\n  usages: [digital signature, client auth]\n"
+    );
+    std::fs::write(dir.join("csr.yaml"), manifest).unwrap();
+    let as_token = |args: &[&str]| {
+        run(
+            std::process::Command::new(kubernetes_bin_dir().join("kubectl"))
+                .env("KUBECONFIG", "/dev/null")
+                .arg(format!("--server=https://{}:6443", VMS[0].1))
+                .arg(format!(
+                    "--certificate-authority={}",
+                    out.join("cp-1/pki/ca.crt").display()
+                ))
+                .arg(format!("--token={token}"))
+                .args(["--request-timeout=20s"])
+                .args(args),
+        )
+    };
+    let o = as_token(&["auth", "whoami"]);
+    assert!(
+        o.status.success()
+            && text(&o).contains(&format!("system:bootstrap:{id}"))
+            && text(&o).contains("system:bootstrappers:kubeunit:default-node-token"),
+        "whoami with the token: {}",
+        text(&o)
+    );
+    let o = as_token(&["create", "-f", &dir.join("csr.yaml").to_string_lossy()]);
+    assert!(o.status.success(), "CSR with the token: {}", text(&o));
+    // The token's user may ask for a certificate, not more.
+    let o = as_token(&["get", "secrets", "-n", "kube-system"]);
+    assert!(!o.status.success(), "the token reads Secrets: {}", text(&o));
+    let mut issued = String::new();
+    wait_for(
+        "the CSR approved and signed",
+        Duration::from_secs(120),
+        || {
+            issued = kubectl_ok(
+                out,
+                &[
+                    "get",
+                    "csr",
+                    "joiner",
+                    "-o",
+                    "jsonpath={.status.certificate}",
+                ],
+            );
+            !issued.is_empty()
+        },
+    );
+    let conditions = kubectl_ok(
+        out,
+        &[
+            "get",
+            "csr",
+            "joiner",
+            "-o",
+            "jsonpath={.status.conditions[*].type}",
+        ],
+    );
+    assert_eq!(conditions, "Approved", "{conditions}");
+    let cert = base64::engine::general_purpose::STANDARD
+        .decode(issued.trim())
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), &cert).unwrap();
+    let o = run(std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-in"])
+        .arg(dir.join("cert.pem")));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("CN = system:node:joiner"),
+        "{}",
+        text(&o)
+    );
+    kubectl_ok(out, &["delete", "csr", "joiner"]);
+    let o = run(kubeunit()
+        .args(["token", "delete", id, "--state-dir"])
+        .arg(out.join("cp-1")));
+    assert!(o.status.success(), "token delete: {}", text(&o));
+    // kube-apiserver reads tokens from its informer's cache: gone a moment after the Secret.
+    wait_for("the deleted token refused", Duration::from_secs(60), || {
+        let o = as_token(&["auth", "whoami"]);
+        !o.status.success() && text(&o).contains("Unauthorized")
+    });
 }

@@ -89,6 +89,10 @@ pub const SLOTS: &[(u8, &str)] = &[
         14,
         "registry::a_worker_pulls_through_the_caches_on_the_first_nodes_link",
     ),
+    (
+        15,
+        "host_names::names_resolve_at_gen_as_their_addresses_and_bad_ones_are_refused",
+    ),
 ];
 
 /// Where the slots are: the /24 of 198.18.0.0/15 that kubeunit never picks for a node link

@@ -8,6 +8,7 @@ pub mod history;
 pub mod internet;
 pub mod ports;
 pub mod releases;
+pub mod vm;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -88,6 +89,29 @@ pub fn gen_hermetic_ha(out: &Path, seed: &str) {
         .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
         .arg(out));
     assert!(o.status.success(), "gen --hermetic --out: {}", text(&o));
+}
+
+/// A subject alternative name as text: a DNS name, or an address; `None` for another kind.
+pub fn san_text(n: &x509_parser::extensions::GeneralName) -> Option<String> {
+    use x509_parser::extensions::GeneralName;
+    match n {
+        GeneralName::DNSName(d) => Some(d.to_string()),
+        GeneralName::IPAddress(b) => Some(match b.len() {
+            4 => std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).ok()?).to_string(),
+            _ => std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*b).ok()?).to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// The subject alternative names of the PEM certificate `pem` (`san_text` each).
+pub fn sans_of_pem(pem: &[u8]) -> std::collections::BTreeSet<String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let sans = cert.subject_alternative_name().unwrap();
+    sans.iter()
+        .flat_map(|s| s.value.general_names.iter().filter_map(san_text))
+        .collect()
 }
 
 /// Path -> (bytes, mode, mtime) of every file below `dir`.
