@@ -421,8 +421,11 @@ fn ha_on_vms_comes_up_by_cloud_init_alone_and_survives_a_power_cut() {
         })
         .collect();
     let images = format!("images=[{}]", images.join(","));
+    // Where the seed puts kubeunit on the VMs (not /usr/local/bin): the hosts-sync timer runs it.
+    let hosts_sync = format!("components.hosts-sync.binary={}", kubeunit_on_vm.display());
     for set in [
         images.as_str(),
+        hosts_sync.as_str(),
         // What the test does not use, off: each is an image and pods a VM would start under TCG.
         "addons.metricsServer=false",
         "addons.loadBalancer=false",
