@@ -14,11 +14,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::container::{dev_args, Container};
+use crate::common::hosts_net::{kubectl, kubectl_ok, ready_nodes, Bridge, BRIDGE, GATEWAY, STATE};
 use crate::common::*;
 
-const BRIDGE: &str = "ku-hosts";
-const GATEWAY: &str = "198.19.254.1";
-const STATE: &str = "/var/lib/kubeunit/ha";
 /// Its runtime data, on a directory of this machine's bound there: containerd's overlay
 /// snapshots cannot live on the container's overlay root.
 const DATA: &str = "/var/lib/kubeunit-data/ha";
@@ -44,49 +42,6 @@ impl Host {
         argv.extend(["--state-dir", STATE]);
         self.c.kubeunit(&argv)
     }
-}
-
-/// The bridge the hosts share, gone with the test.
-struct Bridge;
-
-impl Bridge {
-    fn up() -> Bridge {
-        let out = run(Command::new(script("container.sh")).args([
-            "bridge",
-            BRIDGE,
-            &format!("{GATEWAY}/24"),
-        ]));
-        assert!(out.status.success(), "container.sh bridge: {}", text(&out));
-        Bridge
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = run(Command::new(script("container.sh")).args(["unbridge", BRIDGE]));
-    }
-}
-
-/// kubectl from this machine as the admin of `host`'s state dir (its API server).
-fn kubectl(out: &Path, host: &str, args: &[&str]) -> std::process::Output {
-    let kubectl = kubernetes_bin_dir().join("kubectl");
-    run(Command::new(kubectl)
-        .env(
-            "KUBECONFIG",
-            out.join(host).join("kubeconfig/admin.kubeconfig"),
-        )
-        .args(["--request-timeout=10s"])
-        .args(args))
-}
-
-fn kubectl_ok(out: &Path, host: &str, args: &[&str]) -> String {
-    let o = kubectl(out, host, args);
-    assert!(
-        o.status.success(),
-        "kubectl {args:?} at {host}: {}",
-        text(&o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// `kubectl create ...` retried until it is there: a create that timed out (an etcd election)
@@ -124,25 +79,6 @@ fn apiserver_endpoints(out: &Path, host: &str) -> Vec<String> {
         .collect();
     a.sort();
     a
-}
-
-fn ready_nodes(out: &Path, host: &str) -> Vec<String> {
-    let o = kubectl(
-        out,
-        host,
-        &[
-            "get",
-            "nodes",
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
-        ],
-    );
-    let mut ready: Vec<String> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| l.strip_suffix("=True").map(String::from))
-        .collect();
-    ready.sort();
-    ready
 }
 
 /// Apply `manifest` at cp-1 once the default service account is there (the controller-manager's

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use base64::Engine;
 
+use crate::common::hosts_net::{self, Bridge, BRIDGE, STATE};
 use crate::common::*;
 
 const NETWORK: &str = "198.19.254.0/24";
@@ -272,9 +273,6 @@ fn seeds_refuse_what_cannot_work_and_write_nothing() {
     assert_eq!(beside.len(), 1, "{beside:?}");
 }
 
-const BRIDGE: &str = "ku-hosts";
-const GATEWAY: &str = "198.19.254.1";
-const STATE: &str = "/var/lib/kubeunit/ha";
 /// The VMs of `ha` the two cores carry: a control-plane VM and two workers (name, address, MiB).
 const VMS: [(&str, &str, u32); 3] = [
     ("cp-1", "198.19.254.11", 3072),
@@ -282,57 +280,17 @@ const VMS: [(&str, &str, u32); 3] = [
     ("worker-2", "198.19.254.22", 2048),
 ];
 
-struct Bridge;
-
-impl Bridge {
-    fn up() -> Bridge {
-        let out = run(std::process::Command::new(script("container.sh")).args([
-            "bridge",
-            BRIDGE,
-            &format!("{GATEWAY}/24"),
-        ]));
-        assert!(out.status.success(), "container.sh bridge: {}", text(&out));
-        Bridge
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = run(std::process::Command::new(script("container.sh")).args(["unbridge", BRIDGE]));
-    }
-}
-
+/// kubectl as cp-1's admin: every VM's API calls go there.
 fn kubectl(out: &Path, args: &[&str]) -> Output {
-    run(
-        std::process::Command::new(kubernetes_bin_dir().join("kubectl"))
-            .env("KUBECONFIG", out.join("cp-1/kubeconfig/admin.kubeconfig"))
-            .args(["--request-timeout=10s"])
-            .args(args),
-    )
+    hosts_net::kubectl(out, "cp-1", args)
 }
 
 fn kubectl_ok(out: &Path, args: &[&str]) -> String {
-    let o = kubectl(out, args);
-    assert!(o.status.success(), "kubectl {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    hosts_net::kubectl_ok(out, "cp-1", args)
 }
 
 fn ready_nodes(out: &Path) -> Vec<String> {
-    let o = kubectl(
-        out,
-        &[
-            "get",
-            "nodes",
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
-        ],
-    );
-    let mut ready: Vec<String> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| l.strip_suffix("=True").map(String::from))
-        .collect();
-    ready.sort();
-    ready
+    hosts_net::ready_nodes(out, "cp-1")
 }
 
 /// The profile of the VMs: `ha` with the hosts the machine carries.

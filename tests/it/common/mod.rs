@@ -5,6 +5,7 @@
 
 pub mod container;
 pub mod history;
+pub mod hosts_net;
 pub mod internet;
 pub mod ports;
 pub mod releases;

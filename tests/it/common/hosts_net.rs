@@ -1,0 +1,76 @@
+//! What the tests of environments across hosts share, containers (`hosts`) and VMs (`vms`): the
+//! hosts' network, a bridge at test addresses (this machine its gateway, forwarding nothing beyond
+//! it), and kubectl from this machine as a host's admin.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use super::{kubernetes_bin_dir, run, script, text};
+
+pub const BRIDGE: &str = "ku-hosts";
+pub const GATEWAY: &str = "198.19.254.1";
+/// Where the hosts' state dirs are (`gen --state-dir` of the `--out` host dirs).
+pub const STATE: &str = "/var/lib/kubeunit/ha";
+
+/// The bridge the hosts share, gone with the test.
+pub struct Bridge;
+
+impl Bridge {
+    pub fn up() -> Bridge {
+        let out = run(Command::new(script("container.sh")).args([
+            "bridge",
+            BRIDGE,
+            &format!("{GATEWAY}/24"),
+        ]));
+        assert!(out.status.success(), "container.sh bridge: {}", text(&out));
+        Bridge
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = run(Command::new(script("container.sh")).args(["unbridge", BRIDGE]));
+    }
+}
+
+/// kubectl from this machine as the admin of `host`'s state dir under `out` (its API server).
+pub fn kubectl(out: &Path, host: &str, args: &[&str]) -> Output {
+    let kubectl = kubernetes_bin_dir().join("kubectl");
+    run(Command::new(kubectl)
+        .env(
+            "KUBECONFIG",
+            out.join(host).join("kubeconfig/admin.kubeconfig"),
+        )
+        .args(["--request-timeout=10s"])
+        .args(args))
+}
+
+pub fn kubectl_ok(out: &Path, host: &str, args: &[&str]) -> String {
+    let o = kubectl(out, host, args);
+    assert!(
+        o.status.success(),
+        "kubectl {args:?} at {host}: {}",
+        text(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The nodes whose Ready condition is True, sorted, as `host`'s API server says.
+pub fn ready_nodes(out: &Path, host: &str) -> Vec<String> {
+    let o = kubectl(
+        out,
+        host,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ],
+    );
+    let mut ready: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix("=True").map(String::from))
+        .collect();
+    ready.sort();
+    ready
+}
