@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_json::json;
 
+use crate::components;
 use crate::error::Error;
 use crate::render::{quote, Renderer, Template};
 use crate::spec::host::HostFacts;
@@ -205,6 +206,34 @@ pub fn seeds(dir: &Path, opts: &Options) -> Result<Vec<Seed>, Error> {
         .collect()
 }
 
+/// The hosts-sync timer's unit names kubeunit's path on the host: the seed must put it there, or
+/// the timer fails every 10 s and hosts that join later get no routes.
+fn hosts_sync_runs_the_seeds_kubeunit(
+    h: &hosts::CheckedHost,
+    plan: &Plan,
+    opts: &Options,
+) -> Result<(), Error> {
+    if let Some(sync) = components::find("hosts-sync").filter(|c| c.is_enabled(&plan.profile)) {
+        let runs = sync.binary_path(plan);
+        if runs != opts.kubeunit {
+            return Err(usage(
+                format!(
+                    "--kubeunit {}: host {}'s hosts-sync timer runs {} (components.hosts-sync.binary)",
+                    opts.kubeunit.display(),
+                    h.host,
+                    runs.display()
+                ),
+                &format!(
+                    "pass --kubeunit {}, or render the host dirs with --set components.hosts-sync.binary={}",
+                    runs.display(),
+                    opts.kubeunit.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One host's seed, from its checked dir.
 fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Result<Seed, Error> {
     let (tree, manifest) = import::read(&h.dir)?;
@@ -214,7 +243,9 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
     let name = profile.name.clone();
     let address = host_address(h, &profile, opts)?;
     // The units' names follow the state dir the host dir was rendered for (its `instance`).
-    let target = Plan::new(profile, &manifest.state_dir, &HostFacts::none())?.target_name();
+    let plan = Plan::new(profile, &manifest.state_dir, &HostFacts::none())?;
+    let target = plan.target_name();
+    hosts_sync_runs_the_seeds_kubeunit(h, &plan, opts)?;
     let manifest_bytes = std::fs::read(h.dir.join(paths::MANIFEST))
         .map_err(Error::io(h.dir.join(paths::MANIFEST), "read"))?;
     let host_dir = format!("{SEED_DIR}/host");
