@@ -13,8 +13,10 @@ pub const AFTER_HELP: &str = "Examples:
   kubeunit import ./built --state-dir /var/lib/kubeunit/dev -o json
 
 Every file is checked against the manifest (sha256) and written with the mode the manifest records
-(keys 0600; a Nix store path has made every file 0444). The state dir must be new or empty, or that
-same state dir already: importing again restores its files and modes.";
+(keys 0600; a Nix store path has made every file 0444). The state dir must be new or empty, that
+same state dir already (importing again restores its files and modes), or the same environment
+rendered before (the same name and CA certificates: an update, which keeps the data below it). A
+running environment goes on with the files it read: `kubeunit restart` takes the new ones.";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -4,6 +4,7 @@
 pub mod binaries;
 pub mod request;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -200,8 +201,9 @@ fn write_state_dir<T>(
 
 /// `kubeunit import`: the state dir at `src`, generated elsewhere for `dst` (`gen --out`, a Nix
 /// build), checked against its manifest and written into `dst` with the modes it records, through
-/// the same locked, journaled write as `gen`. `dst` must be new, empty, or that same state dir
-/// already (importing again restores it: modes, removed or edited files). `dst` defaults to the
+/// the same locked, journaled write as `gen`. `dst` must be new, empty, that same state dir
+/// already (importing again restores it: modes, removed or edited files), or the same environment
+/// rendered before (an update: `rendered_again`). `dst` defaults to the
 /// state dir it was generated for. Returns that manifest and what was written.
 pub fn import(
     src: &Path,
@@ -236,6 +238,9 @@ pub fn import(
             .all(|e| e.rel == paths::LOCK || e.kind == state::root::Kind::Dir);
         match &previous.manifest {
             Some(m) if *m == manifest => {}
+            // This environment rendered again (a renewal, a changed setting): an update, which
+            // keeps the data below (etcd's, the kubelet's), as `gen` does.
+            Some(m) if rendered_again(m, &manifest) => {}
             None if fresh => {}
             _ => {
                 return Err(Error::state(
@@ -259,6 +264,21 @@ pub fn import(
     };
     let (_, summary) = write_state_dir(dst, found, wait, on_wait, prepare, |tree| tree)?;
     Ok((manifest, summary))
+}
+
+/// Whether `new` is the environment `old` is, rendered again: the same name and the same CA
+/// certificates (`gen --force` or another seed makes new ones, whose keys would replace these and
+/// leave the data unreadable).
+fn rendered_again(old: &Manifest, new: &Manifest) -> bool {
+    let cas = |m: &Manifest| -> BTreeMap<String, String> {
+        m.files
+            .iter()
+            .filter(|(rel, _)| rel.starts_with("pki/") && rel.ends_with("ca.crt"))
+            .map(|(rel, f)| (rel.clone(), f.sha256.clone()))
+            .collect()
+    };
+    let old_cas = cas(old);
+    old.name == new.name && old_cas.contains_key("pki/ca.crt") && old_cas == cas(new)
 }
 
 /// The manifest of what `generated` will write.

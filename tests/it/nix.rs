@@ -807,6 +807,33 @@ fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
     ok(import(&built), "import again");
     assert_eq!(mode(&target.join("pki/ca.key")), 0o600);
     assert!(target.join("kubeconfig/admin.kubeconfig").is_file());
+    // The same environment rendered again with a changed setting (a new Nix build of the host
+    // dir): an update. The changed unit is written, the keys and the data below are kept.
+    let data = target.join("data/kept");
+    std::fs::create_dir_all(data.parent().unwrap()).unwrap();
+    std::fs::write(&data, "etcd's").unwrap();
+    let key = std::fs::read(target.join("pki/ca.key")).unwrap();
+    let changed = work.join("changed");
+    ok(
+        run(kubeunit()
+            .args(["gen", "--profile", "control-plane", "--seed", "9"])
+            .arg("--state-dir")
+            .arg(&target)
+            .arg("--out")
+            .arg(&changed)
+            .args(["--set", "network.advertiseAddress=192.0.2.7"])
+            .args(["--set", "components.kube-scheduler.extraArgs.v=4"])),
+        "gen --out, changed",
+    );
+    ok(import(&changed), "import of the changed render");
+    let unit = std::fs::read_dir(target.join("units"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-kube-scheduler.service"))
+        .unwrap();
+    assert!(std::fs::read_to_string(&unit).unwrap().contains("--v=4"));
+    assert_eq!(std::fs::read(target.join("pki/ca.key")).unwrap(), key);
+    assert_eq!(std::fs::read_to_string(&data).unwrap(), "etcd's");
     let _ = std::fs::remove_dir_all(&work);
 }
 
