@@ -1247,11 +1247,58 @@ fn a_worker_joins_later_by_token_and_no_other_host_changes() {
     });
     let before = [host_hashes(&cp1), host_hashes(&w1)];
 
-    // A token from cp-1, and worker-2's dir alone, rendered with it and cp-1's CA certificate.
-    let o = cp1.ku(&["token", "create", "--description", "worker-2"]);
-    assert!(o.status.success(), "token create: {}", text(&o));
+    // A description that is no line, or too long: refused, naming the flag, and no token made.
+    let listed = |c: &Host| {
+        let o = c.ku(&["token", "list", "-o", "json"]);
+        assert!(o.status.success(), "token list: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut ids: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let none = listed(&cp1);
+    for bad in ["worker-2\nExpires: never", &"w".repeat(300)] {
+        let o = cp1.ku(&["token", "create", "--description", bad]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("--description"), "{}", text(&o));
+    }
+    assert_eq!(listed(&cp1), none);
+    // Two `token create` at once: two tokens, both listed. One is for worker-2, the other deleted.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| cp1.ku(&["token", "create", "--description", "worker-2"]));
+        let b = s.spawn(|| cp1.ku(&["token", "create", "--ttl", "5m"]));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for o in [&a, &b] {
+        assert!(o.status.success(), "token create: {}", text(o));
+    }
+    let id = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .split('.')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let mut both = vec![id(&a), id(&b)];
+    both.sort();
+    assert_ne!(both[0], both[1]);
+    let now: Vec<String> = listed(&cp1)
+        .into_iter()
+        .filter(|i| !none.contains(i))
+        .collect();
+    assert_eq!(now, both);
+    let o = cp1.ku(&["token", "delete", &id(&b)]);
+    assert!(o.status.success(), "token delete: {}", text(&o));
+    assert_eq!(listed(&cp1).len(), none.len() + 1);
+
+    // worker-2's dir alone, rendered with the token and cp-1's CA certificate.
     let token = work.join("token");
-    std::fs::write(&token, &o.stdout).unwrap();
+    std::fs::write(&token, &a.stdout).unwrap();
     let later = work.join("later");
     let ca = out.join("cp-1/pki/ca.crt");
     let all = [HOSTS[0], HOSTS[3], HOSTS[4]];
@@ -1365,6 +1412,40 @@ spec:
         });
     }
     kubectl_ok(&out, "cp-1", &["logs", "joined"]);
+
+    // kill -9 of `hosts sync` at any instant (the timer's runs go on beside): worker-1's route to
+    // worker-2 taken away each time, then a sync killed some milliseconds in. One run to the end
+    // puts back exactly the remote, and worker-2's pod answers worker-1's again.
+    let script = format!("{STATE}/config/node-network.sh");
+    let remotes = || text(&w1.c.sh(&format!("sh {script} remotes")));
+    let want = remotes();
+    assert!(want.contains(HOSTS[4].1), "worker-1's remotes: {want}");
+    let sync = format!(
+        "{} hosts sync --state-dir {STATE}",
+        env!("CARGO_BIN_EXE_kubeunit")
+    );
+    for ms in [0, 10, 30, 60, 100, 150, 200, 300, 450, 700] {
+        let o = w1.c.sh(&format!(
+            "sh {script} remove {a}; {sync} >/dev/null 2>&1 & pid=$!; sleep {s}; kill -9 $pid; wait $pid; true",
+            a = HOSTS[4].1,
+            s = f64::from(ms) / 1000.0
+        ));
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = w1.c.sh(&sync);
+    assert!(
+        o.status.success(),
+        "hosts sync after the kills: {}",
+        text(&o)
+    );
+    assert_eq!(remotes(), want);
+    let ask = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | timeout 10 nc -w 5 {pod_ip} 8080");
+    let o = kubectl(&out, "cp-1", &["exec", "asker", "--", "sh", "-c", &ask]);
+    assert!(
+        text(&o).contains("hello from worker-2"),
+        "after the killed syncs: {}",
+        text(&o)
+    );
 
     // Nothing of the other hosts changed: their state dirs and units are as before.
     assert_eq!(before, [host_hashes(&cp1), host_hashes(&w1)]);
