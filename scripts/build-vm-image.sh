@@ -15,6 +15,8 @@ mkdir -p "$cache"
 exec 9>"$cache/.vm-image.lock"
 flock 9
 if [ -f "$image/.complete" ]; then echo "$image"; exit 0; fi
+# Stdout is the image's directory alone (the tests read it): what the build says goes to stderr.
+exec 3>&1 1>&2
 for tool in debootstrap mkfs.ext4 qemu-img; do
   command -v "$tool" >/dev/null || { echo "build-vm-image: $tool missing (scripts/install-deps.sh)" >&2; exit 1; }
 done
@@ -62,4 +64,4 @@ rm -rf "$work/root.raw" "$root"
 rm -rf "$image"
 mv "$work" "$image"
 touch "$image/.complete"
-echo "$image"
+echo "$image" >&3

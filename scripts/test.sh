@@ -20,6 +20,9 @@ scripts/build-e2e-images.sh
 scripts/gateway-conformance.sh --build
 echo "conformance images ready after $(( $(date +%s) - start ))s"
 scripts/build-rootfs.sh >/dev/null
+# The VM tests' disk image: debootstrap resolves and fetches from the Debian mirror, so it is built here, before
+# the leak counter starts, never inside a test.
+scripts/build-vm-image.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 threads=${KUBEUNIT_TEST_THREADS:-2}
