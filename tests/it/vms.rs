@@ -189,6 +189,11 @@ fn seeds_refuse_what_cannot_work_and_write_nothing() {
             "--kubeunit",
         ),
         (vec!["--files-volume", "../../etc"], "--files-volume"),
+        // Not where the hosts' hosts-sync timer runs kubeunit (rendered for /usr/local/bin).
+        (
+            [&vol[..], &["--kubeunit", "/opt/bin/kubeunit"]].concat(),
+            "hosts-sync timer runs /usr/local/bin/kubeunit",
+        ),
         (
             [&vol[..], &["--ca-cert", "/etc/hostname"]].concat(),
             "no PEM certificate",
@@ -280,6 +285,9 @@ const VMS: [(&str, &str, u32); 3] = [
     ("worker-2", "198.19.254.22", 2048),
 ];
 
+/// The worker VM that joins the running ones later, by a bootstrap token.
+const JOINER: (&str, &str, u32) = ("worker-3", "198.19.254.23", 2048);
+
 /// kubectl as cp-1's admin: every VM's API calls go there.
 fn kubectl(out: &Path, args: &[&str]) -> Output {
     hosts_net::kubectl(out, "cp-1", args)
@@ -293,8 +301,9 @@ fn ready_nodes(out: &Path) -> Vec<String> {
     hosts_net::ready_nodes(out, "cp-1")
 }
 
-/// The profile of the VMs: `ha` with the hosts the machine carries.
-fn vm_profile(work: &Path) -> PathBuf {
+/// The profile of the VMs: `ha` with the hosts the machine carries, and, given its token file and
+/// CA certificate, the worker that joins them later (listed last, as a host joining later is).
+fn vm_profile(work: &Path, file: &str, joiner: Option<(&Path, &Path)>) -> PathBuf {
     let mut yaml = String::from("extends: ha\nhosts:\n");
     for (name, address, _) in VMS {
         let roles = if name.starts_with("cp-") {
@@ -306,7 +315,15 @@ fn vm_profile(work: &Path) -> PathBuf {
             "  - {{name: {name}, address: {address}, roles: {roles}}}\n"
         ));
     }
-    let path = work.join("vms.yaml");
+    if let Some((token, ca)) = joiner {
+        let (name, address, _) = JOINER;
+        yaml.push_str(&format!(
+            "  - {{name: {name}, address: {address}, roles: [worker], join: {{tokenFile: {}, caFile: {}}}}}\n",
+            token.display(),
+            ca.display()
+        ));
+    }
+    let path = work.join(file);
     std::fs::write(&path, yaml).unwrap();
     path
 }
@@ -350,21 +367,11 @@ fn vm_files(work: &Path) -> (PathBuf, PathBuf) {
     (volume, cache.join("vm/kubeunit"))
 }
 
-#[test]
-fn ha_on_vms_comes_up_by_cloud_init_alone_and_survives_a_power_cut() {
-    use crate::common::vm::{self, Vm, VmSpec};
-    let _lock = node_lock();
-    let _bridge = Bridge::up();
-    let work = PathBuf::from(format!("/tmp/kubeunit-it/vms-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
-    let image = vm::image();
-    let (files, kubeunit_on_vm) = vm_files(&work);
-
-    // One gen renders every VM's host dir; one seed each.
-    let out = work.join("out");
+/// `gen --out` of the VMs' profile: dev's pinned binaries, the VMs' few images, kubeunit where the
+/// seed puts it on the VMs (the hosts-sync timer runs it), short eviction timeouts.
+fn gen_vms(profile: &Path, out: &Path, kubeunit_on_vm: &Path) {
     let mut args = crate::common::container::dev_args(&pinned("KUBERNETES_VERSIONS")[0]);
-    args[1] = vm_profile(&work).display().to_string();
+    args[1] = profile.display().to_string();
     // The dev arguments' images, replaced by the VMs' few (`--set images=[...]`: both words).
     if let Some(i) = args.iter().position(|a| a.starts_with("images=[")) {
         args.drain(i - 1..=i);
@@ -395,16 +402,22 @@ fn ha_on_vms_comes_up_by_cloud_init_alone_and_survives_a_power_cut() {
         args.push("--set".into());
         args.push(set.into());
     }
+    // One seed and epoch for every render: the later one (with the joiner) must give the hosts the
+    // same PKI, or `hosts seed` refuses its dirs as disagreeing on the CA.
     let o = run(kubeunit()
+        .env("SOURCE_DATE_EPOCH", test_epoch())
         .arg("gen")
         .args(&args)
-        .args(["--state-dir", STATE, "--out"])
-        .arg(&out));
+        .args(["--seed", "37", "--state-dir", STATE, "--out"])
+        .arg(out));
     assert!(o.status.success(), "gen: {}", text(&o));
-    let seeds = work.join("seeds");
+}
+
+/// `hosts seed` of every host dir in `out`, for the VMs: their files volume, kubeunit on it.
+fn seed_vms(out: &Path, seeds: &Path, kubeunit_on_vm: &Path) {
     let o = seed(
-        &out,
-        &seeds,
+        out,
+        seeds,
         &[
             SEED_ARGS,
             &[
@@ -417,46 +430,156 @@ fn ha_on_vms_comes_up_by_cloud_init_alone_and_survives_a_power_cut() {
         .concat(),
     );
     assert!(o.status.success(), "hosts seed: {}", text(&o));
+}
+
+/// A VM booted from its seed (its `index`: its MAC), once its node is Ready; the time that took
+/// and the memory it takes, reported.
+fn boot_until_ready(
+    work: &Path,
+    files: &Path,
+    seeds: &Path,
+    out: &Path,
+    (name, _, memory_mb): (&str, &str, u32),
+    index: u8,
+) -> crate::common::vm::Vm {
+    use crate::common::vm::{self, Vm, VmSpec};
+    let iso = work.join(format!("{name}.iso"));
+    vm::seed_iso(&seeds.join(name), &iso);
+    let vm = Vm::boot(
+        work,
+        &vm::image(),
+        VmSpec {
+            name: name.to_string(),
+            memory_mb,
+            cpus: if name.starts_with("cp-") { 2 } else { 1 },
+            bridge: BRIDGE.into(),
+            mac: format!("52:54:00:19:54:{:02x}", 0x10 + index),
+            seed_iso: iso,
+            files: Some(files.to_path_buf()),
+        },
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(1200);
+    while !ready_nodes(out).iter().any(|n| n == name) {
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "{name} not Ready 1200 s after qemu started; console:\n{}",
+                vm.console_tail(40)
+            );
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    eprintln!(
+        "vms: {name} Ready {:.0} s after qemu started (TCG, {} vCPU), guest uses {} MiB, qemu RSS {} MiB",
+        vm.started.elapsed().as_secs_f64(),
+        vm.spec.cpus,
+        vm.guest_used_mb().unwrap_or(0),
+        vm.rss_mb()
+    );
+    vm
+}
+
+/// What a VM has of the environment, as hashes: every file of its state dir but the data below it
+/// (etcd's, the kubelet's: they run), and the units `install` wrote.
+fn installed_hashes(vm: &crate::common::vm::Vm) -> String {
+    vm.exec_ok(&format!(
+        "cd {STATE} && find . -path ./data -prune -o -type f ! -name .lock -print | sort | xargs sha256sum && \
+         cd /etc/systemd/system && find . -path '*kubeunit-ha*' \\( -type f -o -type l \\) | sort | xargs sha256sum"
+    ))
+}
+
+/// The cluster DNS Service's address, as the host dirs' kubelets have it.
+fn cluster_dns(out: &Path) -> String {
+    let config = std::fs::read_to_string(out.join("cp-1/config/kubelet-config.yaml")).unwrap();
+    config
+        .lines()
+        .skip_while(|l| l.trim() != "clusterDNS:")
+        .nth(1)
+        .and_then(|l| l.trim().strip_prefix("- "))
+        .map(|a| a.trim_matches('"').to_string())
+        .unwrap_or_else(|| panic!("no clusterDNS in cp-1's kubelet-config.yaml:\n{config}"))
+}
+
+/// What every VM routes: the other VMs, their nodes' pod networks and links go by the bridge (the
+/// interface holding the VM's address), via the owner's address; its own and the cluster DNS
+/// Service's stay on the VM; and nothing goes anywhere else. `out` holds every VM's host dir.
+fn routes_stay_on_the_bridge(out: &Path, vms: &[crate::common::vm::Vm], hosts: &[(&str, &str)]) {
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for (name, address) in hosts {
+        targets.push((name.to_string(), address.to_string()));
+        let script =
+            std::fs::read_to_string(out.join(name).join("config/node-network.sh")).unwrap();
+        for var in ["net", "pod_cidr"] {
+            let net = script
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{var}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or_else(|| panic!("no {var} in {name}'s node-network.sh"));
+            let net: ipnet::Ipv4Net = net.parse().unwrap();
+            let first = u32::from(net.network()) + 1;
+            targets.push((
+                name.to_string(),
+                std::net::Ipv4Addr::from(first).to_string(),
+            ));
+        }
+    }
+    targets.push(("service".into(), cluster_dns(out)));
+    for vm in vms {
+        let address = hosts.iter().find(|v| v.0 == vm.spec.name).unwrap().1;
+        let addrs = vm.exec_ok("ip -o -4 addr show");
+        let bridge = addrs
+            .lines()
+            .find(|l| l.contains(&format!(" {address}/")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("{}: no interface has {address}: {addrs}", vm.spec.name))
+            .to_string();
+        for (owner, target) in &targets {
+            let route = vm.exec_ok(&format!("ip -4 route get {target}"));
+            let dev = route
+                .split_whitespace()
+                .skip_while(|w| *w != "dev")
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            let own = *owner == vm.spec.name || owner == "service";
+            assert!(
+                dev == bridge || (own && dev != "lo") || (own && route.starts_with("local")),
+                "{}: {target} ({owner}) goes {route:?}",
+                vm.spec.name
+            );
+            if !own {
+                let host = hosts.iter().find(|v| v.0 == owner).unwrap().1;
+                assert!(
+                    route.contains(&format!("dev {bridge} "))
+                        && (route.contains(&format!("via {host} ")) || target == host),
+                    "{}: {target} ({owner}) goes {route:?}, not to {owner} on the bridge",
+                    vm.spec.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ha_on_vms_comes_up_by_cloud_init_alone_survives_a_power_cut_and_a_worker_joins_by_token() {
+    let _lock = node_lock();
+    let _bridge = Bridge::up();
+    let work = PathBuf::from(format!("/tmp/kubeunit-it/vms-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let (files, kubeunit_on_vm) = vm_files(&work);
+
+    // One gen renders every VM's host dir; one seed each.
+    let out = work.join("out");
+    gen_vms(&vm_profile(&work, "vms.yaml", None), &out, &kubeunit_on_vm);
+    let seeds = work.join("seeds");
+    seed_vms(&out, &seeds, &kubeunit_on_vm);
 
     // One VM after the other, each once the one before is Ready: TCG VMs starting together on two
     // cores starve each other (three at once: cp-1's kube-apiserver took 7 minutes to answer and
     // then too long for its nodes' leases). Up by cloud-init alone: no command typed into a VM.
-    let mut vms: Vec<Vm> = Vec::new();
-    for (i, (name, _, memory_mb)) in VMS.iter().enumerate() {
-        let control_plane = name.starts_with("cp-");
-        let iso = work.join(format!("{name}.iso"));
-        vm::seed_iso(&seeds.join(name), &iso);
-        let vm = Vm::boot(
-            &work,
-            &image,
-            VmSpec {
-                name: name.to_string(),
-                memory_mb: *memory_mb,
-                cpus: if control_plane { 2 } else { 1 },
-                bridge: BRIDGE.into(),
-                mac: format!("52:54:00:19:54:{:02x}", 0x10 + i),
-                seed_iso: iso,
-                files: Some(files.clone()),
-            },
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(1200);
-        while !ready_nodes(&out).iter().any(|n| n == name) {
-            if std::time::Instant::now() > deadline {
-                panic!(
-                    "{name} not Ready 1200 s after qemu started; console:\n{}",
-                    vm.console_tail(40)
-                );
-            }
-            std::thread::sleep(Duration::from_secs(5));
-        }
-        eprintln!(
-            "vms: {name} Ready {:.0} s after qemu started (TCG, {} vCPU), guest uses {} MiB, qemu RSS {} MiB",
-            vm.started.elapsed().as_secs_f64(),
-            vm.spec.cpus,
-            vm.guest_used_mb().unwrap_or(0),
-            vm.rss_mb()
-        );
-        vms.push(vm);
+    let mut vms: Vec<crate::common::vm::Vm> = Vec::new();
+    for (i, vm) in VMS.iter().enumerate() {
+        vms.push(boot_until_ready(&work, &files, &seeds, &out, *vm, i as u8));
     }
     let all: Vec<String> = VMS.iter().map(|v| v.0.to_string()).collect();
 
@@ -571,64 +694,6 @@ spec:
         },
     );
 
-    // What every VM routes: the other VMs, their nodes' pod networks and links, the Services, go
-    // by the bridge (the interface holding the VM's address) or to the VM's own node, and nothing
-    // else goes anywhere.
-    let mut targets: Vec<(String, String)> = Vec::new();
-    for (name, address, _) in VMS {
-        targets.push((name.to_string(), address.to_string()));
-        let script =
-            std::fs::read_to_string(out.join(name).join("config/node-network.sh")).unwrap();
-        for var in ["net", "pod_cidr"] {
-            let net = script
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{var}=\"")))
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or_else(|| panic!("no {var} in {name}'s node-network.sh"));
-            let net: ipnet::Ipv4Net = net.parse().unwrap();
-            let first = u32::from(net.network()) + 1;
-            targets.push((
-                name.to_string(),
-                std::net::Ipv4Addr::from(first).to_string(),
-            ));
-        }
-    }
-    targets.push(("service".into(), "10.96.0.10".into()));
-    for vm in &vms {
-        let address = VMS.iter().find(|v| v.0 == vm.spec.name).unwrap().1;
-        let addrs = vm.exec_ok("ip -o -4 addr show");
-        let bridge = addrs
-            .lines()
-            .find(|l| l.contains(&format!(" {address}/")))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .unwrap_or_else(|| panic!("{}: no interface has {address}: {addrs}", vm.spec.name))
-            .to_string();
-        for (owner, target) in &targets {
-            let route = vm.exec_ok(&format!("ip -4 route get {target}"));
-            let dev = route
-                .split_whitespace()
-                .skip_while(|w| *w != "dev")
-                .nth(1)
-                .unwrap_or_default()
-                .to_string();
-            let own = *owner == vm.spec.name || owner == "service";
-            assert!(
-                dev == bridge || (own && dev != "lo") || (own && route.starts_with("local")),
-                "{}: {target} ({owner}) goes {route:?}",
-                vm.spec.name
-            );
-            if !own {
-                let host = VMS.iter().find(|v| v.0 == owner).unwrap().1;
-                assert!(
-                    route.contains(&format!("dev {bridge} "))
-                        && (route.contains(&format!("via {host} ")) || target == host),
-                    "{}: {target} ({owner}) goes {route:?}, not to {owner} on the bridge",
-                    vm.spec.name
-                );
-            }
-        }
-    }
-
     bootstrap_tokens_get_node_certificates(&work, &out);
 
     // Power loss: kill -9 of worker-2's qemu. Its web pod moves to worker-1 after the short
@@ -663,6 +728,118 @@ spec:
         "vms: worker-2 Ready {:.0} s after power came back",
         started.elapsed().as_secs_f64()
     );
+
+    // Join later: a token made on cp-1's dir; worker-3's dir rendered with it and the cluster CA's
+    // certificate (no key); its seed; its VM. No other VM is rendered again or touched: their state
+    // dirs and units are the same after.
+    let before: Vec<String> = vms.iter().map(installed_hashes).collect();
+    let o = run(kubeunit()
+        .args([
+            "token",
+            "create",
+            "--description",
+            "worker-3",
+            "--state-dir",
+        ])
+        .arg(out.join("cp-1")));
+    assert!(o.status.success(), "token create: {}", text(&o));
+    let token = work.join("token");
+    std::fs::write(&token, &o.stdout).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let later = work.join("later");
+    let ca = out.join("cp-1/pki/ca.crt");
+    gen_vms(
+        &vm_profile(&work, "later.yaml", Some((&token, &ca))),
+        &later,
+        &kubeunit_on_vm,
+    );
+    let seeds_later = work.join("seeds-later");
+    seed_vms(&later, &seeds_later, &kubeunit_on_vm);
+    vms.push(boot_until_ready(
+        &work,
+        &files,
+        &seeds_later,
+        &out,
+        JOINER,
+        VMS.len() as u8,
+    ));
+    // Its kubelet's serving certificate, approved by cp-1's sync; a pod on it, reached from
+    // worker-1's client by its address (the routes each VM's sync added) and by a Service; its
+    // logs (the API server to its kubelet's serving certificate).
+    wait_for(
+        "worker-3's serving certificate approved",
+        Duration::from_secs(180),
+        || {
+            kubectl_ok(
+                &out,
+                &["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{\"\\n\"}{end}"],
+            )
+            .contains("kubernetes.io/kubelet-serving system:node:worker-3 Approved")
+        },
+    );
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let joined = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: joined, labels: {{app: joined}}}}
+spec:
+  nodeName: worker-3
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: c, image: {image}, command: [sh, -c, "mkdir -p /w && echo hello from worker-3 >/w/index.html && exec httpd -f -p 8080 -h /w"]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: joined}}
+spec: {{selector: {{app: joined}}, ports: [{{port: 80, targetPort: 8080}}]}}
+"#
+    );
+    let path = work.join("joined.yaml");
+    std::fs::write(&path, joined).unwrap();
+    kubectl_ok(&out, &["apply", "-f", &path.to_string_lossy()]);
+    kubectl_ok(
+        &out,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/joined",
+            "--timeout=300s",
+        ],
+    );
+    let pod_ip = kubectl_ok(
+        &out,
+        &["get", "pod", "joined", "-o", "jsonpath={.status.podIP}"],
+    );
+    for (what, url) in [
+        (
+            "worker-3's pod from worker-1's",
+            format!("http://{pod_ip}:8080/"),
+        ),
+        (
+            "worker-3's pod by its Service's name from worker-1's",
+            "http://joined.default.svc.cluster.local/".to_string(),
+        ),
+    ] {
+        wait_for(what, Duration::from_secs(120), || {
+            let o = kubectl(
+                &out,
+                &["exec", "client", "--", "wget", "-qO-", "-T", "5", &url],
+            );
+            String::from_utf8_lossy(&o.stdout).contains("hello from worker-3")
+        });
+    }
+    kubectl_ok(&out, &["logs", "joined"]);
+    let mut hosts: Vec<(&str, &str)> = VMS.iter().map(|v| (v.0, v.1)).collect();
+    hosts.push((JOINER.0, JOINER.1));
+    routes_stay_on_the_bridge(&later, &vms, &hosts);
+    let after: Vec<String> = vms[..VMS.len()].iter().map(installed_hashes).collect();
+    for ((vm, b), a) in VMS.iter().zip(&before).zip(&after) {
+        assert_eq!(
+            b, a,
+            "{}'s state dir or units changed when worker-3 joined",
+            vm.0
+        );
+    }
+
     for vm in &mut vms {
         assert!(
             vm.running(),
