@@ -701,6 +701,19 @@ fn the_module_refuses_a_host_dir_with_a_profile_settings_or_seed() {
     }
 }
 
+/// `gen --out OUT` of control-plane (seed 9) for the state dir `target`, with `extra` arguments:
+/// the import tests' host dir.
+fn gen_out(target: &Path, out: &Path, extra: &[&str]) -> Output {
+    run(kubeunit()
+        .args(["gen", "--profile", "control-plane", "--seed", "9"])
+        .arg("--state-dir")
+        .arg(target)
+        .arg("--out")
+        .arg(out)
+        .args(["--set", "network.advertiseAddress=192.0.2.7"])
+        .args(extra))
+}
+
 #[test]
 fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
     let work = PathBuf::from(format!(
@@ -711,25 +724,12 @@ fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
     std::fs::create_dir_all(&work).unwrap();
     let target = work.join("target");
     let built = work.join("built");
-    let gen = run(kubeunit()
-        .args(["gen", "--profile", "control-plane", "--seed", "9"])
-        .arg("--state-dir")
-        .arg(&target)
-        .arg("--out")
-        .arg(&built)
-        .args(["--set", "network.advertiseAddress=192.0.2.7"]));
-    ok(gen, "gen --out");
+    ok(gen_out(&target, &built, &[]), "gen --out");
     assert!(!target.exists(), "gen --out wrote the state dir itself");
     // --out writes a new state dir only, never over one, never the state dir itself.
     let before = snapshot(&built);
     for out in [&built, &target] {
-        let again = run(kubeunit()
-            .args(["gen", "--profile", "control-plane", "--seed", "9"])
-            .arg("--state-dir")
-            .arg(&target)
-            .arg("--out")
-            .arg(out)
-            .args(["--set", "network.advertiseAddress=192.0.2.7"]));
+        let again = gen_out(&target, out, &[]);
         assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     }
     assert_eq!(before, snapshot(&built));
@@ -815,14 +815,11 @@ fn import_refuses_a_tampered_or_foreign_source_and_leaves_the_target_alone() {
     let key = std::fs::read(target.join("pki/ca.key")).unwrap();
     let changed = work.join("changed");
     ok(
-        run(kubeunit()
-            .args(["gen", "--profile", "control-plane", "--seed", "9"])
-            .arg("--state-dir")
-            .arg(&target)
-            .arg("--out")
-            .arg(&changed)
-            .args(["--set", "network.advertiseAddress=192.0.2.7"])
-            .args(["--set", "components.kube-scheduler.extraArgs.v=4"])),
+        gen_out(
+            &target,
+            &changed,
+            &["--set", "components.kube-scheduler.extraArgs.v=4"],
+        ),
         "gen --out, changed",
     );
     ok(import(&changed), "import of the changed render");
@@ -851,16 +848,7 @@ fn import_holds_against_concurrent_runs_huge_files_dotdot_and_newlines() {
     std::fs::create_dir_all(&work).unwrap();
     let target = work.join("target");
     let built = work.join("built");
-    ok(
-        run(kubeunit()
-            .args(["gen", "--profile", "control-plane", "--seed", "9"])
-            .arg("--state-dir")
-            .arg(&target)
-            .arg("--out")
-            .arg(&built)
-            .args(["--set", "network.advertiseAddress=192.0.2.7"])),
-        "gen --out",
-    );
+    ok(gen_out(&target, &built, &[]), "gen --out");
 
     // Four at once into the same new target.
     let runs: Vec<_> = (0..4)
