@@ -874,6 +874,38 @@ fn import_holds_against_concurrent_runs_huge_files_dotdot_and_newlines() {
             .arg(&target)),
         "gen --check after concurrent imports",
     );
+    // Two renders of the environment (each an update of the other) imported at once, twice each:
+    // every run succeeds, and the target is one of them whole, never a mixture.
+    let changed = work.join("changed");
+    ok(
+        gen_out(
+            &target,
+            &changed,
+            &["--set", "components.kube-scheduler.extraArgs.v=4"],
+        ),
+        "gen --out, changed",
+    );
+    let runs: Vec<_> = [&built, &changed, &built, &changed]
+        .iter()
+        .map(|src| {
+            kubeunit()
+                .arg("import")
+                .arg(src)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in runs {
+        let out = r.wait_with_output().unwrap();
+        assert!(out.status.success(), "concurrent update: {}", text(&out));
+    }
+    let now = tree_hash(&target);
+    assert!(
+        now == tree_hash(&built) || now == tree_hash(&changed),
+        "the target after concurrent updates is neither render"
+    );
     std::fs::remove_dir_all(&target).unwrap();
 
     // A listed file of 17 MiB (sparse: nothing that size is ever read).
