@@ -233,6 +233,9 @@ pub async fn exec_uninstall(args: UninstallArgs) -> Result<i32, Error> {
     let removed = install::remove(&paths)?;
     if let Some(sd) = &sd {
         sd.reload().await?;
+        // Without their files the stopped units (and the pods' slices below the environment's) are
+        // unloaded on systemd's next garbage-collection pass: uninstall returns once they are.
+        run::stop::unloaded(&env, sd).await?;
     }
     match args.output {
         Output::Json => print_json(&UninstallReport {

@@ -51,16 +51,9 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     // Debug units (`kubeunit debug`) are in the slice too; they go with it and are cleared below.
     let debug_units: Vec<String> = env.units.iter().map(|(i, _)| i.debug_unit()).collect();
     let timers: Vec<&str> = env.timers.iter().map(|(_, u)| u.name.as_str()).collect();
-    let names: Vec<&str> = env
-        .units
-        .iter()
-        .map(|(_, u)| u.name.as_str())
-        .chain(debug_units.iter().map(String::as_str))
-        .chain(timers.iter().copied())
-        .collect();
-    for &name in &names {
-        if sd.state(name).await?.is_some() {
-            stopped.push(name.to_string());
+    for name in unit_names(env) {
+        if sd.state(&name).await?.is_some() {
+            stopped.push(name);
         }
     }
     // Graceful: a component that is its own client is helped out of its shutdown once it drained.
@@ -72,16 +65,10 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
     let own_connections = watches.finish().await;
     let problems = clean_up(env).await?;
     sd.reset_failed(&env.slice.name).await?;
-    // systemd unloads inactive transient units on its next garbage-collection pass; wait for it so
-    // that a caller sees no unit left (and a following start can reuse the names).
-    // Installed units stay loaded (from their files): nothing to wait for.
+    // Installed units stay loaded (from their files): nothing to wait for until `uninstall` removed
+    // the files and reloaded, which waits for it itself.
     if !installed {
-        let all: Vec<&str> = names
-            .iter()
-            .copied()
-            .chain([env.slice.name.as_str()])
-            .collect();
-        sd.collect(&all, Duration::from_secs(10)).await?;
+        unloaded(env, sd).await?;
     }
     let busy = ports_released(env).await;
     Ok(StopReport {
@@ -91,6 +78,30 @@ pub async fn stop_with(env: &Env, sd: &Systemd, ending: Ending) -> Result<StopRe
         own_connections,
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Every unit of the environment `stop` stops, by name: the components', their debug units and the
+/// timers, in that order.
+fn unit_names(env: &Env) -> Vec<String> {
+    let units = env.units.iter().map(|(_, u)| u.name.clone());
+    let debug_units = env.units.iter().map(|(i, _)| i.debug_unit());
+    let timers = env.timers.iter().map(|(_, u)| u.name.clone());
+    units.chain(debug_units).chain(timers).collect()
+}
+
+/// Wait (10 s at most) until systemd unloaded the environment's stopped units and then its slice.
+/// systemd unloads inactive units without a file on its next garbage-collection pass; a caller then
+/// sees no unit left, and a following start can reuse the names. The slice goes last, after what is
+/// below it (the kubelets' pod slices).
+pub async fn unloaded(env: &Env, sd: &Systemd) -> Result<(), Error> {
+    let names = unit_names(env);
+    let all: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .chain([env.slice.name.as_str()])
+        .collect();
+    sd.collect(&all, Duration::from_secs(10)).await?;
+    Ok(())
 }
 
 /// Stop every unit: timers, the node, the target (installed), the slice, the debug units, then each
