@@ -297,6 +297,11 @@ fn kubectl_ok(out: &Path, args: &[&str]) -> String {
     hosts_net::kubectl_ok(out, "cp-1", args)
 }
 
+/// kubectl as cp-1's admin inside a wait: a failed request is "not yet".
+fn kubectl_now(out: &Path, args: &[&str]) -> Option<String> {
+    hosts_net::kubectl_now(out, "cp-1", args)
+}
+
 fn ready_nodes(out: &Path) -> Vec<String> {
     hosts_net::ready_nodes(out, "cp-1")
 }
@@ -642,8 +647,9 @@ spec:
             "--timeout=300s",
         ],
     );
+    // Asked inside waits too: a failed request lists nothing (not yet).
     let nodes_of_web = || {
-        let o = kubectl_ok(
+        let o = kubectl_now(
             &out,
             &[
                 "get",
@@ -653,7 +659,8 @@ spec:
                 "-o",
                 "jsonpath={range .items[*]}{.spec.nodeName} {.status.phase} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
             ],
-        );
+        )
+        .unwrap_or_default();
         // A pod being deleted is on its way out: on a node that lost power it stays Running (no
         // kubelet reports otherwise) until the node is back or gone.
         let mut n: Vec<String> = o
@@ -770,10 +777,11 @@ spec:
         "worker-3's serving certificate approved",
         Duration::from_secs(180),
         || {
-            kubectl_ok(
+            kubectl_now(
                 &out,
                 &["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.signerName} {.spec.username} {.status.conditions[0].type}{\"\\n\"}{end}"],
             )
+            .unwrap_or_default()
             .contains("kubernetes.io/kubelet-serving system:node:worker-3 Approved")
         },
     );
@@ -931,7 +939,7 @@ fn bootstrap_tokens_get_node_certificates(work: &Path, out: &Path) {
         "the CSR approved and signed",
         Duration::from_secs(120),
         || {
-            issued = kubectl_ok(
+            issued = kubectl_now(
                 out,
                 &[
                     "get",
@@ -940,7 +948,8 @@ fn bootstrap_tokens_get_node_certificates(work: &Path, out: &Path) {
                     "-o",
                     "jsonpath={.status.certificate}",
                 ],
-            );
+            )
+            .unwrap_or_default();
             !issued.is_empty()
         },
     );
