@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::pki::Secrets;
 use crate::render::Renderer;
 use crate::spec::Plan;
-use crate::state::{MODE_EXECUTABLE, MODE_PUBLIC, MODE_SECRET};
+use crate::state::{MODE_EXECUTABLE, MODE_PRIVATE, MODE_PUBLIC, MODE_SECRET};
 
 pub fn component_files(
     table: &[Component],
@@ -30,6 +30,7 @@ pub fn component_files(
             };
             let mode = match file.mode {
                 FileMode::Public => MODE_PUBLIC,
+                FileMode::Private => MODE_PRIVATE,
                 FileMode::Secret => MODE_SECRET,
                 FileMode::Executable => MODE_EXECUTABLE,
             };

@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::render::quote::{env_file_line, systemd_path, systemd_word};
 use crate::render::{self, Renderer};
 use crate::spec::{paths, Plan};
-use crate::state::{MODE_PUBLIC, MODE_SECRET};
+use crate::state::{MODE_PRIVATE, MODE_SECRET};
 
 /// kubeunit's version, which every unit names.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -31,7 +31,7 @@ pub fn units(
         &mut g.tree,
         &paths::unit(&slice),
         text.into_bytes(),
-        MODE_PUBLIC,
+        MODE_PRIVATE,
     );
     let instances = components::instances_of(table, plan);
     for instance in &instances {
@@ -118,7 +118,7 @@ fn service<'t>(
         &mut g.tree,
         &paths::unit(&instance.unit),
         text.into_bytes(),
-        MODE_PUBLIC,
+        MODE_PRIVATE,
     );
     Ok(())
 }
@@ -185,7 +185,7 @@ fn timer(instance: &Instance, r: &Renderer, g: &mut Generated) -> Result<(), Err
         &mut g.tree,
         &paths::unit(&timer_unit),
         text.into_bytes(),
-        MODE_PUBLIC,
+        MODE_PRIVATE,
     );
     Ok(())
 }

@@ -295,8 +295,10 @@ pub struct File {
 /// A config file's mode in the state dir.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileMode {
-    /// 0644.
+    /// 0644: a certificate.
     Public,
+    /// 0600: a config file or manifest, no secret, read by root's components alone.
+    Private,
     /// Holds a secret: 0600.
     Secret,
     /// A script a component runs by its path (it holds no secret): 0755.

@@ -348,13 +348,14 @@ pub fn remove(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     Ok(removed)
 }
 
-/// Replace `path` as one step (temp file, sync, rename), as the state dir's files are.
+/// Replace `path` as one step (temp file, sync, rename), as the state dir's files are: 0600, as the
+/// state dir's units (systemd reads them as root).
 fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
         return Err(Error::Internal(format!("{}: no file name", path.display())));
     };
     Root::open(dir)
-        .and_then(|r| r.write_atomic(name, text.as_bytes(), 0o644))
+        .and_then(|r| r.write_atomic(name, text.as_bytes(), crate::state::MODE_PRIVATE))
         .map_err(Error::io(path, "write"))
 }
 

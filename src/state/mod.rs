@@ -26,5 +26,5 @@ pub use lock::{Access, Lock};
 pub use manifest::{Manifest, Renewed};
 pub use previous::Previous;
 pub use root::Root;
-pub use tree::{Artifact, Tree, MODE_EXECUTABLE, MODE_PUBLIC, MODE_SECRET};
+pub use tree::{Artifact, Tree, MODE_EXECUTABLE, MODE_PRIVATE, MODE_PUBLIC, MODE_SECRET};
 pub use write::{recover, write, WriteSummary};

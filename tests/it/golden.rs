@@ -86,8 +86,29 @@ fn tree_record(dir: &Path) -> String {
 /// Upstream's Gateway API CRDs, which `gen` writes as they are.
 const GATEWAY_API_CRDS: &[u8] = include_bytes!("../../addons/gateway-api-crds.yaml");
 
+/// A unit, config file or addon manifest: owner-only (0600, as the CIS benchmark asks), yet no
+/// secret, so the record shows its text. The secrets among config files are known by name.
+fn private_config(rel: &str) -> bool {
+    // A further node's files are below nodes/NAME/.
+    let own = match rel.strip_prefix("nodes/") {
+        Some(r) => r.split_once('/').map_or(r, |(_, r)| r),
+        None => rel,
+    };
+    let name = own.rsplit('/').next().unwrap_or(own);
+    ["units/", "addons/", "config/"]
+        .iter()
+        .any(|d| own.starts_with(d))
+        && ![
+            "encryption-config.yaml",
+            "join-token",
+            "password",
+            "credentials.json",
+        ]
+        .contains(&name)
+}
+
 /// The readable record: every file's path and mode, then its text. Secrets (files only their owner may
-/// read, but kubeconfigs) show no content; a kubeconfig's embedded `*-data` values are redacted; a
+/// read, but kubeconfigs and `private_config`s) show no content; a kubeconfig's embedded `*-data` values are redacted; a
 /// certificate shows its fields rather than its PEM.
 fn text_record(dir: &Path) -> String {
     let mut out = String::new();
@@ -101,7 +122,7 @@ fn text_record(dir: &Path) -> String {
             )
         } else if rel.ends_with(".kubeconfig") {
             values_replaced(&String::from_utf8(bytes).unwrap(), "-data: ", "<redacted>")
-        } else if mode & 0o044 == 0 {
+        } else if mode & 0o044 == 0 && !private_config(&rel) {
             format!(
                 "(owner-only: {} bytes, pinned by the .sha256 record only)\n",
                 bytes.len()
