@@ -35,6 +35,7 @@
 #           {pause,coredns,busybox,metrics-server,local-path-provisioner,metallb-controller,metallb-speaker,traefik}.tar
 #           (+ images.txt: "FILE REFERENCE" per line)
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
+#         $KUBEUNIT_CACHE/bin/kube-bench-<ver>/{kube-bench,cfg/}
 #         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
 #           (the debug- prefix keeps it apart from kubernetes-*, which means the normal builds)
 #         $KUBEUNIT_CACHE/bin/e2e-<ver>/{e2e.test,ginkgo} for every pinned Kubernetes (the upstream e2e suite:
@@ -116,6 +117,7 @@ if [ "$mode" = print ]; then
   echo "$cache/bin/traefik-$TRAEFIK_VERSION"
   echo "$images_dir"
   echo "$dlv_dir"
+  echo "$cache/bin/kube-bench-$KUBE_BENCH_VERSION"
   echo "$debug_dir"
   for v in $KUBERNETES_VERSIONS; do echo "$cache/bin/e2e-$v"; done
   exit 0
@@ -496,6 +498,16 @@ dlv_build() {
   grep -qx "Version: ${DLV_VERSION#v}" <<<"$("$tmp/dlv" version)" || die "the dlv built is not $DLV_VERSION"
 }
 
+# kube-bench and its cfg/ (the benchmark files, unchanged), laid out as its release tarball: cfg beside the binary.
+kube_bench_build() {
+  local m=github.com/aquasecurity/kube-bench
+  go_get "$m@$KUBE_BENCH_VERSION"
+  (cd "$work" && go build -trimpath -ldflags "-s -w -X $m/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" -o "$tmp/kube-bench" "$m")
+  cp -r "$(mod_dir "$m@$KUBE_BENCH_VERSION")/cfg" "$tmp/cfg"
+  chmod -R u+w "$tmp/cfg"
+  [ -f "$tmp/cfg/cis-1.12/master.yaml" ] || die "kube-bench $KUBE_BENCH_VERSION has no cfg/cis-1.12"
+}
+
 # The debug builds: no -s -w, so DWARF and the symbol table stay, and -gcflags=all=-N -l (no optimizations, no
 # inlining, in every package), so dlv sees each function and local. The version -X flags as the normal builds.
 debug_build() {
@@ -554,5 +566,6 @@ cached traefik "$TRAEFIK_VERSION" "$cache/bin/traefik-$TRAEFIK_VERSION" traefik_
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
+cached kube-bench "$KUBE_BENCH_VERSION" "$cache/bin/kube-bench-$KUBE_BENCH_VERSION" kube_bench_build
 debug_kubernetes "${debug_cmds[@]}"
 for v in $KUBERNETES_VERSIONS; do cached e2e "$v" "$cache/bin/e2e-$v" e2e_build "$v"; done

@@ -14,9 +14,11 @@
 //! - `unit`: unit files -> transient-unit properties
 //! - `systemd`: the D-Bus client
 //! - `run`: a state dir at run time (preflight, start, stop, status, restart, addons, probes)
+//! - `cis`: the CIS benchmark by kube-bench against a running environment (its config, its view)
 //! - `cli`: one file per command
 
 pub mod artifacts;
+pub mod cis;
 pub mod cli;
 pub mod components;
 pub mod error;

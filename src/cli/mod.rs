@@ -15,6 +15,7 @@ mod hosts;
 mod images;
 mod import;
 mod install;
+mod kube_bench;
 mod kubeconfig;
 mod logs;
 mod man;
@@ -127,6 +128,10 @@ pub enum Command {
         #[command(subcommand)]
         command: token::Command,
     },
+    /// The CIS Kubernetes Benchmark (kube-bench) against the running environment, with kubeunit's
+    /// paths in its config.
+    #[command(after_help = kube_bench::AFTER_HELP)]
+    KubeBench(kube_bench::Args),
     /// Inspect built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -165,6 +170,7 @@ pub fn run() -> i32 {
         Command::Snapshot { command } => block_on(snapshot::exec(command)),
         Command::Hosts { command } => hosts::exec(command),
         Command::Token { command } => token::exec(command),
+        Command::KubeBench(args) => kube_bench::exec(args),
         Command::Profile { command } => profile::exec(command),
         Command::Completion(args) => completion::exec(args, Cli::command()),
         Command::Man(args) => man::exec(args, Cli::command()),

@@ -398,29 +398,12 @@ mod tests {
         }
     }
 
-    /// gen a built-in profile with `sets` into a temp dir and load it as `start` does.
     fn generated(profile: &str, sets: &[&str]) -> (tempfile::TempDir, Env) {
-        let tmp = tempfile::tempdir().unwrap();
-        let env = generated_at(&tmp.path().join("state"), profile, sets);
-        (tmp, env)
+        Env::generated_for_tests(profile, sets)
     }
 
     fn generated_at(dir: &std::path::Path, profile: &str, sets: &[&str]) -> Env {
-        use crate::spec::HostFacts;
-        let sets: Vec<String> = ["binDir=/usr/local/bin"]
-            .iter()
-            .chain(sets)
-            .map(|s| s.to_string())
-            .collect();
-        let profile = crate::pipeline::profile_with_binaries(profile, &sets, None).unwrap();
-        let host = HostFacts::fixed(Some("192.0.2.5"));
-        let plan = Plan::new(profile, dir, &host).unwrap();
-        let opts = crate::artifacts::Options {
-            entropy: crate::pki::Entropy::Seed(7),
-            force: false,
-        };
-        crate::pipeline::gen(&plan, &opts, None, Duration::from_secs(5), &mut |_| {}).unwrap();
-        Env::load(dir, &host).unwrap()
+        Env::generated_at_for_tests(dir, profile, sets)
     }
 
     #[test]

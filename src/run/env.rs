@@ -127,6 +127,42 @@ pub async fn running_units(env: &Env, sd: &crate::systemd::Systemd) -> Result<us
     Ok(n)
 }
 
+#[cfg(test)]
+impl Env {
+    /// gen a built-in profile with `sets` into a temp dir and load it as `start` does.
+    pub fn generated_for_tests(profile: &str, sets: &[&str]) -> (tempfile::TempDir, Env) {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = Env::generated_at_for_tests(&tmp.path().join("state"), profile, sets);
+        (tmp, env)
+    }
+
+    /// gen a built-in profile with `sets` into `dir` (seeded, fixed host facts) and load it.
+    pub fn generated_at_for_tests(dir: &Path, profile: &str, sets: &[&str]) -> Env {
+        use crate::spec::HostFacts;
+        let sets: Vec<String> = ["binDir=/usr/local/bin"]
+            .iter()
+            .chain(sets)
+            .map(|s| s.to_string())
+            .collect();
+        let profile = crate::pipeline::profile_with_binaries(profile, &sets, None).unwrap();
+        let host = HostFacts::fixed(Some("192.0.2.5"));
+        let plan = Plan::new(profile, dir, &host).unwrap();
+        let opts = crate::artifacts::Options {
+            entropy: crate::pki::Entropy::Seed(7),
+            force: false,
+        };
+        crate::pipeline::gen(
+            &plan,
+            &opts,
+            None,
+            std::time::Duration::from_secs(5),
+            &mut |_| {},
+        )
+        .unwrap();
+        Env::load(dir, &host).unwrap()
+    }
+}
+
 /// The listen address a debug unit's description names (`kubeunit debug` writes it there).
 pub fn debugger_address(description: &str) -> Option<&str> {
     description.split(" under dlv at ").nth(1)

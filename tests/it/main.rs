@@ -8,6 +8,7 @@
 mod common;
 
 mod certs;
+mod cis;
 mod conformance;
 mod control_plane;
 mod debug;
