@@ -10,6 +10,7 @@ use serde_yaml_ng::{Mapping, Value};
 use crate::error::Error;
 use crate::run::Env;
 use crate::spec::paths;
+use crate::unit::flag_value;
 
 /// What a kube-bench component entry is given of its kubeunit component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,23 +108,15 @@ pub fn config_yaml(env: &Env, shipped_path: &Path, shipped: &str) -> Result<Stri
 /// The keys of one component's entry, or None when the environment does not run the component
 /// here (the shipped entry stays).
 fn entry_of(env: &Env, seat: &Seat) -> Result<Option<Vec<(Value, Value)>>, Error> {
-    // A per-node component's first instance: the node of this host.
-    let Some((instance, unit)) = env
-        .units
-        .iter()
-        .find(|(i, _)| i.component.name == seat.component)
-    else {
+    // A per-node component's first instance (named as the component): the node of this host.
+    let Ok((instance, unit)) = env.unit(seat.component) else {
         return Ok(None);
     };
     let argv = unit
         .exec_start()
         .map(|(_, a, _)| a.clone())
         .unwrap_or_default();
-    let flag = |name: &str| {
-        let prefix = format!("--{name}=");
-        argv.iter()
-            .find_map(|a| a.strip_prefix(&prefix).map(str::to_string))
-    };
+    let flag = |name: &str| flag_value(&argv, name);
     let unit_path = unit.path.to_string_lossy().into_owned();
     let plan = &instance.plan;
     let mut keys = vec![("bins", list([seat.component.to_string()]))];

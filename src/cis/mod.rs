@@ -34,7 +34,7 @@ pub struct Request {
 /// kube-bench's targets for what the environment runs on this host: the control plane's when it
 /// runs kube-apiserver, etcd's when etcd, the node's when a kubelet.
 pub fn targets(env: &Env) -> Vec<String> {
-    let runs = |c: &str| env.units.iter().any(|(i, _)| i.component.name == c);
+    let runs = |c: &str| env.unit(c).is_ok();
     let mut targets = Vec::new();
     if runs("kube-apiserver") {
         targets.extend(["master", "controlplane", "policies"]);
@@ -107,9 +107,8 @@ fn cluster_client(env: &Env, command: &mut std::process::Command) {
         command.env("KUBECONFIG", admin);
     }
     let apiserver = env
-        .units
-        .iter()
-        .find(|(i, _)| i.component.name == "kube-apiserver")
+        .unit("kube-apiserver")
+        .ok()
         .and_then(|(_, u)| u.exec_start())
         .map(|(path, _, _)| PathBuf::from(path));
     if let Some(dir) = apiserver.as_deref().and_then(Path::parent) {

@@ -19,6 +19,7 @@ use crate::components::{self, etcd_tool};
 use crate::error::Error;
 use crate::spec::{paths, Plan};
 use crate::systemd::Systemd;
+use crate::unit::flag_value;
 
 /// etcd's revision jumps by this much on a restore, so that every client watching from a revision
 /// before the snapshot sees a compaction instead of old revisions again (what the etcd docs advise
@@ -421,21 +422,6 @@ pub fn check_file(plan: &Plan, file: &Path) -> Result<Status, Error> {
             format!("{} is not an etcd snapshot: {why}", file.display()),
             "name a file `kubeunit snapshot save` (or etcdctl snapshot save) wrote: kubeunit snapshot list shows them",
         )
-    })
-}
-
-/// The value of `--NAME=VALUE` (or `--NAME VALUE`) in an argv.
-fn flag_value(argv: &[String], name: &str) -> Option<String> {
-    let long = format!("--{name}");
-    let eq = format!("{long}=");
-    argv.iter().enumerate().find_map(|(i, a)| {
-        if let Some(v) = a.strip_prefix(&eq) {
-            Some(v.to_string())
-        } else if *a == long {
-            argv.get(i + 1).cloned()
-        } else {
-            None
-        }
     })
 }
 

@@ -12,4 +12,4 @@ mod words;
 
 pub use dbus::properties;
 pub use file::{parse, UnitFile, Value};
-pub use words::{parse_timespan, split_words, SyntaxError};
+pub use words::{flag_value, parse_timespan, split_words, SyntaxError};

@@ -271,3 +271,18 @@ pub fn parse_signal(s: &str) -> Option<i32> {
         _ => return None,
     })
 }
+
+/// The value of `--NAME=VALUE` (or `--NAME VALUE`) in an argv.
+pub fn flag_value(argv: &[String], name: &str) -> Option<String> {
+    let long = format!("--{name}");
+    let eq = format!("{long}=");
+    argv.iter().enumerate().find_map(|(i, a)| {
+        if let Some(v) = a.strip_prefix(&eq) {
+            Some(v.to_string())
+        } else if *a == long {
+            argv.get(i + 1).cloned()
+        } else {
+            None
+        }
+    })
+}
