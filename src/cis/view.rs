@@ -77,3 +77,30 @@ pub fn command(
     .args(args);
     Ok(c)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_directory_overlayfs_cannot_name_is_refused() {
+        // Root here (the tests run as root); a non-root run is refused before this check.
+        for bad in ["/tmp/a,b", "/tmp/a:b", "/tmp/a\\b"] {
+            let e = command(Path::new("/s"), Path::new(bad), Path::new("/kb"), &[]).unwrap_err();
+            assert!(e.to_string().contains("TMPDIR"), "{bad}: {e}");
+        }
+        let c = command(
+            Path::new("/s t"),
+            Path::new("/tmp/x"),
+            Path::new("/kb"),
+            &["--json".into()],
+        )
+        .unwrap();
+        // Paths go to the script as arguments, never into its text.
+        let args: Vec<_> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args[args.len() - 4..], ["/s t", "/tmp/x", "/kb", "--json"]);
+    }
+}
