@@ -45,17 +45,20 @@ fn secrets_url(plan: &Plan) -> String {
     )
 }
 
-fn call(
-    what: &str,
-    result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-) -> Result<Value, Error> {
-    let (status, text) = match result {
-        Ok(mut r) => (
+/// What the API server answered (status, body), or why no answer came.
+type Answer = Result<(u16, String), ureq::Error>;
+
+fn answer(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
+    result.map(|mut r| {
+        (
             r.status().as_u16(),
             r.body_mut().read_to_string().unwrap_or_default(),
-        ),
-        Err(e) => return Err(Error::Api(format!("{what}: {e}"))),
-    };
+        )
+    })
+}
+
+fn checked(what: &str, answer: Answer) -> Result<Value, Error> {
+    let (status, text) = answer.map_err(|e| Error::Api(format!("{what}: {e}")))?;
     if !(200..300).contains(&status) {
         let message = serde_json::from_str::<Value>(&text)
             .ok()
@@ -64,6 +67,13 @@ fn call(
         return Err(Error::Api(format!("{what}: HTTP {status}: {message}")));
     }
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn call(
+    what: &str,
+    result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<Value, Error> {
+    checked(what, answer(result))
 }
 
 /// The Secret of `token`, valid for `ttl` from `now` (`None`: no expiration).
@@ -106,15 +116,57 @@ pub fn secret(
 pub fn create(plan: &Plan, ttl: Option<Duration>, description: &str) -> Result<Token, Error> {
     let agent = agent(plan)?;
     let token = Token::random();
-    let body = secret(&token, time::OffsetDateTime::now_utc(), ttl, description);
-    call(
+    let body = secret(&token, time::OffsetDateTime::now_utc(), ttl, description).to_string();
+    let url = secrets_url(plan);
+    posted(
         &format!("creating Secret {NAMESPACE}/{}", token.secret_name()),
-        agent
-            .post(&secrets_url(plan))
-            .header("Content-Type", "application/json")
-            .send(body.to_string().as_bytes()),
+        &token,
+        || {
+            answer(
+                agent
+                    .post(&url)
+                    .header("Content-Type", "application/json")
+                    .send(body.as_bytes()),
+            )
+        },
+        || answer(agent.get(&format!("{url}/{}", token.secret_name())).call()),
     )?;
     Ok(token)
+}
+
+/// How many times `create` sends its Secret when no answer comes.
+const CREATE_TRIES: usize = 3;
+
+/// Send the Secret of `token` with `post` until the API server answers. A POST that timed out may
+/// still have been stored (a busy API server answers late: the cold VM run of 2026-11-28 saw
+/// "timeout: global" from cp-1), so a Conflict after such a try is success when the stored Secret,
+/// read with `get`, holds this token's secret half; any other Secret of that name is an error.
+fn posted(
+    what: &str,
+    token: &Token,
+    mut post: impl FnMut() -> Answer,
+    mut get: impl FnMut() -> Answer,
+) -> Result<(), Error> {
+    let mut unanswered = false;
+    for _ in 1..CREATE_TRIES {
+        match post() {
+            Err(ureq::Error::Timeout(_) | ureq::Error::Io(_)) => unanswered = true,
+            Ok((409, _)) if unanswered => {
+                let stored = checked(what, get())?;
+                let secret_half = stored["data"]["token-secret"]
+                    .as_str()
+                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+                if secret_half.as_deref() == Some(token.secret.as_bytes()) {
+                    return Ok(());
+                }
+                return Err(Error::Api(format!(
+                    "{what}: a Secret of that name already exists and is not this token's"
+                )));
+            }
+            other => return checked(what, other).map(drop),
+        }
+    }
+    checked(what, post()).map(drop)
 }
 
 fn info(secret: &Value) -> Option<TokenInfo> {
@@ -197,6 +249,81 @@ mod tests {
         let never = secret(&token, now, None, "");
         assert!(never["stringData"].get("expiration").is_none());
         assert!(never["stringData"].get("description").is_none());
+    }
+
+    fn timeout() -> Answer {
+        Err(ureq::Error::Timeout(ureq::Timeout::Global))
+    }
+
+    fn stored(secret: &str) -> Answer {
+        let b = base64::engine::general_purpose::STANDARD.encode(secret);
+        Ok((200, json!({"data": {"token-secret": b}}).to_string()))
+    }
+
+    #[test]
+    fn a_create_that_timed_out_is_sent_again_and_its_late_success_is_recognized() {
+        let token = Token::parse("abcdef.0123456789abcdef").unwrap();
+        let conflict = || Ok((409, r#"{"message":"already exists"}"#.to_string()));
+        // Answered at once.
+        let mut posts = 0;
+        let r = posted(
+            "c",
+            &token,
+            || {
+                posts += 1;
+                Ok((201, "{}".into()))
+            },
+            || unreachable!(),
+        );
+        assert!(r.is_ok());
+        assert_eq!(posts, 1);
+        // The first POST timed out but was stored: the second finds it, and it is ours.
+        let mut answers = vec![conflict(), timeout()];
+        let r = posted(
+            "c",
+            &token,
+            || answers.pop().unwrap(),
+            || stored("0123456789abcdef"),
+        );
+        assert!(r.is_ok(), "{r:?}");
+        // A Secret of that name with another secret half is not ours.
+        let mut answers = vec![conflict(), timeout()];
+        let r = posted(
+            "c",
+            &token,
+            || answers.pop().unwrap(),
+            || stored("ffffffffffffffff"),
+        );
+        assert!(format!("{r:?}").contains("is not this token's"), "{r:?}");
+        // A Conflict on the first try was never ours.
+        let r = posted("c", &token, conflict, || unreachable!());
+        assert!(format!("{r:?}").contains("HTTP 409"), "{r:?}");
+        // No answer at all: CREATE_TRIES tries, then the timeout is the error.
+        let mut posts = 0;
+        let r = posted(
+            "c",
+            &token,
+            || {
+                posts += 1;
+                timeout()
+            },
+            || unreachable!(),
+        );
+        assert_eq!(posts, CREATE_TRIES);
+        assert!(format!("{r:?}").contains("timeout"), "{r:?}");
+        // Refused (not a lost answer): no second try.
+        let mut posts = 0;
+        let r = posted(
+            "c",
+            &token,
+            || {
+                posts += 1;
+                Ok((403, "{}".into()))
+            },
+            || unreachable!(),
+        );
+        assert_eq!(posts, 1);
+        assert!(r.is_err());
     }
 
     #[test]
