@@ -5,6 +5,7 @@
 mod files;
 mod generated;
 mod kubeconfigs;
+mod own_user;
 mod pki;
 mod units;
 

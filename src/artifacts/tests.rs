@@ -50,6 +50,7 @@ const FANCY: Component = Component {
     go_module: "k8s.io/kubernetes",
     flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],
     args: |_| vec![],
+    own_user: |_| "",
     pre_start: |_| vec![],
     stop_post: |_| vec![],
     files: &[File {

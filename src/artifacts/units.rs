@@ -59,6 +59,7 @@ fn service<'t>(
         let wrapper = [crate::spec::plan::NSENTER.to_string(), uts, "--".into()];
         argv.splice(0..0, wrapper);
     }
+    let own_user = super::own_user::own_user(plan, c, &instance.unit, &mut argv)?;
     let exec: Vec<String> = argv.iter().map(|a| systemd_word(a)).collect();
     let command = |argv: &Vec<String>| {
         argv.iter()
@@ -73,6 +74,10 @@ fn service<'t>(
         let mut modprobe = vec![crate::spec::plan::MODPROBE.to_string(), "-abq".into()];
         modprobe.extend(c.kernel_modules.iter().map(|m| m.to_string()));
         pre_start.push(format!("-{}", command(&modprobe)));
+    }
+    // `+`: as root, outside the user and the namespace (the data dirs made and given to it).
+    if let Some(o) = &own_user {
+        pre_start.extend(o.pre_start.iter().map(|argv| format!("+{}", command(argv))));
     }
     pre_start.extend((c.pre_start)(plan).iter().map(command));
     let stop_post: Vec<String> = (c.stop_post)(plan).iter().map(command).collect();
@@ -112,6 +117,16 @@ fn service<'t>(
         "slice": if c.per_node { plan.node().slice.as_str() } else { slice },
         "rootless": plan.profile.rootless,
         "syslog_identifier": instance.syslog_identifier(),
+        "own_user": own_user.as_ref().map(|o| json!({
+            "user": o.user,
+            "credentials": o.credentials.iter()
+                // Taken whole by systemd (no quotes), specifiers expanded.
+                .map(|(id, path)| systemd_path(&format!("{id}:{path}")))
+                .collect::<Vec<_>>(),
+            "hidden": o.hidden.iter().map(|p| systemd_word(p)).collect::<Vec<_>>(),
+            "data_dirs": o.data_dirs.iter().map(|p| systemd_word(&format!("-{p}"))).collect::<Vec<_>>(),
+            "read_only": o.read_only.iter().map(|p| systemd_word(p)).collect::<Vec<_>>(),
+        })),
     });
     let text = r.render(&render::SERVICE, &data)?;
     put(

@@ -90,6 +90,9 @@ pub struct Component {
     pub environment: &'static [(&'static str, &'static str)],
     /// More of it that depends on the plan (paths in the state dir), after `environment`.
     pub environment_of: fn(&Plan) -> Vec<(String, String)>,
+    /// A user of its own it runs as instead of root (its primary group too), when not empty
+    /// (`artifacts::own_user`: its keys through systemd's credentials, its data dirs its own).
+    pub own_user: fn(&Profile) -> &str,
     /// Commands systemd runs before it (ExecStartPre=), each an argv.
     pub pre_start: fn(&Plan) -> Vec<Vec<String>>,
     /// Commands systemd runs once it stopped, or failed to start (ExecStopPost=), each an argv.

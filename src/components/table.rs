@@ -48,6 +48,7 @@ const KUBERNETES: Component = Component {
     args: |_| vec![],
     environment: &[],
     environment_of: |_| vec![],
+    own_user: |_| "",
     pre_start: |_| vec![],
     stop_post: |_| vec![],
     files: &[],
@@ -118,6 +119,7 @@ pub const SCHEDULED_SNAPSHOT_PREFIX: &str = "scheduled";
 
 // Config files that flags name too.
 const AUDIT_POLICY_FILE: &str = "config/audit-policy.yaml";
+const ADMISSION_CONFIG_FILE: &str = "config/admission.yaml";
 const ENCRYPTION_CONFIG_FILE: &str = paths::ENCRYPTION_CONFIG;
 const SCHEDULER_CONFIG_FILE: &str = "config/scheduler-config.yaml";
 const CONTAINERD_CONFIG_FILE: &str = "config/containerd.toml";
@@ -144,6 +146,10 @@ const REGISTRY_HOSTS_DIR: &str = "config/registry-hosts";
 const AUDIT_POLICY: Template = Template {
     name: "configs/audit-policy.yaml.hbs",
     text: include_str!("../../configs/audit-policy.yaml.hbs"),
+};
+const ADMISSION_CONFIG: Template = Template {
+    name: "configs/admission.yaml.hbs",
+    text: include_str!("../../configs/admission.yaml.hbs"),
 };
 const ENCRYPTION_CONFIG: Template = Template {
     name: "configs/encryption-config.yaml.hbs",
@@ -471,6 +477,8 @@ pub const COMPONENTS: &[Component] = &[
         ports: &[port::ETCD_CLIENT, port::ETCD_PEER],
         environment: GO_GC_LESS_OFTEN,
         data_dirs: &["etcd"],
+        own_user: |p| &p.etcd.user,
+        host_checks: &[host::own_user_exists],
         version: |v| &v.etcd,
         go_module: "go.etcd.io/etcd/server/v3",
         flags: etcd_flags,
@@ -499,6 +507,20 @@ pub const COMPONENTS: &[Component] = &[
         flags: apiserver_flags,
         files: &[
             template(AUDIT_POLICY_FILE, audit_policy),
+            File {
+                path: ADMISSION_CONFIG_FILE,
+                when: admission_configured,
+                ..template(ADMISSION_CONFIG_FILE, |cx| {
+                    let prof = &cx.plan.profile;
+                    Ok(Content::Template(
+                        &ADMISSION_CONFIG,
+                        json!({
+                            "pod_security": prof.apiserver.pod_security,
+                            "event_rate_limit": event_rate_limit(prof),
+                        }),
+                    ))
+                })
+            },
             File {
                 path: ENCRYPTION_CONFIG_FILE,
                 mode: FileMode::Secret,
@@ -1408,6 +1430,43 @@ pub(super) mod host {
         ))
     }
 
+    /// The user a component runs as (`Component::own_user`: etcd's `etcd.user`) exists, as systemd
+    /// looks users up (NSS): otherwise its unit fails with status 217/USER.
+    pub fn own_user_exists(plan: &Plan) -> Check {
+        let user = &plan.profile.etcd.user;
+        if user.is_empty() || user_exists(user) {
+            return Ok(());
+        }
+        Err((
+            format!("etcd.user is {user:?}, and this host has no such user"),
+            format!(
+                "add it (useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {user}), or set etcd.user to \"\" to run etcd as root"
+            ),
+        ))
+    }
+
+    fn user_exists(name: &str) -> bool {
+        let Ok(cname) = std::ffi::CString::new(name) else {
+            return false;
+        };
+        // getpwnam_r, not /etc/passwd: systemd resolves User= through NSS.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut buf = vec![0 as libc::c_char; 16384];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is to a live local of the type getpwnam_r(3) asks, and buf's
+        // length is the one passed.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        rc == 0 && !found.is_null()
+    }
+
     /// With `network.egress` on or a list, node-network masquerades and filters with iptables.
     pub fn iptables_for_egress(plan: &Plan) -> Check {
         if plan.egress.allowed().is_empty() || command("iptables") {
@@ -2141,6 +2200,12 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
     if !plan.hosts.is_empty() {
         flags.push(flag("enable-bootstrap-token-auth", "true"));
     }
+    if admission_configured(plan) {
+        flags.push(flag(
+            "admission-control-config-file",
+            p(ADMISSION_CONFIG_FILE),
+        ));
+    }
     if prof.encryption.enabled {
         flags.push(flag(
             "encryption-provider-config",
@@ -2148,6 +2213,21 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         ));
     }
     flags
+}
+
+/// Whether the EventRateLimit admission plugin is on: it will not start without its configuration.
+fn event_rate_limit(p: &crate::spec::Profile) -> bool {
+    p.apiserver
+        .admission_plugins
+        .iter()
+        .any(|a| a == "EventRateLimit")
+}
+
+/// Whether kube-apiserver gets an admission configuration file: for a Pod Security level, or for
+/// EventRateLimit's limits.
+fn admission_configured(plan: &Plan) -> bool {
+    let p = &plan.profile;
+    !p.apiserver.pod_security.is_empty() || event_rate_limit(p)
 }
 
 /// Flags every controller-manager-like component shares: its identity, serving cert and client CAs.

@@ -106,7 +106,19 @@ pub fn users(env: &Env) -> Users {
                         }
                     }
                     Value::EnvFiles(_) => text.push_str(&read(&paths::env_file(c.name))),
-                    Value::Bool(_) | Value::U64(_) | Value::I32(_) | Value::Calendar(_) => {}
+                    // LoadCredential='s files (a key the unit reads through systemd).
+                    Value::Pairs(pairs) => {
+                        for (_, path) in pairs {
+                            text.push_str(path);
+                            text.push('\n');
+                        }
+                    }
+                    Value::Bool(_)
+                    | Value::U64(_)
+                    | Value::U32(_)
+                    | Value::I32(_)
+                    | Value::Calendar(_)
+                    | Value::Binds(_) => {}
                 }
                 text.push('\n');
             }

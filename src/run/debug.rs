@@ -311,7 +311,7 @@ fn debug_unit(
     set(
         &mut properties,
         "ExecStart",
-        Value::Exec(vec![(argv[0].clone(), argv.to_vec(), false)]),
+        Value::Exec(vec![(argv[0].clone(), argv.to_vec(), Default::default())]),
     );
     UnitFile {
         path: unit.path.clone(),

@@ -16,6 +16,7 @@ use crate::pipeline;
 use crate::pki::Entropy;
 use crate::spec::paths;
 use crate::state::DiffKind;
+use crate::unit::ExecFlags;
 
 /// Names of the instances already running (`Instance::name`).
 pub type Running<'a> = BTreeSet<&'a str>;
@@ -298,7 +299,7 @@ fn is_version(word: &str, expected: &str) -> bool {
 /// others' `--version` calls run side by side (or come from the cache above).
 fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Error> {
     let versions = &env.plan.profile.versions;
-    type Version<'a> = (&'a Component, &'a str, &'a (String, Vec<String>, bool));
+    type Version<'a> = (&'a Component, &'a str, &'a (String, Vec<String>, ExecFlags));
     let checks: Vec<Version> = env
         .units
         .iter()

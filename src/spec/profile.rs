@@ -19,6 +19,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("multi", include_str!("../../profiles/multi.yaml")),
     ("ha", include_str!("../../profiles/ha.yaml")),
     ("envtest", include_str!("../../profiles/envtest.yaml")),
+    ("cis", include_str!("../../profiles/cis.yaml")),
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -705,7 +706,15 @@ pub const AUDIT_LEVELS: &[&str] = &["None", "Metadata", "Request", "RequestRespo
 pub struct Apiserver {
     pub admission_plugins: Vec<String>,
     pub authorization_mode: Vec<String>,
+    /// The Pod Security Standard enforced in every namespace without a level of its own (the
+    /// PodSecurity admission plugin's defaults), kube-system exempt. Empty: Kubernetes' default
+    /// (privileged).
+    #[serde(default)]
+    pub pod_security: String,
 }
+
+/// The Pod Security Standards' levels (`apiserver.podSecurity`).
+pub const POD_SECURITY_LEVELS: &[&str] = &["privileged", "baseline", "restricted"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -713,6 +722,10 @@ pub struct Etcd {
     /// Skip fsync: fast and unsafe, for throwaway CI clusters.
     #[serde(default)]
     pub unsafe_no_fsync: bool,
+    /// The user etcd runs as (its data dir that user's, its keys through systemd's credentials);
+    /// the host must have it. Empty: root.
+    #[serde(default)]
+    pub user: String,
     /// Snapshots of etcd's keyspace: `kubeunit snapshot save/list/restore`, and on a schedule.
     #[serde(default)]
     pub snapshot: Snapshot,

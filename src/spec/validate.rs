@@ -34,6 +34,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
         ));
     }
     snapshot(p, &mut errs);
+    pod_security(p, &mut errs);
     fetch_mirrors(p, &mut errs);
     errs.extend(super::nodes::errors(p));
     errs.extend(super::hosts::errors(p));
@@ -684,6 +685,7 @@ fn snapshot(p: &Profile, errs: &mut Vec<FieldError>) {
             ));
         }
     }
+    etcd_user(p, errs);
     if s.retention == 0 {
         errs.push(FieldError::new(
             "etcd.snapshot.retention",
@@ -700,6 +702,54 @@ fn snapshot(p: &Profile, errs: &mut Vec<FieldError>) {
         if !path.as_os_str().is_empty() {
             path_field(field, path, errs);
         }
+    }
+}
+
+/// `apiserver.podSecurity`: one of the Pod Security Standards, or empty.
+fn pod_security(p: &Profile, errs: &mut Vec<FieldError>) {
+    let level = &p.apiserver.pod_security;
+    if !level.is_empty() && !super::profile::POD_SECURITY_LEVELS.contains(&level.as_str()) {
+        errs.push(FieldError::new(
+            "apiserver.podSecurity",
+            quoted(level),
+            "not a Pod Security Standard",
+            format!(
+                "use one of {} (or \"\" for Kubernetes' default, privileged)",
+                super::profile::POD_SECURITY_LEVELS.join(", ")
+            ),
+        ));
+    }
+}
+
+/// `etcd.user`: a name systemd's User= takes (its valid_user_group_name, without numeric ids), and
+/// a manager that can switch users.
+fn etcd_user(p: &Profile, errs: &mut Vec<FieldError>) {
+    let user = &p.etcd.user;
+    if user.is_empty() {
+        return;
+    }
+    let ok = user.len() <= 31
+        && user
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if !ok {
+        errs.push(FieldError::new(
+            "etcd.user",
+            quoted(user),
+            "not a user name systemd accepts",
+            "use at most 31 letters, digits, '_' and '-', starting with a letter or '_', e.g. etcd",
+        ));
+    } else if p.rootless {
+        errs.push(FieldError::new(
+            "etcd.user",
+            quoted(user),
+            "a rootless environment's manager cannot run a service as another user",
+            "set etcd.user to \"\" (etcd runs as you)",
+        ));
     }
 }
 
@@ -980,6 +1030,8 @@ mod tests {
             "etcd.snapshot.schedule=every hour",
             "etcd.snapshot.retention=0",
             "etcd.snapshot.dir=snaps",
+            "etcd.user=\"a b\"",
+            "apiserver.podSecurity=strict",
         ]);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
         for want in [
@@ -1002,10 +1054,12 @@ mod tests {
             "etcd.snapshot.schedule",
             "etcd.snapshot.retention",
             "etcd.snapshot.dir",
+            "etcd.user",
+            "apiserver.podSecurity",
         ] {
             assert!(fields.contains(&want), "{want} missing from {fields:?}");
         }
-        assert_eq!(errs.len(), 19, "{errs:#?}");
+        assert_eq!(errs.len(), 21, "{errs:#?}");
         for e in &errs {
             assert!(!e.fix.is_empty() && !e.message.is_empty(), "{e:?}");
         }
@@ -1015,6 +1069,17 @@ mod tests {
             .unwrap();
         assert_eq!(host_bits.value, "10.0.0.1/24");
         assert!(host_bits.fix.contains("10.0.0.0/24"), "{host_bits:?}");
+    }
+
+    #[test]
+    fn a_rootless_etcd_cannot_have_a_user_of_its_own() {
+        let errs = errors(&["rootless=true", "etcd.user=etcd"]);
+        assert!(
+            errs.iter()
+                .any(|e| e.field == "etcd.user" && e.message.contains("rootless")),
+            "{errs:#?}"
+        );
+        assert!(errors(&["etcd.user=etcd_1-x"]).is_empty());
     }
 
     #[test]

@@ -17,12 +17,28 @@ pub enum Value {
     U64(u64),
     I32(i32),
     Strings(Vec<String>),
-    /// a(sasb): path, argv (with argv[0]), ignore failure.
-    Exec(Vec<(String, Vec<String>, bool)>),
+    /// a(sasb): path, argv (with argv[0]), ignore failure; a(sasas) as the key's `Ex` property
+    /// when a command has a prefix only that form carries (`+`).
+    Exec(Vec<(String, Vec<String>, ExecFlags)>),
+    /// a(ss): LoadCredential= (id, path), TemporaryFileSystem= (path, options).
+    Pairs(Vec<(String, String)>),
+    /// a(ssbt): BindPaths=, BindReadOnlyPaths= (source, destination, ignore if missing, mount
+    /// flags: MS_REC for systemd's default `rbind`).
+    Binds(Vec<(String, String, bool, u64)>),
+    U32(u32),
     /// a(sb): path, ignore if missing.
     EnvFiles(Vec<(String, bool)>),
     /// a(ss): timer base (`OnCalendar`), calendar expression (the `TimersCalendar` property).
     Calendar(Vec<(String, String)>),
+}
+
+/// An Exec*= command's prefixes that kubeunit passes on (systemd.service(5), "Table 1").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecFlags {
+    /// `-`: a failure is recorded and ignored.
+    pub ignore_failure: bool,
+    /// `+`: runs as root, outside the unit's User= and file system namespacing.
+    pub privileged: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +60,16 @@ enum Kind {
     EnvFile,
     /// OnCalendar=: repeated keys accumulate into TimersCalendar, an empty value resets.
     Calendar,
+    /// An octal file mode creation mask (UMask=).
+    Octal,
+    /// `ID:PATH` (LoadCredential=): repeated keys accumulate.
+    Credential,
+    /// Space-separated `PATH[:OPTIONS]` (TemporaryFileSystem=): repeated keys accumulate, an empty
+    /// value resets.
+    TmpFs,
+    /// Space-separated `[-]SOURCE[:DESTINATION[:OPTIONS]]` (BindPaths=): repeated keys accumulate,
+    /// an empty value resets.
+    Bind,
 }
 
 /// Every key `start` can translate, by section. Anything else is an error.
@@ -89,6 +115,11 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("Service", "StandardOutput", Kind::Str),
     ("Service", "StandardError", Kind::Str),
     ("Service", "ReadWritePaths", Kind::List),
+    ("Service", "UMask", Kind::Octal),
+    ("Service", "LoadCredential", Kind::Credential),
+    ("Service", "TemporaryFileSystem", Kind::TmpFs),
+    ("Service", "BindPaths", Kind::Bind),
+    ("Service", "BindReadOnlyPaths", Kind::Bind),
     ("Service", "NetworkNamespacePath", Kind::Str),
     ("Service", "MemoryMax", Kind::Bytes),
     ("Service", "MemoryAccounting", Kind::Bool),
@@ -127,7 +158,7 @@ impl UnitFile {
     }
 
     /// argv of ExecStart (with argv[0]).
-    pub fn exec_start(&self) -> Option<&(String, Vec<String>, bool)> {
+    pub fn exec_start(&self) -> Option<&(String, Vec<String>, ExecFlags)> {
         match self.get("ExecStart") {
             Some(Value::Exec(cmds)) => cmds.first(),
             _ => None,
@@ -349,6 +380,10 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
                 Value::Calendar(vec![("OnCalendar".to_string(), value)]),
             ))
         }
+        Kind::Octal | Kind::Credential | Kind::TmpFs | Kind::Bind => Ok((
+            key.to_string(),
+            sandbox_value(kind, &value).map_err(|e| bad(&e))?,
+        )),
         // An empty assignment resets the list (`merge`).
         Kind::EnvFile if value.is_empty() => {
             Ok(("EnvironmentFiles".to_string(), Value::EnvFiles(vec![])))
@@ -369,12 +404,75 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
     }
 }
 
+/// The value of a key of a unit's sandbox (UMask=, LoadCredential=, TemporaryFileSystem=,
+/// BindPaths=), or why systemd would refuse it.
+fn sandbox_value(kind: Kind, value: &str) -> Result<Value, String> {
+    match kind {
+        Kind::Octal => u32::from_str_radix(value, 8)
+            .ok()
+            .filter(|m| *m <= 0o7777)
+            .map(Value::U32)
+            .ok_or_else(|| "not an octal mode (e.g. 0077)".to_string()),
+        // An empty assignment resets the list (`merge`).
+        Kind::Credential if value.is_empty() => Ok(Value::Pairs(vec![])),
+        Kind::Credential => {
+            let (id, path) = value
+                .split_once(':')
+                .filter(|(id, p)| !id.is_empty() && !id.contains('/') && p.starts_with('/'))
+                .ok_or_else(|| "not ID:PATH with an absolute path".to_string())?;
+            Ok(Value::Pairs(vec![(id.to_string(), path.to_string())]))
+        }
+        // An empty assignment resets the list (`merge`).
+        Kind::TmpFs => {
+            let mut mounts = Vec::new();
+            for word in split_words(value).map_err(|e| e.to_string())? {
+                let (path, options) = word.split_once(':').unwrap_or((&word, ""));
+                if !path.starts_with('/') {
+                    return Err("not an absolute path".into());
+                }
+                mounts.push((path.to_string(), options.to_string()));
+            }
+            Ok(Value::Pairs(mounts))
+        }
+        // An empty assignment resets the list (`merge`).
+        Kind::Bind => binds(value).map(Value::Binds),
+        _ => Err("not a sandbox key".into()),
+    }
+}
+
+/// BindPaths= words: `[-]SOURCE[:DESTINATION[:OPTIONS]]`, the destination the source when not
+/// given; OPTIONS `rbind` (systemd's default) or `norbind`.
+fn binds(value: &str) -> Result<Vec<(String, String, bool, u64)>, String> {
+    // MS_REC from <sys/mount.h>: what `rbind` means to systemd's bus property.
+    const MS_REC: u64 = 16384;
+    let mut out = Vec::new();
+    for word in split_words(value).map_err(|e| e.to_string())? {
+        let (ignore, rest) = match word.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, word.as_str()),
+        };
+        let mut parts = rest.splitn(3, ':');
+        let source = parts.next().unwrap_or_default();
+        let destination = parts.next().unwrap_or(source);
+        let flags = match parts.next().unwrap_or("rbind") {
+            "rbind" | "" => MS_REC,
+            "norbind" => 0,
+            other => return Err(format!("unknown bind option {other:?} (rbind or norbind)")),
+        };
+        if !source.starts_with('/') || !destination.starts_with('/') {
+            return Err(format!("{word:?}: not absolute paths"));
+        }
+        out.push((source.to_string(), destination.to_string(), ignore, flags));
+    }
+    Ok(out)
+}
+
 /// Why systemd would refuse an Exec*= value.
 #[derive(Debug, thiserror::Error)]
 enum BadExec {
     #[error("{0}")]
     Syntax(#[from] super::words::SyntaxError),
-    #[error("command prefixes other than '-' are not supported")]
+    #[error("command prefixes other than '-' and '+' are not supported")]
     Prefix,
     #[error("the command must be an absolute path")]
     Relative,
@@ -384,19 +482,27 @@ enum BadExec {
     Unsafe,
 }
 
-/// An Exec*= value's commands: (path, argv, whether a failure is ignored ('-')).
-fn exec_commands(value: &str) -> Result<Vec<(String, Vec<String>, bool)>, BadExec> {
+/// An Exec*= value's commands: (path, argv, prefixes `-` and `+`).
+fn exec_commands(value: &str) -> Result<Vec<(String, Vec<String>, ExecFlags)>, BadExec> {
     let mut cmds = Vec::new();
     for mut words in split_commands(value)? {
         let Some(first) = words.first_mut() else {
             continue;
         };
-        let ignore = first.starts_with('-');
-        if ignore {
+        // Prefixes come in any order, each once (systemd's config_parse_exec).
+        let mut flags = ExecFlags::default();
+        loop {
+            if !flags.ignore_failure && first.starts_with('-') {
+                flags.ignore_failure = true;
+            } else if !flags.privileged && first.starts_with('+') {
+                flags.privileged = true;
+            } else {
+                break;
+            }
             first.remove(0);
         }
         let path = first.clone();
-        if path.starts_with(['@', ':', '+', '!']) {
+        if path.starts_with(['@', ':', '+', '!', '-']) {
             return Err(BadExec::Prefix);
         }
         if !path.starts_with('/') {
@@ -409,7 +515,7 @@ fn exec_commands(value: &str) -> Result<Vec<(String, Vec<String>, bool)>, BadExe
         {
             return Err(BadExec::Unsafe);
         }
-        cmds.push((path, words, ignore));
+        cmds.push((path, words, flags));
     }
     Ok(cmds)
 }
@@ -433,6 +539,20 @@ fn merge(props: &mut Vec<(String, Value)>, name: String, val: Value) {
             }
         }
         (Some((_, Value::EnvFiles(a))), Value::EnvFiles(b)) => {
+            if b.is_empty() {
+                a.clear()
+            } else {
+                a.extend(b)
+            }
+        }
+        (Some((_, Value::Pairs(a))), Value::Pairs(b)) => {
+            if b.is_empty() {
+                a.clear()
+            } else {
+                a.extend(b)
+            }
+        }
+        (Some((_, Value::Binds(a))), Value::Binds(b)) => {
             if b.is_empty() {
                 a.clear()
             } else {
@@ -505,7 +625,7 @@ mod tests {
                     "--name=x".into(),
                     "--v=a b".into()
                 ],
-                false
+                ExecFlags::default()
             )
         );
         assert_eq!(u.get("RestartUSec"), Some(&Value::U64(1_000_000)));
@@ -648,6 +768,85 @@ mod tests {
             u.get("EnvironmentFiles"),
             Some(&Value::EnvFiles(vec![("/b".into(), true)]))
         );
+    }
+
+    #[test]
+    fn an_own_users_sandbox_keys_parse_as_systemd_takes_them() {
+        let u = parse(
+            Path::new("/s/u.service"),
+            "[Service]\nType=exec\nExecStartPre=+/bin/mkdir -p /d\nExecStartPre=-+/bin/true\n\
+             ExecStart=/bin/x\nUMask=0077\nLoadCredential=a.key:/s/pki/a.key\n\
+             LoadCredential=b:/p:q\nTemporaryFileSystem=/tmp /root:ro\n\
+             BindPaths=/tmp/d -/o:/n:norbind\nBindReadOnlyPaths=/root/bin/x\n",
+        )
+        .unwrap();
+        let plus = ExecFlags {
+            ignore_failure: false,
+            privileged: true,
+        };
+        let both = ExecFlags {
+            ignore_failure: true,
+            privileged: true,
+        };
+        assert_eq!(
+            u.get("ExecStartPre"),
+            Some(&Value::Exec(vec![
+                (
+                    "/bin/mkdir".into(),
+                    vec!["/bin/mkdir".into(), "-p".into(), "/d".into()],
+                    plus
+                ),
+                ("/bin/true".into(), vec!["/bin/true".into()], both),
+            ]))
+        );
+        assert_eq!(u.get("UMask"), Some(&Value::U32(0o077)));
+        assert_eq!(
+            u.get("LoadCredential"),
+            Some(&Value::Pairs(vec![
+                ("a.key".into(), "/s/pki/a.key".into()),
+                ("b".into(), "/p:q".into())
+            ]))
+        );
+        assert_eq!(
+            u.get("TemporaryFileSystem"),
+            Some(&Value::Pairs(vec![
+                ("/tmp".into(), "".into()),
+                ("/root".into(), "ro".into())
+            ]))
+        );
+        assert_eq!(
+            u.get("BindPaths"),
+            Some(&Value::Binds(vec![
+                ("/tmp/d".into(), "/tmp/d".into(), false, 16384),
+                ("/o".into(), "/n".into(), true, 0)
+            ]))
+        );
+        assert_eq!(
+            u.get("BindReadOnlyPaths"),
+            Some(&Value::Binds(vec![(
+                "/root/bin/x".into(),
+                "/root/bin/x".into(),
+                false,
+                16384
+            )]))
+        );
+        // What systemd would refuse is refused here, by line.
+        for bad in [
+            "ExecStartPre=!/bin/x",
+            "ExecStartPre=++/bin/x",
+            "UMask=0888",
+            "UMask=u=rwx",
+            "LoadCredential=nopath",
+            "LoadCredential=a/b:/p",
+            "LoadCredential=a:relative",
+            "TemporaryFileSystem=relative",
+            "BindPaths=/a:relative",
+            "BindPaths=/a:/b:bogus",
+        ] {
+            let text = format!("[Service]\nType=exec\nExecStart=/bin/x\n{bad}\n");
+            let e = parse(Path::new("/s/u.service"), &text).unwrap_err();
+            assert!(e.to_string().contains("u.service:4"), "{bad}: {e}");
+        }
     }
 
     proptest::proptest! {

@@ -11,5 +11,5 @@ mod file;
 mod words;
 
 pub use dbus::properties;
-pub use file::{parse, UnitFile, Value};
+pub use file::{parse, ExecFlags, UnitFile, Value};
 pub use words::{flag_value, parse_timespan, split_words, SyntaxError};

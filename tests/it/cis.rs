@@ -148,3 +148,101 @@ fn kube_bench_finds_no_fail_on_dev_but_its_documented_choices() {
 
 /// The benchmark `kubeunit kube-bench` runs by default.
 const BENCH: &str = "cis-1.12";
+
+/// The hardened profile `cis`: no FAIL at all, and at least RKE2's hardened count of PASS (81);
+/// etcd runs as the user etcd, which owns its data dir and reads its keys through systemd's
+/// credentials, while the state dir's keys stay root's.
+#[test]
+fn kube_bench_finds_no_fail_on_the_cis_profile() {
+    let _turn = node_lock();
+    let c = Container::boot_node("cis-cis");
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let ports = Ports::allocate();
+    let mut args = dev_args(&version);
+    args[1] = "cis".into();
+    let env = Env {
+        c: &c,
+        state: gen_in(&c, "cis", &ports, &args),
+        kubectl: kubernetes_bin_dir().join("kubectl"),
+    };
+    // Without the user, start's preflight refuses before anything runs (exit 1: the host lacks it), naming the fix.
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "start without etcd:\n{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("useradd --system"), "{}", text(&out));
+    let out = c.sh(
+        "useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin etcd",
+    );
+    assert!(out.status.success(), "useradd: {}", text(&out));
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert!(out.status.success(), "start:\n{}", text(&out));
+
+    let state = env.state.to_string_lossy().into_owned();
+    let data = env.state.join("data/etcd");
+    let out = c.sh(&format!(
+        "ps -o user= -C etcd; stat -c %U:%G {0}; stat -c '%U %a' {1}/pki/etcd/server.key {1}/pki",
+        data.display(),
+        state
+    ));
+    assert_eq!(
+        text(&out).trim(),
+        "etcd\netcd:etcd\nroot 600\nroot 700",
+        "etcd's user, its data dir's owner, the key's and pki/'s"
+    );
+    // A pod in the default namespace that baseline refuses is refused; a plain one runs.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let out = env.kubectl(&[
+        "run",
+        "hostnet",
+        &format!("--image={image}"),
+        "--overrides",
+        r#"{"spec":{"hostNetwork":true}}"#,
+        "--",
+        "sleep",
+        "60",
+    ]);
+    assert!(
+        !out.status.success() && text(&out).contains("baseline"),
+        "a hostNetwork pod under baseline: {}",
+        text(&out)
+    );
+
+    let bench = kube_bench().to_string_lossy().into_owned();
+    let out = c.kubeunit(&[
+        "kube-bench",
+        "--state-dir",
+        &state,
+        "--kube-bench",
+        &bench,
+        "--",
+        "--json",
+    ]);
+    assert!(out.status.success(), "kube-bench:\n{}", text(&out));
+    let verdicts = verdicts(&String::from_utf8_lossy(&out.stdout));
+    let count = |s: &str| verdicts.values().filter(|v| *v == s).count();
+    eprintln!(
+        "cis: kube-bench {} on cis: {} PASS, {} FAIL, {} WARN, {} INFO of {}",
+        BENCH,
+        count("PASS"),
+        count("FAIL"),
+        count("WARN"),
+        count("INFO"),
+        verdicts.len()
+    );
+    let failed: Vec<&String> = verdicts
+        .iter()
+        .filter(|(_, v)| *v == "FAIL")
+        .map(|(id, _)| id)
+        .collect();
+    assert!(failed.is_empty(), "FAILs on the cis profile: {failed:?}");
+    assert!(
+        count("PASS") >= 81,
+        "{} PASS on cis, fewer than 81",
+        count("PASS")
+    );
+    assert_eq!(verdicts["1.1.12"], "PASS", "etcd's data dir etcd:etcd");
+}

@@ -41,10 +41,12 @@ pub fn kubectl(out: &Path, host: &str, args: &[&str]) -> Output {
             "KUBECONFIG",
             out.join(host).join("kubeconfig/admin.kubeconfig"),
         )
-        .args(["--request-timeout=10s"])
+        .args(["--request-timeout=30s"])
         .args(args))
 }
 
+/// (30 s: cp-1 of three TCG VMs on two cores answered an apply in more than 10 s, three times in a
+/// row, in a run of 2026-11-28.)
 /// kubectl as `host`'s admin, which must succeed. A request that outlasted `--request-timeout` (busy
 /// TCG VMs on two cores can take that long) is asked again, twice at most; any other failure fails.
 pub fn kubectl_ok(out: &Path, host: &str, args: &[&str]) -> String {
