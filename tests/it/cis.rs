@@ -71,6 +71,41 @@ fn kube_bench() -> PathBuf {
     built_dir("kube-bench-").join("kube-bench")
 }
 
+/// kube-bench's verdicts on the running environment of `env` (its profile `profile`, for the
+/// counts it prints). The report is kept where KUBEUNIT_CIS_REPORT_<PROFILE> says: docs/cis.md's
+/// table is made from such reports.
+fn bench_of(env: &Env, profile: &str) -> BTreeMap<String, String> {
+    let bench = kube_bench().to_string_lossy().into_owned();
+    // --state-dir before `--`: what follows it is kube-bench's.
+    let state = env.state.to_string_lossy().into_owned();
+    let out = env.c.kubeunit(&[
+        "kube-bench",
+        "--state-dir",
+        &state,
+        "--kube-bench",
+        &bench,
+        "--",
+        "--json",
+    ]);
+    assert!(out.status.success(), "kube-bench:\n{}", text(&out));
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let keep = format!("KUBEUNIT_CIS_REPORT_{}", profile.to_uppercase());
+    if let Some(path) = std::env::var_os(keep) {
+        std::fs::write(path, &report).unwrap();
+    }
+    let verdicts = verdicts(&report);
+    let count = |s: &str| verdicts.values().filter(|v| *v == s).count();
+    eprintln!(
+        "cis: kube-bench {BENCH} on {profile}: {} PASS, {} FAIL, {} WARN, {} INFO of {}",
+        count("PASS"),
+        count("FAIL"),
+        count("WARN"),
+        count("INFO"),
+        verdicts.len()
+    );
+    verdicts
+}
+
 #[test]
 fn kube_bench_finds_no_fail_on_dev_but_its_documented_choices() {
     let _turn = node_lock();
@@ -85,35 +120,7 @@ fn kube_bench_finds_no_fail_on_dev_but_its_documented_choices() {
     let out = env.ku(&["start", "--timeout", "180"]);
     assert!(out.status.success(), "start:\n{}", text(&out));
 
-    let bench = kube_bench().to_string_lossy().into_owned();
-    // --state-dir before `--`: what follows it is kube-bench's.
-    let state = env.state.to_string_lossy().into_owned();
-    let out = c.kubeunit(&[
-        "kube-bench",
-        "--state-dir",
-        &state,
-        "--kube-bench",
-        &bench,
-        "--",
-        "--json",
-    ]);
-    assert!(out.status.success(), "kube-bench:\n{}", text(&out));
-    let report = String::from_utf8_lossy(&out.stdout).into_owned();
-    // Kept where KUBEUNIT_CIS_REPORT says: docs/cis.md's table is made from such a report.
-    if let Some(path) = std::env::var_os("KUBEUNIT_CIS_REPORT") {
-        std::fs::write(path, &report).unwrap();
-    }
-    let verdicts = verdicts(&report);
-    let count = |s: &str| verdicts.values().filter(|v| *v == s).count();
-    eprintln!(
-        "cis: kube-bench {} on dev: {} PASS, {} FAIL, {} WARN, {} INFO of {}",
-        BENCH,
-        count("PASS"),
-        count("FAIL"),
-        count("WARN"),
-        count("INFO"),
-        verdicts.len()
-    );
+    let verdicts = bench_of(&env, "dev");
     assert_eq!(verdicts.len(), 131, "cis-1.12 has 131 checks: {verdicts:?}");
     let failed: Vec<String> = verdicts
         .iter()
@@ -211,28 +218,8 @@ fn kube_bench_finds_no_fail_on_the_cis_profile() {
         text(&out)
     );
 
-    let bench = kube_bench().to_string_lossy().into_owned();
-    let out = c.kubeunit(&[
-        "kube-bench",
-        "--state-dir",
-        &state,
-        "--kube-bench",
-        &bench,
-        "--",
-        "--json",
-    ]);
-    assert!(out.status.success(), "kube-bench:\n{}", text(&out));
-    let verdicts = verdicts(&String::from_utf8_lossy(&out.stdout));
+    let verdicts = bench_of(&env, "cis");
     let count = |s: &str| verdicts.values().filter(|v| *v == s).count();
-    eprintln!(
-        "cis: kube-bench {} on cis: {} PASS, {} FAIL, {} WARN, {} INFO of {}",
-        BENCH,
-        count("PASS"),
-        count("FAIL"),
-        count("WARN"),
-        count("INFO"),
-        verdicts.len()
-    );
     let failed: Vec<&String> = verdicts
         .iter()
         .filter(|(_, v)| *v == "FAIL")
