@@ -153,10 +153,7 @@ fn posted(
             Err(ureq::Error::Timeout(_) | ureq::Error::Io(_)) => unanswered = true,
             Ok((409, _)) if unanswered => {
                 let stored = checked(what, get())?;
-                let secret_half = stored["data"]["token-secret"]
-                    .as_str()
-                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
-                if secret_half.as_deref() == Some(token.secret.as_bytes()) {
+                if data_field(&stored, "token-secret") == token.secret {
                     return Ok(());
                 }
                 return Err(Error::Api(format!(
@@ -169,14 +166,17 @@ fn posted(
     checked(what, post()).map(drop)
 }
 
+/// A Secret's `data` field `key`, decoded (empty when missing or not base64).
+fn data_field(secret: &Value, key: &str) -> String {
+    secret["data"][key]
+        .as_str()
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 fn info(secret: &Value) -> Option<TokenInfo> {
-    let field = |k: &str| {
-        secret["data"][k]
-            .as_str()
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
+    let field = |k: &str| data_field(secret, k);
     let id = field("token-id");
     (!id.is_empty()).then(|| TokenInfo {
         id,

@@ -520,52 +520,24 @@ fn exec_commands(value: &str) -> Result<Vec<(String, Vec<String>, ExecFlags)>, B
     Ok(cmds)
 }
 
+fn reset_or_extend<T>(list: &mut Vec<T>, more: Vec<T>) {
+    if more.is_empty() {
+        list.clear()
+    } else {
+        list.extend(more)
+    }
+}
+
 /// Repeated list keys accumulate; an empty assignment resets the list (systemd's rule).
 fn merge(props: &mut Vec<(String, Value)>, name: String, val: Value) {
     let existing = props.iter_mut().find(|(n, _)| *n == name);
     match (existing, val) {
-        (Some((_, Value::Strings(a))), Value::Strings(b)) => {
-            if b.is_empty() {
-                a.clear()
-            } else {
-                a.extend(b)
-            }
-        }
-        (Some((_, Value::Exec(a))), Value::Exec(b)) => {
-            if b.is_empty() {
-                a.clear()
-            } else {
-                a.extend(b)
-            }
-        }
-        (Some((_, Value::EnvFiles(a))), Value::EnvFiles(b)) => {
-            if b.is_empty() {
-                a.clear()
-            } else {
-                a.extend(b)
-            }
-        }
-        (Some((_, Value::Pairs(a))), Value::Pairs(b)) => {
-            if b.is_empty() {
-                a.clear()
-            } else {
-                a.extend(b)
-            }
-        }
-        (Some((_, Value::Binds(a))), Value::Binds(b)) => {
-            if b.is_empty() {
-                a.clear()
-            } else {
-                a.extend(b)
-            }
-        }
-        (Some((_, Value::Calendar(a))), Value::Calendar(b)) => {
-            if b.is_empty() {
-                a.clear()
-            } else {
-                a.extend(b)
-            }
-        }
+        (Some((_, Value::Strings(a))), Value::Strings(b)) => reset_or_extend(a, b),
+        (Some((_, Value::Exec(a))), Value::Exec(b)) => reset_or_extend(a, b),
+        (Some((_, Value::EnvFiles(a))), Value::EnvFiles(b)) => reset_or_extend(a, b),
+        (Some((_, Value::Pairs(a))), Value::Pairs(b)) => reset_or_extend(a, b),
+        (Some((_, Value::Binds(a))), Value::Binds(b)) => reset_or_extend(a, b),
+        (Some((_, Value::Calendar(a))), Value::Calendar(b)) => reset_or_extend(a, b),
         (Some((_, slot)), v) => *slot = v,
         (None, v) => props.push((name, v)),
     }
