@@ -282,6 +282,9 @@ pub enum Cleanup {
     /// Remove the (empty) cgroup directories below this path in every cgroup v1 controller: those
     /// systemd does not manage (cpuset) stay otherwise.
     CgroupDirs(fn(&Plan) -> String),
+    /// Delete the temporary files of the snapshots a `kubeunit snapshot save` was writing when it
+    /// was ended (by `stop`, or kill -9) in the plan's snapshot dir: never a finished snapshot.
+    UnfinishedSnapshots,
 }
 
 /// A config file of a component.

@@ -477,6 +477,8 @@ pub const COMPONENTS: &[Component] = &[
         ports: &[port::ETCD_CLIENT, port::ETCD_PEER],
         environment: GO_GC_LESS_OFTEN,
         data_dirs: &["etcd"],
+        // A save (the timer's, or by hand) that `stop` ended mid-write leaves its temporary file.
+        after_stop: &[Cleanup::UnfinishedSnapshots],
         own_user: |p| &p.etcd.user,
         host_checks: &[host::own_user_exists],
         version: |v| &v.etcd,

@@ -44,6 +44,7 @@ pub fn after_stop(plan: &Plan, component: &Component) -> Vec<String> {
             Cleanup::RemoveDir(dir) => remove_dir(&dir(plan)),
             Cleanup::LinksInto(dir, target) => remove_links_into(Path::new(dir), &target(plan)),
             Cleanup::CgroupDirs(path) => remove_cgroup_dirs(&path(plan)),
+            Cleanup::UnfinishedSnapshots => remove_unfinished_snapshots(&plan.snapshot_dir),
         };
         if let Err(e) = result {
             problems.push(format!("{}: {e}", component.name));
@@ -120,6 +121,25 @@ pub fn remove_dir(dir: &Path) -> Result<(), CleanupError> {
             source,
         }),
     }
+}
+
+/// The temporary files of unfinished snapshots directly in `dir` (regular files only).
+fn remove_unfinished_snapshots(dir: &Path) -> Result<(), CleanupError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let mut failed = Vec::new();
+    for entry in entries.flatten() {
+        let unfinished =
+            crate::spec::paths::is_unfinished_snapshot(&entry.file_name().to_string_lossy())
+                && entry.file_type().is_ok_and(|t| t.is_file());
+        if unfinished {
+            if let Err(e) = std::fs::remove_file(entry.path()) {
+                failed.push(format!("{}: {e}", entry.path().display()));
+            }
+        }
+    }
+    all_or("delete", failed)
 }
 
 /// Symlinks directly in `dir` whose target lies below `target` (others' links stay).

@@ -270,7 +270,7 @@ pub fn save(plan: &Plan, req: &SaveRequest) -> Result<SaveReport, Error> {
         });
     }
     let final_path = dir.join(&name);
-    let tmp = dir.join(format!(".{name}.tmp"));
+    let tmp = dir.join(paths::unfinished_snapshot(&name));
     let cert = |n: &str| plan.state_dir.join(paths::cert(n));
     let saved = output(
         Command::new(&etcdctl)
@@ -611,6 +611,14 @@ mod tests {
             "scheduled"
         ));
         assert!(!is_named_for("mine.db", "scheduled"));
+        assert!(paths::is_unfinished_snapshot(&paths::unfinished_snapshot(
+            &name
+        )));
+        assert!(paths::is_unfinished_snapshot(
+            ".scheduled-20261123T090507.042Z.db.tmp.part"
+        ));
+        assert!(!paths::is_unfinished_snapshot(&name));
+        assert!(!paths::is_unfinished_snapshot(".profile.yaml.tmp"));
         let later = file_name("scheduled", t + time::Duration::milliseconds(1));
         assert!(later > name);
 

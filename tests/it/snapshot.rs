@@ -358,8 +358,21 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         "the data from before the failed restore"
     );
 
+    // What a save killed mid-write (kill -9, or `stop` during the timer's run) left: `stop` deletes
+    // it, and nothing else of the dir.
+    let killed = state.join("data/snapshots/.scheduled-20261128T220300.051Z.db.tmp");
+    std::fs::write(&killed, "half a snapshot").unwrap();
+    std::fs::write(killed.with_extension("tmp.part"), "half").unwrap();
+    let finished = e.list();
     let out = e.ku(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
+    assert!(!killed.exists() && !killed.with_extension("tmp.part").exists());
+    // (The timer may have taken one more meanwhile.)
+    let after = e.list();
+    assert!(
+        finished.iter().all(|s| after.contains(s)),
+        "finished snapshots stay"
+    );
     assert_eq!(
         c.list_units(&format!("{prefix}-*")),
         "",
