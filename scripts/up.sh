@@ -65,6 +65,13 @@ echo "==> kubeunit gen --profile $profile --state-dir $state"
   --set "containerd.cniBinDir=$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" \
   --set "components.registry.binary=$cache/bin/registry-$REGISTRY_VERSION/registry" \
   --set "images=[$images]" --set addons.corednsForward= "$@" >/dev/null
+# A profile whose etcd runs as a user of its own (cis): that user is made where systemd runs it, as a package
+# would make it (kubeunit start refuses without it, naming this command).
+etcd_user=$("$kubeunit" profile show "$profile" "$@" | awk '/^etcd:/ {e = 1; next} /^[^ ]/ {e = 0} e && /^  user: / {print $2}')
+if [ -n "$etcd_user" ] && [ "$etcd_user" != "''" ]; then
+  echo "==> the system user $etcd_user for etcd"
+  in_systemd sh -c "getent passwd '$etcd_user' >/dev/null || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin '$etcd_user'"
+fi
 echo "==> kubeunit start"
 in_systemd "$kubeunit" start --state-dir "$state"
 cat <<MSG

@@ -53,6 +53,25 @@ pub fn instances(plan: &crate::spec::Plan) -> Vec<Instance<'static>> {
     instances_of(COMPONENTS, plan)
 }
 
+/// The users of their own (`Component::own_user`) the instances on this host run as, each once:
+/// the host must have them (`hosts seed` makes them).
+pub fn own_users(plan: &crate::spec::Plan) -> Vec<String> {
+    let mut users: Vec<String> = instances(plan)
+        .iter()
+        .map(|i| (i.component.own_user)(&i.plan.profile).to_string())
+        .filter(|u| !u.is_empty())
+        .collect();
+    users.sort();
+    users.dedup();
+    users
+}
+
+/// The command that adds `user` as a system user of its own, as a package would (no home, no
+/// shell). `user` is a validated name (`spec::validate`).
+pub fn useradd_command(user: &str) -> String {
+    format!("useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {user}")
+}
+
 /// The instances on the node `plan` is the view of (`instance::node_instances` of the table).
 pub fn node_instances(plan: &crate::spec::Plan) -> Vec<Instance<'static>> {
     instance::node_instances(COMPONENTS, plan)

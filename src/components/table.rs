@@ -1442,7 +1442,8 @@ pub(super) mod host {
         Err((
             format!("etcd.user is {user:?}, and this host has no such user"),
             format!(
-                "add it (useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {user}), or set etcd.user to \"\" to run etcd as root"
+                "add it ({}), or set etcd.user to \"\" to run etcd as root",
+                crate::components::useradd_command(user)
             ),
         ))
     }

@@ -275,6 +275,10 @@ fn host_seed(h: &hosts::CheckedHost, opts: &Options, renderer: &Renderer) -> Res
             "files_dir": sh(&opts.files_dir.to_string_lossy()),
             "fetch": opts.fetch,
             "target": sh(&target),
+            "useradds": crate::components::own_users(&plan)
+                .iter()
+                .map(|u| (sh(u), crate::components::useradd_command(&sh(u))))
+                .collect::<Vec<_>>(),
         }),
     )?;
     let script_path = format!("{SEED_DIR}/up.sh");

@@ -192,7 +192,15 @@ fn gates(field: &str, gates: &BTreeMap<String, bool>, errs: &mut Vec<FieldError>
     }
 }
 
-/// A path that reaches flags, unit files and configs: absolute, without control characters.
+/// The longest path a path field may hold: PATH_MAX is 4096 bytes, and the files and dirs kubeunit
+/// and the components put below a field's path (containerd's snapshots, etcd's member dir) need
+/// the rest.
+const PATH_FIELD_MAX: usize = 1024;
+/// The longest name of one directory or file (NAME_MAX).
+const NAME_MAX: usize = 255;
+
+/// A path that reaches flags, unit files and configs: absolute, without control characters, and
+/// short enough for the kernel to take what goes below it.
 fn path_field(field: &str, path: &std::path::Path, errs: &mut Vec<FieldError>) {
     let text = path.to_string_lossy();
     if !path.is_absolute() || has_control(&text) || path.to_str().is_none() {
@@ -201,6 +209,14 @@ fn path_field(field: &str, path: &std::path::Path, errs: &mut Vec<FieldError>) {
             quoted(&text),
             "not an absolute UTF-8 path without control characters",
             "give an absolute path, e.g. /usr/local/bin/x",
+        ));
+    } else if text.len() > PATH_FIELD_MAX || text.split('/').any(|n| n.len() > NAME_MAX) {
+        let shown: String = text.chars().take(60).collect();
+        errs.push(FieldError::new(
+            field,
+            format!("{shown:?}... ({} bytes)", text.len()),
+            format!("longer than a path kubeunit can put files below ({PATH_FIELD_MAX} bytes, {NAME_MAX} for one name)"),
+            "give a shorter absolute path, e.g. /var/lib/kubeunit",
         ));
     }
 }

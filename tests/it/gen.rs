@@ -469,20 +469,64 @@ fn kubeconfig_as_prints_each_nodes_own_identity() {
     );
 }
 
+/// `gen --profile PROFILE` with a bin dir of executables and `more` into `tmp/state`, whose unit
+/// files systemd-analyze verify accepts without a word: (state dir, unit files).
+fn verified_units(
+    tmp: &Path,
+    profile: &str,
+    more: &[&str],
+) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let dir = tmp.join("state");
+    let bin = executable_bin_dir(tmp);
+    let base = [
+        "--profile",
+        profile,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--set",
+        "network.advertiseAddress=192.0.2.10",
+    ];
+    gen_ok(&dir, &[&base[..], more].concat());
+    let units: Vec<_> = std::fs::read_dir(dir.join("units"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let out = run(Command::new("systemd-analyze").arg("verify").args(&units));
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "systemd-analyze verify ({profile}): {}",
+        text(&out)
+    );
+    (dir, units)
+}
+
+/// The cis profile's etcd unit, sandboxed for its own user (User=, UMask=, LoadCredential=,
+/// TemporaryFileSystem=, BindPaths=, `ExecStartPre=+`), is one systemd-analyze verify accepts, as
+/// every other unit of the profile.
+#[test]
+fn systemd_analyze_verify_accepts_the_cis_units() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = verified_units(tmp.path(), "cis", &[]);
+    let etcd = std::fs::read_to_string(dir.join("units").join(unit(&dir, "etcd"))).unwrap();
+    for key in [
+        "User=etcd\n",
+        "UMask=0077\n",
+        "LoadCredential=",
+        "TemporaryFileSystem=",
+        "BindPaths=",
+        "ExecStartPre=+",
+    ] {
+        assert!(etcd.contains(key), "no {key} in etcd's unit:\n{etcd}");
+    }
+}
+
 #[test]
 fn systemd_analyze_verify_accepts_every_unit() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("state");
-    let bin = executable_bin_dir(tmp.path());
-    gen_ok(
-        &dir,
+    let (dir, units) = verified_units(
+        tmp.path(),
+        "dev",
         &[
-            "--profile",
-            "dev",
-            "--bin-dir",
-            bin.to_str().unwrap(),
-            "--set",
-            "network.advertiseAddress=192.0.2.10",
             // Quoting and escaping on the way: a space, a percent sign and a dollar in one value.
             "--set",
             "components.kube-apiserver.extraArgs.service-node-port-range=30000-32767",
@@ -494,20 +538,10 @@ fn systemd_analyze_verify_accepts_every_unit() {
             "components.etcd.extraArgs.log-outputs=stderr",
         ],
     );
-    let units: Vec<_> = std::fs::read_dir(dir.join("units"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
     assert_eq!(
         units.len(),
         12,
         "slice + 9 dev components + 2 registry caches: {units:?}"
-    );
-    let out = run(Command::new("systemd-analyze").arg("verify").args(&units));
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "systemd-analyze verify: {}",
-        text(&out)
     );
     let apiserver =
         std::fs::read_to_string(dir.join("units").join(unit(&dir, "kube-apiserver"))).unwrap();

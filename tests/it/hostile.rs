@@ -1441,3 +1441,33 @@ fn a_full_disk_leaves_the_state_dir_as_it_was() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(check(&dir).status.success());
 }
+
+/// etcd as a user of its own (the cis profile's `etcd.user`): a name that is none, or one that would
+/// write a second line into its unit, and a data dir its sandbox cannot bind in (below /run, with
+/// ':', with a newline, longer than a path can be) are refused naming the field, before anything
+/// is written; the state dir stays as it was.
+#[test]
+fn an_own_user_and_its_sandbox_refuse_what_cannot_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    assert!(gen(&dir, &["--set", "etcd.user=etcd"]).status.success());
+    let before = contents(&dir);
+    let huge_user = format!("etcd.user={}", "e".repeat(100_000));
+    let huge_dir = format!("dataDir=/var/lib/{}", "d/".repeat(5_000));
+    for (set, field) in [
+        (huge_user.as_str(), "etcd.user"),
+        ("etcd.user=\"etcd\\nUser=root\"", "etcd.user"),
+        ("etcd.user=../etcd", "etcd.user"),
+        ("etcd.user=0etcd", "etcd.user"),
+        ("etcd.user=et cd", "etcd.user"),
+        ("dataDir=/run/kubeunit-data", "dataDir"),
+        ("dataDir=/etc/kubeunit", "dataDir"),
+        ("dataDir=/var/lib/a:b", "dataDir"),
+        ("dataDir=\"/var/lib/a\\nb\"", "dataDir"),
+        (huge_dir.as_str(), "dataDir"),
+    ] {
+        let out = gen(&dir, &["--set", "etcd.user=etcd", "--set", set]);
+        refused(&out, &[field]);
+        assert_eq!(contents(&dir), before, "{}", &set[..set.len().min(60)]);
+    }
+}
