@@ -9,8 +9,8 @@
 #
 #   --state-dir DIR  a running environment with a node (default: bring up --profile's with scripts/up.sh, with
 #                    every image the specs use loaded, and leave it running)
-#   --profile NAME   the profile it brings up: dev (default, one node) or multi (a control plane and two
-#                    workers: the specs that need two schedulable nodes run too)
+#   --profile NAME   the profile it brings up: dev (default, one node), multi (a control plane and two
+#                    workers: the specs that need two schedulable nodes run too) or cis (dev hardened)
 #   --minor M        a pinned Kubernetes minor (scripts/versions.env): 1.36, v1.36 or v1.36.3 (default: newest)
 #   --focus RE       only specs whose full text matches RE (Ginkgo regex), within the conformance suite
 #   --specs FILE     only the specs FILE names, one per line as `e2e.test --list-tests` prints them ("#" lines
@@ -33,6 +33,7 @@
 # Examples:
 #   scripts/conformance.sh                                   # the whole suite on a fresh dev (45 min on 2 cores)
 #   scripts/conformance.sh --profile multi                   # ... on three nodes, none left out
+#   scripts/conformance.sh --profile cis                     # ... on the hardened profile (makes the user etcd)
 #   scripts/conformance.sh --focus 'AdmissionWebhook|Aggregator|Proxy'
 #   scripts/conformance.sh --state-dir /var/lib/kubeunit/dev --minor 1.35 --only serial
 #

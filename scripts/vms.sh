@@ -20,7 +20,7 @@ results=""
 while [ $# -gt 0 ]; do
   case $1 in
     --results) [ $# -ge 2 ] || { echo "vms.sh: --results needs a file" >&2; exit 2; }; results=$2; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "vms.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -692,10 +692,23 @@ spec:
         },
     );
     kubectl_ok(&out, &["apply", "-f", &path.to_string_lossy()]);
-    kubectl_ok(
+    // 600 s: on 2026-11-29 the second web pod's sandbox took 70 s to start on worker-1, and then
+    // cp-1, busy, dropped the kubelets' connections; the rollout was not done after 300 s. What the
+    // pods and their events say goes with a failure.
+    let rollout = kubectl(
         &out,
-        &["rollout", "status", "deployment/web", "--timeout=300s"],
+        &["rollout", "status", "deployment/web", "--timeout=600s"],
     );
+    if !rollout.status.success() {
+        let pods = kubectl(&out, &["get", "nodes,pods", "-o", "wide"]);
+        let events = kubectl(&out, &["get", "events", "--sort-by=.lastTimestamp"]);
+        panic!(
+            "web's rollout: {}\n{}\n{}",
+            text(&rollout),
+            text(&pods),
+            text(&events)
+        );
+    }
     kubectl_ok(
         &out,
         &[
