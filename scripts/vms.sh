@@ -52,6 +52,8 @@ leak_counter check || leaks=1
   grep -oE 'vms: .*' "$log" | sed 's/^/  /'
   echo
   grep -E '^test result:|^test vms::' "$log" | sed 's/^/  /'
+  # Where it failed: the panic's place and first lines.
+  grep -A3 'panicked at' "$log" | grep -vE '^stack backtrace| +[0-9]+: ' | cut -c1-300 | sed 's/^/  /' || true
   [ "$leaks" = 0 ] && echo "  no packet of the tests' networks and no DNS query left by the default route" ||
     echo "  LEAK: packets of the tests' networks or DNS left by the default route"
 } >"$results"

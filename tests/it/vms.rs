@@ -753,10 +753,12 @@ spec:
         },
     );
     // Both pods answer through the Service's name (CoreDNS, kube-proxy), from worker-1's client.
+    // 300 s, saying who answered and what the last try printed: in a run of 2026-11-29, cp-1 (busy,
+    // its API server timing requests out) let 180 s pass with no answer from one of them.
     let mut answered = std::collections::BTreeSet::new();
-    wait_for(
+    wait_for_saying(
         "both web pods through the Service's name",
-        Duration::from_secs(180),
+        Duration::from_secs(300),
         || {
             let o = kubectl(
                 &out,
@@ -777,7 +779,10 @@ spec:
             {
                 answered.insert(from.to_string());
             }
-            answered.len() == 2
+            (
+                answered.len() == 2,
+                format!("answered: {answered:?}; last try: {}", text(&o)),
+            )
         },
     );
 
