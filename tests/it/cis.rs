@@ -210,6 +210,20 @@ fn kube_bench_finds_no_fail_on_the_cis_profile() {
     assert!(out.status.success(), "useradd: {}", text(&out));
     let out = env.ku(&["start", "--timeout", "180"]);
     assert!(out.status.success(), "start:\n{}", text(&out));
+    // Stopped, then two starts at once: both end well (one waits for the other's lock), and etcd's
+    // ExecStartPre (its data dir made and given to it) leaves it as below.
+    env.ku_ok(&["stop"]);
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| env.ku(&["start", "--timeout", "180"]));
+        let b = s.spawn(|| env.ku(&["start", "--timeout", "180"]));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(
+        a.status.success() && b.status.success(),
+        "two starts at once:\n{}\n---\n{}",
+        text(&a),
+        text(&b)
+    );
 
     let state = env.state.to_string_lossy().into_owned();
     let data = env.state.join("data/etcd");
