@@ -13,18 +13,6 @@ pub const JOURNAL: &str = ".kubeunit-journal.json";
 pub const DATA: &str = "data";
 /// Default snapshot dir, in the data dir (`etcd.snapshot.dir`).
 pub const SNAPSHOTS: &str = "snapshots";
-
-/// The name a snapshot has while etcdctl writes it (hidden, and never a `*.db`).
-pub fn unfinished_snapshot(name: &str) -> String {
-    format!(".{name}.tmp")
-}
-
-/// Whether a file is a snapshot being written, or one whose save was ended (etcdctl's own
-/// `.part` of it included): `stop` deletes those it finds in the snapshot dir.
-pub fn is_unfinished_snapshot(file_name: &str) -> bool {
-    file_name.starts_with('.')
-        && (file_name.ends_with(".db.tmp") || file_name.ends_with(".db.tmp.part"))
-}
 pub const UNITS: &str = "units";
 pub const ADDONS: &str = "addons";
 /// Image archives a user drops in; `start` imports them with the profile's `images`.
@@ -46,6 +34,18 @@ pub const NODES: &str = "nodes";
 pub const MANAGED_DIRS: &[&str] = &["pki", "kubeconfig", "config", UNITS, "env", ADDONS, NODES];
 /// Directories whose files users may edit (or add to) and `start` uses as they are.
 pub const EDITABLE_DIRS: &[&str] = &[UNITS, ADDONS];
+
+/// The name a snapshot has while etcdctl writes it (hidden, and never a `*.db`).
+pub fn unfinished_snapshot(name: &str) -> String {
+    format!(".{name}.tmp")
+}
+
+/// Whether a file is a snapshot being written, or one whose save was ended (etcdctl's own
+/// `.part` of it included): `stop` deletes those it finds in the snapshot dir.
+pub fn is_unfinished_snapshot(file_name: &str) -> bool {
+    file_name.starts_with('.')
+        && (file_name.ends_with(".db.tmp") || file_name.ends_with(".db.tmp.part"))
+}
 
 /// `pki/<name>.crt` (names may hold a directory: `etcd/ca`).
 pub fn cert(name: &str) -> String {

@@ -204,10 +204,7 @@ fn kube_bench_finds_no_fail_on_the_cis_profile() {
         text(&out)
     );
     assert!(text(&out).contains("useradd --system"), "{}", text(&out));
-    let out = c.sh(
-        "useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin etcd",
-    );
-    assert!(out.status.success(), "useradd: {}", text(&out));
+    c.add_etcd_user();
     let out = env.ku(&["start", "--timeout", "180"]);
     assert!(out.status.success(), "start:\n{}", text(&out));
     // Stopped, then two starts at once: both end well (one waits for the other's lock), and etcd's

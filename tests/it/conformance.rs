@@ -64,11 +64,7 @@ fn a_conformance_subset_passes_on_cis() {
     let ports = Ports::allocate();
     let state = gen_in(&c, "cis", &ports, &args);
     let state_arg = state.to_string_lossy().into_owned();
-    let out = c.sh(&format!(
-        "getent passwd etcd || {}",
-        "useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin etcd"
-    ));
-    assert!(out.status.success(), "useradd: {}", text(&out));
+    c.add_etcd_user();
     let out = c.kubeunit(&["start", "--state-dir", &state_arg, "--timeout", "300"]);
     assert!(out.status.success(), "start:\n{}", text(&out));
 

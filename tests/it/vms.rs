@@ -157,17 +157,7 @@ fn a_seed_carries_its_host_dir_byte_for_byte_and_only_its_own() {
     // etcd as its own user (the cis profile's etcd.user): the seed of a host that runs etcd makes
     // the user before the import, once; a worker's makes none.
     let own = tmp.path().join("own-user");
-    let o = run(kubeunit()
-        .args(["gen", "--hermetic", "--profile", "ha", "--seed", "3"])
-        .args([
-            "--set",
-            "pki.epoch=2026-01-01T00:00:00Z",
-            "--set",
-            "etcd.user=etcd",
-        ])
-        .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
-        .arg(&own));
-    assert!(o.status.success(), "gen: {}", text(&o));
+    gen_hermetic_ha_with(&own, "3", &["--set", "etcd.user=etcd"]);
     let own_seeds = tmp.path().join("own-user-seeds");
     let o = seed(&own, &own_seeds, SEED_ARGS);
     assert!(o.status.success(), "{}", text(&o));

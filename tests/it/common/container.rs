@@ -193,6 +193,14 @@ impl Container {
         self.run(&["/bin/sh", "-c", script])
     }
 
+    /// The system user the cis profile's etcd runs as, added as `kubeunit start`'s preflight says.
+    pub fn add_etcd_user(&self) {
+        let out = self.sh(
+            "getent passwd etcd >/dev/null || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin etcd",
+        );
+        assert!(out.status.success(), "useradd: {}", text(&out));
+    }
+
     /// Run kubeunit inside the container, offline: `KUBEUNIT_OFFLINE` as the tests have it (1 from
     /// scripts/test.sh), 1 when they have none, so that no environment of a test reaches beyond
     /// this machine.

@@ -84,9 +84,15 @@ pub fn gen_ok(dir: &Path, args: &[&str]) -> Output {
 /// `gen --hermetic --out OUT` of `ha` (five host dirs, for /var/lib/kubeunit/ha), from `seed`:
 /// nothing of this machine read.
 pub fn gen_hermetic_ha(out: &Path, seed: &str) {
+    gen_hermetic_ha_with(out, seed, &[]);
+}
+
+/// `gen_hermetic_ha` with more `gen` arguments.
+pub fn gen_hermetic_ha_with(out: &Path, seed: &str, more: &[&str]) {
     let o = run(kubeunit()
         .args(["gen", "--hermetic", "--profile", "ha", "--seed", seed])
         .args(["--set", "pki.epoch=2026-01-01T00:00:00Z"])
+        .args(more)
         .args(["--state-dir", "/var/lib/kubeunit/ha", "--out"])
         .arg(out));
     assert!(o.status.success(), "gen --hermetic --out: {}", text(&o));
