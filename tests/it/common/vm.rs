@@ -218,6 +218,17 @@ impl Vm {
         }
     }
 
+    /// A clean shutdown: `systemctl poweroff` through the guest agent, then qemu's own exit (kill
+    /// -9 if it has not exited after 180 s).
+    pub fn power_off(&mut self) {
+        let _ = self.exec("systemctl poweroff --no-block");
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while self.running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        self.kill();
+    }
+
     pub fn running(&mut self) -> bool {
         match &mut self.child {
             Some(c) => c.try_wait().ok().flatten().is_none(),
