@@ -39,7 +39,9 @@ areas=${*:-$listed_areas}
 # naming each area that did.
 failed=()
 for area in $areas; do
-  printf '%s\n' "$listed_areas" | grep -qx "$area" || fail "no area '$area' (areas: $(echo $listed_areas))"
+  # A here-string, not `printf | grep -q`: grep -q exits at its match, bash's printf then writes the next line
+  # into a closed pipe, and pipefail reports SIGPIPE (141) as "no area" (CI, 2026-12-02: "no area 'golden'").
+  grep -qx "$area" <<<"$listed_areas" || fail "no area '$area' (areas: $(echo $listed_areas))"
   mapfile -t names < <(printf '%s\n' "$tests" | grep "^$area::")
   echo "==> tests/it: $area (${#names[@]} tests)"
   log=$(mktemp)
