@@ -30,8 +30,9 @@ use crate::render::{self, Renderer};
 use crate::spec::paths;
 use crate::state::Root;
 
-/// An installed unit's start timeout, seconds (its health gate waits 30 s less): at boot nothing else
-/// bounds it, and a VM without hardware virtualization takes minutes (`units/install-dropin.hbs`).
+/// An installed unit's start timeout, seconds (its health gate waits 30 s less), and its start
+/// hook's: at boot nothing else bounds them, and a VM without hardware virtualization takes minutes
+/// (`units/install-dropin.hbs`, `units/hook.hbs`).
 pub const BOOT_START_TIMEOUT: u64 = 900;
 /// Where unit files go below the root: persistent, or runtime (as `systemctl enable --runtime`).
 const UNIT_DIR: &str = "etc/systemd/system";
@@ -230,6 +231,7 @@ fn hook_units(
                 "exec": kubeunit_command(kubeunit, &plan.state_dir, &["hook", &i.name]),
                 "slice": env.slice.name,
                 "syslog_identifier": name.trim_end_matches(".service"),
+                "timeout": BOOT_START_TIMEOUT,
             }),
         )?;
         let entry = Entry::File {
