@@ -59,6 +59,13 @@ impl Target {
         Env::load(&dir, &HostFacts::gather())
     }
 
+    /// The environment's resolved plan alone, its unit files not read: for what needs no unit
+    /// (`hosts sync`, every 10 s on every host, parsed every unit file for nothing).
+    pub fn plan(&self) -> Result<crate::spec::Plan, Error> {
+        let dir = crate::spec::host::local_state_dir(&self.state_dir())?;
+        crate::pipeline::plan_of(&dir, &HostFacts::gather())
+    }
+
     /// The environment's state dir, locked against other writers (gen, start, stop, restart,
     /// destroy) for as long as the returned lock lives, then loaded.
     pub fn env_locked(&self) -> Result<(Env, Lock), Error> {

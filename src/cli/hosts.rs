@@ -130,20 +130,20 @@ pub struct CheckArgs {
 pub fn exec(command: Command) -> Result<i32, Error> {
     match command {
         Command::Sync(args) => {
-            let env = args.target.env()?;
-            if env.plan.hosts.is_empty() {
+            let plan = args.target.plan()?;
+            if plan.hosts.is_empty() {
                 return Err(Error::Usage {
                     message: format!(
                         "{}: environment '{}' is on one host; `hosts sync` routes between hosts",
-                        env.plan.state_dir.display(),
-                        env.plan.name()
+                        plan.state_dir.display(),
+                        plan.name()
                     ),
                     fix:
                         "give the state dir of a host of an environment across hosts (--state-dir)"
                             .into(),
                 });
             }
-            let synced = crate::run::hosts_sync::sync(&env.plan)?;
+            let synced = crate::run::hosts_sync::sync(&plan)?;
             match args.output {
                 Output::Json => print_json(&synced),
                 Output::Text => {
