@@ -430,6 +430,31 @@ fn a_snapshot_schedule_renders_a_oneshot_service_and_its_timer() {
     assert!(errs[0].fix.contains("etcd.snapshot.schedule"), "{errs:?}");
 }
 
+/// Across hosts, the hosts-sync timer runs when `hostsSync.schedule` says (every 10 s unless set),
+/// and a state dir's profile.yaml names the schedule only when it is not the default (state dirs
+/// from before it stay byte for byte).
+#[test]
+fn the_hosts_sync_timer_runs_on_the_profiles_schedule() {
+    let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();
+    let timer_and_profile = |sets: &[&str]| {
+        let sets: Vec<&str> = ["host=worker-1"].iter().chain(sets).copied().collect();
+        let g = generate(&Plan::for_tests("ha", &sets), &empty, &opts()).unwrap();
+        (
+            text(&g, "units/kubeunit-ha-hosts-sync.timer"),
+            text(&g, "profile.yaml"),
+        )
+    };
+    let (timer, profile) = timer_and_profile(&[]);
+    assert!(timer.contains("\nOnCalendar=*:*:0/10\n"), "{timer}");
+    assert!(!profile.contains("hostsSync"), "{profile}");
+    let (timer, profile) = timer_and_profile(&["hostsSync.schedule=*:0/2"]);
+    assert!(timer.contains("\nOnCalendar=*:0/2\n"), "{timer}");
+    assert!(
+        profile.contains("hostsSync:\n  schedule: '*:0/2'\n"),
+        "{profile}"
+    );
+}
+
 #[test]
 fn offline_the_node_pulls_every_image_from_its_own_registry() {
     let empty = Previous::load(std::path::Path::new("/nonexistent")).unwrap();

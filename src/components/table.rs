@@ -1306,7 +1306,7 @@ pub const COMPONENTS: &[Component] = &[
             when: |p| !p.hosts.is_empty(),
         }),
         timer: Some(Timer {
-            on_calendar: |_| "*:*:0/10".into(),
+            on_calendar: |plan| plan.profile.hosts_sync.schedule.clone(),
             persistent: false,
         }),
         args: |_| vec!["hosts".into(), "sync".into()],

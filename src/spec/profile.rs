@@ -61,6 +61,9 @@ pub struct Profile {
     /// Which of `hosts` a state dir is: `gen` writes it into each host's `profile.yaml`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub host: String,
+    /// When every host runs `kubeunit hosts sync` (across hosts; the `hosts-sync` timer).
+    #[serde(default, skip_serializing_if = "HostsSync::is_default")]
+    pub hosts_sync: HostsSync,
     pub network: Network,
     pub ports: PortSpec,
     pub pki: Pki,
@@ -278,6 +281,37 @@ pub struct HostEntry {
     /// name (they route to it once it joined: `kubeunit hosts sync`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join: Option<Join>,
+}
+
+/// `hostsSync`: across hosts, when `kubeunit hosts sync` runs on every host (routes to the hosts
+/// that joined later, their kubelets' serving certificates approved).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostsSync {
+    /// A systemd calendar expression (`OnCalendar=`). A joining host waits for a run for its routes
+    /// and its serving certificate; each run costs a process start, a Nodes list and
+    /// node-network.sh, which an emulated (TCG) VM feels.
+    #[serde(default = "default_hosts_sync_schedule")]
+    pub schedule: String,
+}
+
+fn default_hosts_sync_schedule() -> String {
+    "*:*:0/10".into()
+}
+
+impl Default for HostsSync {
+    fn default() -> HostsSync {
+        HostsSync {
+            schedule: default_hosts_sync_schedule(),
+        }
+    }
+}
+
+impl HostsSync {
+    /// Left out of `profile.yaml` when default, as state dirs before it had it.
+    pub fn is_default(&self) -> bool {
+        *self == HostsSync::default()
+    }
 }
 
 /// `hosts[i].join`: how a host that joins later authenticates.

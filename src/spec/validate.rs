@@ -34,6 +34,7 @@ pub fn validate(p: &Profile) -> Vec<FieldError> {
         ));
     }
     snapshot(p, &mut errs);
+    hosts_sync(p, &mut errs);
     pod_security(p, &mut errs);
     fetch_mirrors(p, &mut errs);
     errs.extend(super::nodes::errors(p));
@@ -688,6 +689,20 @@ fn pki(p: &Profile, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// `hostsSync.schedule`: a calendar expression systemd accepts (never empty: a host that joins
+/// later waits for it).
+fn hosts_sync(p: &Profile, errs: &mut Vec<FieldError>) {
+    let schedule = &p.hosts_sync.schedule;
+    if let Err(why) = super::calendar::check(schedule) {
+        errs.push(FieldError::new(
+            "hostsSync.schedule",
+            quoted(schedule),
+            format!("not a systemd calendar expression: {why}"),
+            "write an OnCalendar= value such as *:*:0/10 (every 10 s, the default) or *:0/2 (every 2 minutes); systemd-analyze calendar EXPR checks one",
+        ));
+    }
+}
+
 /// `etcd.snapshot`: a calendar expression systemd accepts, a retention of at least one, absolute paths.
 fn snapshot(p: &Profile, errs: &mut Vec<FieldError>) {
     let s = &p.etcd.snapshot;
@@ -1044,6 +1059,7 @@ mod tests {
             "components.kube-apiserver.extraArgs.--v=2",
             "components.etcd.env.BAD KEY=1",
             "etcd.snapshot.schedule=every hour",
+            "hostsSync.schedule=''",
             "etcd.snapshot.retention=0",
             "etcd.snapshot.dir=snaps",
             "etcd.user=\"a b\"",
@@ -1068,6 +1084,7 @@ mod tests {
             "components.kube-apiserver.extraArgs",
             "components.etcd.env",
             "etcd.snapshot.schedule",
+            "hostsSync.schedule",
             "etcd.snapshot.retention",
             "etcd.snapshot.dir",
             "etcd.user",
@@ -1075,7 +1092,7 @@ mod tests {
         ] {
             assert!(fields.contains(&want), "{want} missing from {fields:?}");
         }
-        assert_eq!(errs.len(), 21, "{errs:#?}");
+        assert_eq!(errs.len(), 22, "{errs:#?}");
         for e in &errs {
             assert!(!e.fix.is_empty() && !e.message.is_empty(), "{e:?}");
         }
