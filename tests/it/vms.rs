@@ -430,6 +430,12 @@ fn gen_vms(profile: &Path, out: &Path, kubeunit_on_vm: &Path) {
         // images into containerd from the files volume; pushing them into the registry as well
         // kept a worker busy for more than 12 minutes under TCG (2026-12-02).
         "components.registry.enabled=false",
+        // hosts sync once a minute, not every 10 s: under TCG each run of the debug build costs
+        // 2 to 5 s of guest CPU, a quarter of a worker's at every 10 s (2026-12-02: 173, 90 and
+        // 67 runs on cp-1 and the workers; once a minute, 19, 13 and 6, and the test took 1439 s,
+        // was 1547 to 1946 s). The join waits for a run at most a minute more; tests/it/hosts.rs
+        // keeps the default.
+        "hostsSync.schedule=*:0/1",
         "addons.metricsServer=false",
         "addons.loadBalancer=false",
         "addons.defaultStorageClass=false",
@@ -564,6 +570,56 @@ fn report_load(vm: &crate::common::vm::Vm) {
         vm.spec.name,
         secs.len(),
     );
+    // Where its CPU went: the environment's units and the pods, most first (guest CPU seconds,
+    // which under TCG count the time qemu's vCPU thread waited for a core too).
+    let by_unit = vm
+        .exec(
+            r#"systemctl show -p Id -p CPUUsageNSec 'kubeunit-*.service' kubepods.slice | awk -v RS= '{
+  for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+  if (v["CPUUsageNSec"] ~ /^[0-9]+$/) printf "%.0f %s\n", v["CPUUsageNSec"] / 1e9, v["Id"]
+  delete v
+}' | sort -rn | head -8 | awk '{sub(/^kubeunit-[^-]*-/, "", $2); sub(/\.service$/, "", $2); printf "%s %s s, ", $2, $1}'"#,
+        )
+        .map(|(_, o)| o)
+        .unwrap_or_default();
+    eprintln!(
+        "vms: {} CPU by unit since boot: {}",
+        vm.spec.name,
+        by_unit.trim().trim_end_matches(',')
+    );
+}
+
+/// What each VM says of itself, for a failure: its kubelet's and containerd's last journal lines,
+/// then one line each of its load and every unit that failed or restarted, last (CI shows the
+/// tail of a failure: CI stop 54's rollout timed out after a pod sandbox was re-created, with
+/// nothing to say why).
+fn what_the_vms_say(vms: &[crate::common::vm::Vm]) -> String {
+    let journal = "journalctl -q -o short-monotonic --no-pager -n 12 -u 'kubeunit-*-kubelet.service' -u 'kubeunit-*-containerd.service'";
+    // Every unit of the environment that is not active or inactive, restarted, or did not
+    // succeed: `Id ActiveState restarts=N Result`.
+    let summary = r#"echo "load $(cut -d' ' -f1-3 /proc/loadavg), up $(cut -d' ' -f1 /proc/uptime) s, $(awk '/MemAvailable/{print int($2/1024)}' /proc/meminfo) MiB free"
+systemctl show -p Id -p ActiveState -p NRestarts -p Result 'kubeunit-*' | awk -v RS= '{
+  for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+  a = v["ActiveState"]; n = v["NRestarts"]; r = v["Result"]
+  if ((a != "active" && a != "inactive") || (n != "" && n != 0) || (r != "success" && r != "")) print "  " v["Id"], a, "restarts=" n, r
+  delete v
+}'"#;
+    let mut tails = String::new();
+    let mut lines = String::new();
+    for vm in vms {
+        let name = &vm.spec.name;
+        let ask = |cmd: &str| {
+            vm.exec(cmd)
+                .map(|(_, o)| o)
+                .unwrap_or_else(|| "(no answer)".into())
+        };
+        tails.push_str(&format!(
+            "--- {name}: kubelet and containerd\n{}\n",
+            ask(journal).trim_end()
+        ));
+        lines.push_str(&format!("--- {name}: {}\n", ask(summary).trim_end()));
+    }
+    format!("{tails}{lines}")
 }
 
 /// What a VM has of the environment, as hashes: every file of its state dir but the data below it
@@ -742,10 +798,11 @@ spec:
         let pods = kubectl(&out, &["get", "nodes,pods", "-o", "wide"]);
         let events = kubectl(&out, &["get", "events", "--sort-by=.lastTimestamp"]);
         panic!(
-            "web's rollout: {}\n{}\n{}",
+            "web's rollout: {}\n{}\n{}\n{}",
             text(&rollout),
             text(&pods),
-            text(&events)
+            text(&events),
+            what_the_vms_say(&vms)
         );
     }
     kubectl_ok(
