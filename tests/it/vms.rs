@@ -574,11 +574,11 @@ fn report_load(vm: &crate::common::vm::Vm) {
     // which under TCG count the time qemu's vCPU thread waited for a core too).
     let by_unit = vm
         .exec(
-            r#"systemctl show -p Id -p CPUUsageNSec 'kubeunit-*.service' kubepods.slice | awk -v RS= '{
-  for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-  if (v["CPUUsageNSec"] ~ /^[0-9]+$/) printf "%.0f %s\n", v["CPUUsageNSec"] / 1e9, v["Id"]
-  delete v
-}' | sort -rn | head -8 | awk '{sub(/^kubeunit-[^-]*-/, "", $2); sub(/\.service$/, "", $2); printf "%s %s s, ", $2, $1}'"#,
+            &(each_unit(
+                &["Id", "CPUUsageNSec"],
+                "'kubeunit-*.service' kubepods.slice",
+                r#"if (v["CPUUsageNSec"] ~ /^[0-9]+$/) printf "%.0f %s\n", v["CPUUsageNSec"] / 1e9, v["Id"]"#,
+            ) + r#" | sort -rn | head -8 | awk '{sub(/^kubeunit-[^-]*-/, "", $2); sub(/\.service$/, "", $2); printf "%s %s s, ", $2, $1}'"#),
         )
         .map(|(_, o)| o)
         .unwrap_or_default();
@@ -587,6 +587,16 @@ fn report_load(vm: &crate::common::vm::Vm) {
         vm.spec.name,
         by_unit.trim().trim_end_matches(',')
     );
+}
+
+/// A guest's shell command: `systemctl show -p PROP... UNITS`, and awk running `body` once per
+/// unit with its properties in `v` (`v["Id"]`).
+fn each_unit(props: &[&str], units: &str, body: &str) -> String {
+    let props: Vec<String> = props.iter().map(|p| format!("-p {p}")).collect();
+    let props = props.join(" ");
+    format!(
+        "systemctl show {props} {units} | awk -v RS= '{{\n  for (i = 1; i <= NF; i++) {{ split($i, kv, \"=\"); v[kv[1]] = kv[2] }}\n  {body}\n  delete v\n}}'"
+    )
 }
 
 /// What each VM says of itself, for a failure: its kubelet's and containerd's last journal lines,
@@ -598,12 +608,14 @@ fn what_the_vms_say(vms: &[crate::common::vm::Vm]) -> String {
     // Every unit of the environment that is not active or inactive, restarted, or did not
     // succeed: `Id ActiveState restarts=N Result`.
     let summary = r#"echo "load $(cut -d' ' -f1-3 /proc/loadavg), up $(cut -d' ' -f1 /proc/uptime) s, $(awk '/MemAvailable/{print int($2/1024)}' /proc/meminfo) MiB free"
-systemctl show -p Id -p ActiveState -p NRestarts -p Result 'kubeunit-*' | awk -v RS= '{
-  for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-  a = v["ActiveState"]; n = v["NRestarts"]; r = v["Result"]
-  if ((a != "active" && a != "inactive") || (n != "" && n != 0) || (r != "success" && r != "")) print "  " v["Id"], a, "restarts=" n, r
-  delete v
-}'"#;
+"#
+    .to_string()
+        + &each_unit(
+            &["Id", "ActiveState", "NRestarts", "Result"],
+            "'kubeunit-*'",
+            r#"a = v["ActiveState"]; n = v["NRestarts"]; r = v["Result"]
+  if ((a != "active" && a != "inactive") || (n != "" && n != 0) || (r != "success" && r != "")) print "  " v["Id"], a, "restarts=" n, r"#,
+        );
     let mut tails = String::new();
     let mut lines = String::new();
     for vm in vms {
@@ -617,7 +629,7 @@ systemctl show -p Id -p ActiveState -p NRestarts -p Result 'kubeunit-*' | awk -v
             "--- {name}: kubelet and containerd\n{}\n",
             ask(journal).trim_end()
         ));
-        lines.push_str(&format!("--- {name}: {}\n", ask(summary).trim_end()));
+        lines.push_str(&format!("--- {name}: {}\n", ask(&summary).trim_end()));
     }
     format!("{tails}{lines}")
 }
