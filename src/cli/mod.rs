@@ -26,6 +26,7 @@ mod start;
 mod status;
 mod stop;
 mod token;
+mod upgrade;
 mod wait;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -74,6 +75,10 @@ pub enum Command {
     /// Stop one component and start it again from its unit file (picks up edits and swapped binaries).
     #[command(after_help = restart::AFTER_HELP)]
     Restart(restart::Args),
+    /// Bring the running environment onto newer binaries in version-skew order (etcd snapshot first),
+    /// rendering the state dir for them first with --profile, --set or --bin-dir.
+    #[command(after_help = upgrade::AFTER_HELP)]
+    Upgrade(upgrade::Args),
     /// Run one component under dlv in place (same arguments, environment and logs), or go back (--stop).
     #[command(after_help = debug::AFTER_HELP)]
     Debug(debug::Args),
@@ -157,6 +162,7 @@ pub fn run() -> i32 {
         Command::Status(args) => block_on(status::exec(args)),
         Command::Logs(args) => logs::exec(args),
         Command::Restart(args) => block_on(restart::exec(args)),
+        Command::Upgrade(args) => block_on(upgrade::exec(args)),
         Command::Debug(args) => block_on(debug::exec(args)),
         Command::Cmdline(args) => cmdline::exec(args),
         Command::Kubeconfig(args) => kubeconfig::exec(args),

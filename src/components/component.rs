@@ -344,7 +344,13 @@ impl Component {
     /// Absolute path of its binary: the profile's `binary` (absolute, or a name in binDir), else the
     /// usual name in binDir.
     pub fn binary_path(&self, plan: &Plan) -> std::path::PathBuf {
-        let settings = plan.profile.component(self.binary_of.unwrap_or(self.name));
+        self.binary_path_in(&plan.profile)
+    }
+
+    /// `binary_path` as a profile names it (`upgrade` asks the binaries of a profile before it
+    /// renders one).
+    pub fn binary_path_in(&self, profile: &Profile) -> std::path::PathBuf {
+        let settings = profile.component(self.binary_of.unwrap_or(self.name));
         let name = if settings.binary.is_empty() {
             self.binary
         } else {
@@ -354,7 +360,22 @@ impl Component {
         if p.is_absolute() {
             p.to_path_buf()
         } else {
-            plan.profile.bin_dir.join(p)
+            profile.bin_dir.join(p)
+        }
+    }
+
+    /// The field of the profile's `versions` its binary follows (`kubernetes`, `etcd`), if any:
+    /// the one its `version` reads, asked with each field holding its own name. `upgrade` checks
+    /// and orders the components that follow one.
+    pub fn follows(&self) -> Option<&'static str> {
+        let names = Versions {
+            kubernetes: "kubernetes".into(),
+            etcd: "etcd".into(),
+        };
+        match (self.version)(&names) {
+            "kubernetes" => Some("kubernetes"),
+            "etcd" => Some("etcd"),
+            _ => None,
         }
     }
 

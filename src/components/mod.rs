@@ -32,6 +32,8 @@ pub use table::{
 
 /// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
 pub const ETCD: &str = "etcd";
+/// The API server: no Kubernetes component may run a newer version (`run::upgrade`).
+pub const KUBE_APISERVER: &str = "kube-apiserver";
 
 /// etcd's companion tool `tool` (etcdctl, etcdutl): the profile's `etcd.snapshot.<tool>`, else the
 /// binary of that name next to etcd's.

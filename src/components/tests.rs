@@ -830,3 +830,23 @@ fn a_per_upstream_component_runs_once_per_cache_with_its_own_port_and_files() {
         .iter()
         .any(|i| i.component.name == "registry-cache"));
 }
+
+#[test]
+fn the_components_that_follow_a_version_are_the_ones_an_upgrade_orders() {
+    let following: Vec<(&str, &str)> = COMPONENTS
+        .iter()
+        .filter_map(|c| Some((c.name, c.follows()?)))
+        .collect();
+    assert_eq!(
+        following,
+        [
+            ("etcd", "etcd"),
+            ("kube-apiserver", "kubernetes"),
+            ("kube-controller-manager", "kubernetes"),
+            ("kube-scheduler", "kubernetes"),
+            ("cloud-controller-manager", "kubernetes"),
+            ("kubelet", "kubernetes"),
+            ("kube-proxy", "kubernetes"),
+        ]
+    );
+}

@@ -41,6 +41,11 @@ pub fn profile_with_binaries(
 
 /// The resolved profile a state dir was generated from (read without following links).
 pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
+    resolved_profile_with(state_dir, &[])
+}
+
+/// `resolved_profile` with `--set` overrides on top, validated like any profile (`upgrade --set`).
+pub fn resolved_profile_with(state_dir: &Path, sets: &[String]) -> Result<Profile, Error> {
     let path = state_dir.join(paths::PROFILE);
     // gen writes it: a state dir's profile.yaml that cannot be read is made again by gen, not
     // fixed by hand or swapped for another profile.
@@ -53,8 +58,9 @@ pub fn resolved_profile(state_dir: &Path) -> Result<Profile, Error> {
     let text = state::root::Root::open(state_dir)
         .and_then(|r| r.read_string(paths::PROFILE))
         .map_err(|e| Error::state(&path, format!("cannot be read: {e}"), regenerate()))?;
-    let (source, profile) = spec::load::resolved(&path, &text).map_err(|e| match e {
-        Error::Profile(errors) => {
+    let (source, profile) = spec::load::resolved_with(&path, &text, sets).map_err(|e| match e {
+        // With sets, a wrong field is more likely theirs: the error names it.
+        Error::Profile(errors) if sets.is_empty() => {
             let why: Vec<String> = (errors.errors.iter())
                 .map(|f| format!("field '{}': {}", f.field, f.message))
                 .collect();

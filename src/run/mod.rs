@@ -27,7 +27,9 @@ pub mod start;
 pub mod status;
 pub mod stop;
 pub mod token;
+pub mod upgrade;
 pub mod usable;
+mod versions;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
 pub use env::{installed, journal_tail, running_units, Env};

@@ -287,7 +287,7 @@ fn built_as(path: &Path, module: &str, expected: &str) -> Option<String> {
 
 /// `word` names version `expected` (without its `v`): the same, or a patch or pre-release of it
 /// (`1.36` matches `v1.36.3`).
-fn is_version(word: &str, expected: &str) -> bool {
+pub(crate) fn is_version(word: &str, expected: &str) -> bool {
     let w = word.trim_start_matches('v');
     w == expected
         || w.starts_with(&format!("{expected}."))

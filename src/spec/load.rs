@@ -37,6 +37,11 @@ pub fn layered(spec: &str, sets: &[String]) -> Result<(Source, Profile), Error> 
 
 /// Parse an already resolved profile (a state dir's `profile.yaml`, read from `path`).
 pub fn resolved(path: &Path, text: &str) -> Result<(Source, Profile), Error> {
+    resolved_with(path, text, &[])
+}
+
+/// `resolved`, with `--set` overrides applied on top (`upgrade --set`).
+pub fn resolved_with(path: &Path, text: &str, sets: &[String]) -> Result<(Source, Profile), Error> {
     let source = Source::File(path.to_path_buf());
     // On top of `base`: a state dir written by an older kubeunit lacks fields added since.
     let (_, mut value) = load_layered("base", &mut Vec::new())?;
@@ -50,7 +55,7 @@ pub fn resolved(path: &Path, text: &str) -> Result<(Source, Profile), Error> {
         }
     }
     merge(&mut value, recorded);
-    finish(source, value, &[])
+    finish(source, value, sets)
 }
 
 fn finish(source: Source, mut value: Value, sets: &[String]) -> Result<(Source, Profile), Error> {

@@ -1,0 +1,224 @@
+//! `kubeunit upgrade`: a running environment onto newer binaries, in version-skew order
+//! (`run::upgrade`), after rendering the state dir for them when asked to (`--profile`, `--set`,
+//! `--bin-dir`), as `kubeadm upgrade plan` and `apply` do.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::common::{lock_wait, offline, print_json, say, Output, Target};
+use crate::artifacts::Options;
+use crate::error::Error;
+use crate::pipeline::{self, request::GenRequest};
+use crate::pki::Entropy;
+use crate::run::upgrade::{self, Event, Targets, UpgradePlan};
+use crate::spec::{HostFacts, Plan};
+
+pub const AFTER_HELP: &str = "Examples:
+  kubeunit upgrade --dry-run --bin-dir ~/k8s/v1.36.3 --set versions.kubernetes=v1.36.3
+                                                   # what it would do, in order (kubeadm upgrade plan)
+  kubeunit upgrade --bin-dir ~/k8s/v1.36.3 --set versions.kubernetes=v1.36.3
+  kubeunit upgrade --profile dev --set versions.kubernetes=v1.36.3   # fetched binaries (kubeunit fetch first)
+  kubeunit gen --profile dev --set versions.kubernetes=v1.36.3 && kubeunit upgrade
+                                                   # render first, then upgrade what runs
+
+The order is upstream's version skew policy: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, then node by node kubelet and kube-proxy, each healthy on its new version before the
+next. An etcd snapshot (pre-upgrade-*) is taken first. Refused with exit 2, changing nothing: a
+downgrade, a skipped minor version, and a new binary that is missing or reports another version than
+versions.*. An upgrade that stopped goes on from there when run again. Without --profile, --set and
+--bin-dir, it upgrades to what the state dir names now. docs/upgrades.md has the rest.";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
+    /// Render the state dir from this profile first, as `gen --profile` does (with the same --set
+    /// overrides as the gen that made it) [default: with --set or --bin-dir, the state dir's own
+    /// profile.yaml].
+    #[arg(short, long)]
+    pub profile: Option<String>,
+    /// Override a profile field for the render (repeatable), e.g. --set versions.kubernetes=v1.36.3.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Directory of the new binaries (same as --set binDir=DIR).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Print what it would do and stop: nothing is rendered, snapshotted or restarted.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds each component may take to be healthy again.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Output format (json: the plan, before anything happens).
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+pub async fn exec(args: Args) -> Result<i32, Error> {
+    let dir = crate::spec::host::local_state_dir(&args.target.state_dir())?;
+    let sets: Vec<String> = args
+        .bin_dir
+        .iter()
+        .map(|d| format!("binDir={}", d.display()))
+        .chain(args.sets.iter().cloned())
+        .collect();
+    let render = args.profile.is_some() || !sets.is_empty();
+    let env = args.target.env()?;
+    if render && !env.plan.profile.host.is_empty() {
+        return Err(Error::Usage {
+            message: format!(
+                "{} is host '{}' of an environment across hosts: its state dir is rendered with the others",
+                dir.display(),
+                env.plan.profile.host
+            ),
+            fix: "render every host's dir where the environment was generated (kubeunit gen --set versions.kubernetes=...), import this host's here (kubeunit import DIR), then run `kubeunit upgrade` without --profile, --set and --bin-dir (docs/upgrades.md)".into(),
+        });
+    }
+    let sd = args.target.systemd(&env).await?;
+    // The new profile, asked before anything is written: a refusal leaves the state dir as it is.
+    let new_profile = match (&args.profile, render) {
+        (_, false) => None,
+        (Some(p), true) => Some(pipeline::profile_with_binaries(
+            p,
+            &sets,
+            crate::fetch::cache::default_dir().as_deref(),
+        )?),
+        (None, true) => Some(pipeline::resolved_profile_with(&dir, &sets)?),
+    };
+    let targets = match &new_profile {
+        Some(p) => Targets::Profile(p),
+        None => Targets::Units,
+    };
+    let plan = upgrade::plan(&env, &sd, targets).await?;
+    match args.output {
+        Output::Json => print_json(&plan),
+        Output::Text => print_plan(&plan, &dir),
+    }
+    if args.dry_run {
+        return Ok(0);
+    }
+    // Nothing to restart: nothing is rendered either (an upgrade that stopped after its last
+    // restart only leaves its record, which goes now).
+    let nothing = plan.upgrades() == 0;
+    if render && !nothing {
+        render_state_dir(&args, &dir, &sets)?;
+    }
+    // From here on the state dir's units are what runs; the lock keeps other writers out.
+    let (env, _lock) = args.target.env_locked()?;
+    let plan = if nothing {
+        plan
+    } else {
+        upgrade::plan(&env, &sd, Targets::Units).await?
+    };
+    if plan.upgrades() == 0 {
+        upgrade::apply(&env, &sd, &plan, Duration::ZERO, &mut |_| {}).await?;
+        if matches!(args.output, Output::Text) {
+            println!("nothing to upgrade: every running component runs its target");
+        }
+        return Ok(0);
+    }
+    let t0 = Instant::now();
+    let mut progress = |e: Event| match e {
+        Event::Snapshot(p) => say(&format!("etcd snapshot {} taken", p.display())),
+        Event::NoSnapshot(why) => say(why),
+        Event::Begin(s, n, of) => say(&format!(
+            "[{n}/{of}] {}: {} -> {}",
+            s.component,
+            word(&s.running),
+            word(&s.target)
+        )),
+        Event::Already(s) => say(&format!(
+            "      {} runs {} already (it came back with one before it)",
+            s.component,
+            word(&s.target)
+        )),
+        Event::Done(s, took) => say(&format!(
+            "      {} healthy on {} after {:.1}s",
+            s.component,
+            word(&s.target),
+            took.as_secs_f64()
+        )),
+    };
+    upgrade::apply(
+        &env,
+        &sd,
+        &plan,
+        Duration::from_secs(args.timeout),
+        &mut progress,
+    )
+    .await?;
+    if matches!(args.output, Output::Text) {
+        println!(
+            "upgraded environment '{}' in {:.1}s",
+            plan.environment,
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(0)
+}
+
+fn word(v: &Option<crate::run::upgrade::Version>) -> &str {
+    v.as_ref().map(|v| v.word.as_str()).unwrap_or("-")
+}
+
+/// Render the state dir for the new binaries: from `--profile` as `gen` does, else from its own
+/// profile with the sets on top (as `restart --binary` does).
+fn render_state_dir(args: &Args, dir: &std::path::Path, sets: &[String]) -> Result<(), Error> {
+    match &args.profile {
+        Some(profile) => {
+            let req = GenRequest {
+                profile: Some(profile.clone()),
+                state_dir: Some(dir.to_path_buf()),
+                sets: sets.to_vec(),
+                offline: offline()?,
+                lock_wait: lock_wait()?,
+                ..GenRequest::default()
+            };
+            pipeline::request::gen(&req, &mut say)?;
+        }
+        None => {
+            let profile = pipeline::resolved_profile_with(dir, sets)?;
+            let plan = Plan::new(profile, dir, &HostFacts::gather())?;
+            let opts = Options {
+                entropy: Entropy::Os,
+                force: false,
+            };
+            pipeline::gen(&plan, &opts, None, lock_wait()?, &mut say)?;
+        }
+    }
+    say(&format!(
+        "state dir {} rendered for the new versions",
+        dir.display()
+    ));
+    Ok(())
+}
+
+fn print_plan(plan: &UpgradePlan, dir: &std::path::Path) {
+    println!(
+        "upgrade of environment '{}' ({}), in this order:",
+        plan.environment,
+        dir.display()
+    );
+    println!(
+        "  {:<32} {:<16} {:<16} ACTION",
+        "COMPONENT", "RUNNING", "TARGET"
+    );
+    for s in &plan.steps {
+        println!(
+            "  {:<32} {:<16} {:<16} {}",
+            s.component,
+            word(&s.running),
+            word(&s.target),
+            s.action.as_str()
+        );
+    }
+    if let Some(r) = &plan.resuming {
+        println!(
+            "an upgrade stopped here before: going on from where it stopped{}",
+            r.snapshot
+                .as_ref()
+                .map(|s| format!(" (its snapshot: {})", s.display()))
+                .unwrap_or_default()
+        );
+    }
+}

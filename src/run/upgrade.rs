@@ -1,0 +1,570 @@
+//! `upgrade`: bring a running environment to the versions its state dir names, one component at a
+//! time in the order of upstream's version skew policy
+//! (<https://kubernetes.io/releases/version-skew-policy/#supported-component-upgrade-order>): etcd,
+//! kube-apiserver, then kube-controller-manager, kube-scheduler and cloud-controller-manager, then
+//! node by node its kubelet and kube-proxy. That is the component table's order for the cluster's
+//! components, with the per-node ones grouped by node after them. Each is healthy again, and runs
+//! its new version, before the next goes.
+//!
+//! What runs is asked of the processes themselves (`/proc/PID/exe`), so an upgrade that stopped
+//! half-way resumes where it stopped: what already runs its new version is left alone. Before the
+//! first restart an etcd snapshot is taken; a record in the data dir says which, and that an
+//! upgrade is under way.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::env::Env;
+use super::snapshot::{self, SaveRequest};
+pub use super::versions::Version;
+use super::versions::{self, Refusal};
+use crate::components::{self, Instance};
+use crate::error::Error;
+use crate::spec::Profile;
+use crate::systemd::Systemd;
+use crate::unit::UnitFile;
+
+/// The record of an upgrade under way, in the data dir (gone once it has finished).
+pub const RECORD: &str = "upgrade.json";
+/// What the snapshot taken before an upgrade is called (`snapshot list`).
+pub const SNAPSHOT_PREFIX: &str = "pre-upgrade";
+
+/// Where the new versions' binaries are: the state dir's unit files (what `start` and `restart`
+/// run), or a profile not rendered yet (`upgrade --set ...` asks before it writes anything).
+pub enum Targets<'p> {
+    Units,
+    Profile(&'p Profile),
+}
+
+/// One instance of a component that follows a Kubernetes or etcd version.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// As `kubeunit status` names it (`kubelet@worker-1`).
+    pub component: String,
+    /// The `versions` field it follows (`kubernetes`, `etcd`).
+    pub follows: &'static str,
+    /// What its process runs; `None` when it does not run.
+    #[serde(serialize_with = "word")]
+    pub running: Option<Version>,
+    #[serde(serialize_with = "word")]
+    pub target: Option<Version>,
+    pub action: Action,
+}
+
+fn word<S: serde::Serializer>(v: &Option<Version>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(&v.word),
+        None => s.serialize_none(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Runs its target already.
+    Keep,
+    /// Restarted on its new binary.
+    Upgrade,
+    /// Not running: a later `start` starts its new binary. (Unless an upgrade under way stopped
+    /// it: that one's next run starts it, an upgrade.)
+    NotRunning,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Keep => "keep",
+            Action::Upgrade => "upgrade",
+            Action::NotRunning => "not running",
+        }
+    }
+}
+
+/// What an upgrade of the environment would do, in order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradePlan {
+    pub environment: String,
+    pub steps: Vec<Step>,
+    /// An upgrade that stopped: the record it left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resuming: Option<Record>,
+}
+
+impl UpgradePlan {
+    pub fn upgrades(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| s.action == Action::Upgrade)
+            .count()
+    }
+}
+
+/// What an upgrade under way keeps in the data dir: its targets and the snapshot it took.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The snapshot taken before the first restart (`None`: no etcd runs here).
+    pub snapshot: Option<PathBuf>,
+    /// Each component that changes, with the version it goes from and to.
+    pub steps: Vec<(String, String, String)>,
+}
+
+/// The environment's versioned instances in the order they are upgraded: the cluster's in table
+/// order, then node by node the per-node ones, in table order.
+fn in_skew_order(env: &Env) -> Vec<&(Instance<'static>, UnitFile)> {
+    let mut units: Vec<_> = env
+        .units
+        .iter()
+        .filter(|(i, _)| i.component.follows().is_some())
+        .collect();
+    // A stable sort keeps the table's order within the cluster's and within each node's.
+    units.sort_by_key(|(i, _)| {
+        if i.component.per_node {
+            1 + i.plan.node_index
+        } else {
+            0
+        }
+    });
+    units
+}
+
+/// A command line's leading arguments: those before its first flag (a multi-call binary's
+/// component, as `preflight` asks it).
+fn leading(argv: &[String]) -> Vec<String> {
+    argv.iter()
+        .skip(1)
+        .take_while(|a| !a.starts_with('-'))
+        .cloned()
+        .collect()
+}
+
+/// Ask every versioned instance what it runs and what its new binary is, and say what an upgrade
+/// does. Refused (exit 2, nothing changed) when a new binary is missing or reports no version or
+/// another than the profile pins, and when going to it is not an upgrade the skew policy supports.
+pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<UpgradePlan, Error> {
+    let resuming = read_record(&env.plan.data_dir)?;
+    let mut steps = Vec::new();
+    for (i, unit) in in_skew_order(env) {
+        let c = i.component;
+        let follows = c.follows().unwrap_or_default();
+        let (path, lead) = match targets {
+            Targets::Units => {
+                let (path, argv, _) = unit.exec_start().ok_or_else(|| {
+                    Error::Internal(format!("{}: a unit file without ExecStart=", unit.name))
+                })?;
+                (PathBuf::from(path), leading(argv))
+            }
+            Targets::Profile(p) => (c.binary_path_in(p), p.component(c.name).binary_args.clone()),
+        };
+        let pinned = match targets {
+            Targets::Units => (c.version)(&env.plan.profile.versions).to_string(),
+            Targets::Profile(p) => (c.version)(&p.versions).to_string(),
+        };
+        let target = versions::of_binary(&path, &lead, c.go_module)
+            .map_err(|why| missing_binary(&i.name, &path, follows, &pinned, &why))?;
+        if !pinned.is_empty()
+            && !super::preflight::is_version(&target.word, pinned.trim_start_matches('v'))
+        {
+            return Err(Error::Usage {
+                message: format!(
+                    "{}: {} reports {target}, and versions.{follows} is {pinned}",
+                    i.name,
+                    path.display()
+                ),
+                fix: format!("put the binaries of {pinned} there, or set versions.{follows} to what they are"),
+            });
+        }
+        let state = sd.state(&unit.name).await?;
+        let pid = state
+            .filter(|s| s.active_state.is_running())
+            .map(|s| s.main_pid)
+            .filter(|p| *p != 0);
+        let running = match pid {
+            None => None,
+            Some(pid) => Some(
+                versions::of_process(pid, &lead, c.go_module).map_err(|why| Error::Preflight {
+                    message: format!("{}: cannot tell what its process {pid} runs: {why}", i.name),
+                    fix: format!("see `kubeunit status` and `kubeunit logs {}`", i.name),
+                })?,
+            ),
+        };
+        let action = match &running {
+            // Stopped by an upgrade that was killed half-way through its restart.
+            None if resuming.is_some() => Action::Upgrade,
+            None => Action::NotRunning,
+            Some(r) if *r == target => Action::Keep,
+            Some(_) => Action::Upgrade,
+        };
+        steps.push(Step {
+            component: i.name.clone(),
+            follows,
+            running,
+            target: Some(target),
+            action,
+        });
+    }
+    let plan = UpgradePlan {
+        environment: env.plan.name().to_string(),
+        steps,
+        resuming,
+    };
+    refuse_unsupported(&plan)?;
+    Ok(plan)
+}
+
+/// The new binary of `component` is not there or says no version.
+fn missing_binary(component: &str, path: &Path, follows: &str, pinned: &str, why: &str) -> Error {
+    let in_cache = crate::fetch::cache::default_dir().is_some_and(|cache| path.starts_with(cache));
+    let fix = if in_cache {
+        format!(
+            "fetch it first: kubeunit fetch --set versions.{follows}={}",
+            if pinned.is_empty() { "VERSION" } else { pinned }
+        )
+    } else {
+        "put the new binaries there (scripts/build-test-binaries.sh builds the pinned ones), or name where they are with --bin-dir".to_string()
+    };
+    Error::Usage {
+        message: format!("{component}: its new binary {}: {why}", path.display()),
+        fix,
+    }
+}
+
+/// Downgrades, skipped minors, and a Kubernetes component that would be newer than the
+/// kube-apiserver (upstream: "must not be newer than kube-apiserver").
+fn refuse_unsupported(plan: &UpgradePlan) -> Result<(), Error> {
+    for s in &plan.steps {
+        let (Some(from), Some(to)) = (&s.running, &s.target) else {
+            continue;
+        };
+        let Some(why) = versions::refusal(from, to) else {
+            continue;
+        };
+        let fix = match why {
+            Refusal::Downgrade => format!(
+                "kubeunit does not downgrade a running environment: to go back, stop it and restore the snapshot taken before its upgrade with the old binaries (`kubeunit snapshot list`, docs/upgrades.md), or destroy it (kubeunit destroy --state-dir ...) and generate it again for {to}"
+            ),
+            Refusal::SkippedMinor => format!(
+                "upgrade one minor version at a time: first to v{}.{}.x, then on",
+                from.major,
+                from.minor + 1
+            ),
+            Refusal::OtherMajor => "kubeunit upgrades within one major version".to_string(),
+        };
+        return Err(Error::Usage {
+            message: format!("{}: going from {from} to {to} {why}", s.component),
+            fix,
+        });
+    }
+    let apiserver = plan
+        .steps
+        .iter()
+        .find(|s| s.component == components::KUBE_APISERVER)
+        .and_then(|s| s.target.clone());
+    if let Some(api) = apiserver {
+        if let Some(s) = plan
+            .steps
+            .iter()
+            .find(|s| s.follows == "kubernetes" && s.target.as_ref().is_some_and(|t| *t > api))
+        {
+            return Err(Error::Usage {
+                message: format!(
+                    "{} would run {}, newer than kube-apiserver's {api}",
+                    s.component,
+                    s.target
+                        .as_ref()
+                        .map(|t| t.word.as_str())
+                        .unwrap_or_default()
+                ),
+                fix: "give every Kubernetes component binaries of one version (binDir)".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What `apply` says as it goes.
+pub enum Event<'a> {
+    Snapshot(&'a Path),
+    NoSnapshot(&'a str),
+    /// A step begins: its number (from 1) of how many.
+    Begin(&'a Step, usize, usize),
+    /// It runs its target already: it came back with one restarted before it.
+    Already(&'a Step),
+    Done(&'a Step, Duration),
+}
+
+/// Carry out `plan`: the snapshot (unless a record says one was taken), then each upgrade in turn,
+/// healthy and on its new version before the next. A failure says where it stopped and how to go
+/// on or back.
+pub async fn apply(
+    env: &Env,
+    sd: &Systemd,
+    plan: &UpgradePlan,
+    timeout: Duration,
+    say: &mut dyn FnMut(Event),
+) -> Result<(), Error> {
+    let todo: Vec<&Step> = plan
+        .steps
+        .iter()
+        .filter(|s| s.action == Action::Upgrade)
+        .collect();
+    if todo.is_empty() {
+        remove_record(&env.plan.data_dir)?;
+        return Ok(());
+    }
+    let snapshot = match &plan.resuming {
+        Some(record) => record.snapshot.clone(),
+        None => {
+            let taken = take_snapshot(env, sd, say).await?;
+            let record = Record {
+                snapshot: taken.clone(),
+                steps: todo
+                    .iter()
+                    .map(|s| {
+                        let w = |v: &Option<Version>| {
+                            v.as_ref().map(|v| v.word.clone()).unwrap_or_default()
+                        };
+                        (s.component.clone(), w(&s.running), w(&s.target))
+                    })
+                    .collect(),
+            };
+            write_record(&env.plan.data_dir, &record)?;
+            taken
+        }
+    };
+    for (n, step) in todo.iter().enumerate() {
+        say(Event::Begin(step, n + 1, todo.len()));
+        let stopped = |e: String| stopped_at(step, n + 1, todo.len(), snapshot.as_deref(), e);
+        let (i, unit) = env.unit(&step.component)?;
+        // A transient unit's dependents come back with what they need (`restart`): it may run
+        // its new version already.
+        if running_version(sd, i, unit).await? == step.target {
+            say(Event::Already(step));
+            continue;
+        }
+        let t0 = Instant::now();
+        super::restart(env, sd, &step.component, timeout)
+            .await
+            .map_err(|e| stopped(e.to_string()))?;
+        let now = running_version(sd, i, unit).await?;
+        if now != step.target {
+            return Err(stopped(format!(
+                "it runs {} after its restart, not {}",
+                now.map(|v| v.word).unwrap_or_else(|| "nothing".into()),
+                step.target
+                    .as_ref()
+                    .map(|v| v.word.as_str())
+                    .unwrap_or_default()
+            )));
+        }
+        say(Event::Done(step, t0.elapsed()));
+    }
+    remove_record(&env.plan.data_dir)
+}
+
+/// What an instance's process runs now (`None`: it does not run, or cannot be asked).
+async fn running_version(
+    sd: &Systemd,
+    i: &Instance<'static>,
+    unit: &UnitFile,
+) -> Result<Option<Version>, Error> {
+    let lead = unit
+        .exec_start()
+        .map(|(_, argv, _)| leading(argv))
+        .unwrap_or_default();
+    Ok(sd
+        .state(&unit.name)
+        .await?
+        .filter(|s| s.active_state.is_running() && s.main_pid != 0)
+        .and_then(|s| versions::of_process(s.main_pid, &lead, i.component.go_module).ok()))
+}
+
+fn stopped_at(step: &Step, n: usize, of: usize, snapshot: Option<&Path>, why: String) -> Error {
+    let back = match snapshot {
+        Some(s) => format!(
+            "; to go back instead, stop the environment and restore {} with the old binaries (docs/upgrades.md)",
+            s.display()
+        ),
+        None => String::new(),
+    };
+    Error::Start(format!(
+        "upgrade stopped at {} (step {n} of {of}): {why}\n  fix: see `kubeunit logs {}`, then run the same `kubeunit upgrade` again: it goes on from there{back}",
+        step.component, step.component
+    ))
+}
+
+/// The snapshot before the first restart, when etcd runs here.
+async fn take_snapshot(
+    env: &Env,
+    sd: &Systemd,
+    say: &mut dyn FnMut(Event),
+) -> Result<Option<PathBuf>, Error> {
+    let etcd = env
+        .units
+        .iter()
+        .find(|(i, _)| i.component.name == components::ETCD);
+    let Some((_, unit)) = etcd else {
+        say(Event::NoSnapshot(
+            "no etcd runs here (take one where it runs: kubeunit snapshot save)",
+        ));
+        return Ok(None);
+    };
+    if !sd
+        .state(&unit.name)
+        .await?
+        .is_some_and(|s| s.active_state.is_running())
+    {
+        return Err(Error::Preflight {
+            message: "etcd is not running: no snapshot can be taken before the upgrade".into(),
+            fix: "start the environment first: kubeunit start".into(),
+        });
+    }
+    let report = snapshot::save(
+        &env.plan,
+        &SaveRequest {
+            path: None,
+            prefix: SNAPSHOT_PREFIX,
+            prune_to: None,
+        },
+    )?;
+    say(Event::Snapshot(&report.snapshot.path));
+    Ok(Some(report.snapshot.path))
+}
+
+/// The record of an upgrade under way; `None` without one. One that cannot be read is ignored:
+/// the versions the processes run say what is left to do, only the snapshot's name is lost.
+fn read_record(data_dir: &Path) -> Result<Option<Record>, Error> {
+    let path = data_dir.join(RECORD);
+    let small = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() < 1 << 20);
+    Ok(small
+        .then(|| std::fs::read(&path).ok())
+        .flatten()
+        .and_then(|b| serde_json::from_slice(&b).ok()))
+}
+
+/// Written whole or not at all (a temporary file renamed over it), 0600.
+fn write_record(data_dir: &Path, record: &Record) -> Result<(), Error> {
+    use std::io::Write;
+    let path = data_dir.join(RECORD);
+    let json = serde_json::to_vec_pretty(record)
+        .map_err(|e| Error::Internal(format!("upgrade record: {e}")))?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(data_dir).map_err(Error::io(data_dir, "write"))?;
+    tmp.write_all(&json)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(Error::io(&path, "write"))?;
+    tmp.persist(&path)
+        .map_err(|e| e.error)
+        .map_err(Error::io(&path, "write"))?;
+    Ok(())
+}
+
+fn remove_record(data_dir: &Path) -> Result<(), Error> {
+    let path = data_dir.join(RECORD);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, "delete")(e)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(component: &str, follows: &'static str, from: &str, to: &str) -> Step {
+        let running = Version::parse(from);
+        let target = Version::parse(to);
+        let action = if running.is_none() {
+            Action::NotRunning
+        } else if running == target {
+            Action::Keep
+        } else {
+            Action::Upgrade
+        };
+        Step {
+            component: component.into(),
+            follows,
+            running,
+            target,
+            action,
+        }
+    }
+
+    fn plan(steps: Vec<Step>) -> UpgradePlan {
+        UpgradePlan {
+            environment: "dev".into(),
+            steps,
+            resuming: None,
+        }
+    }
+
+    #[test]
+    fn downgrades_skipped_minors_and_a_kubelet_newer_than_its_api_server_are_refused() {
+        let ok = plan(vec![
+            step("etcd", "etcd", "3.6.16", "3.6.16"),
+            step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+            step("kubelet", "kubernetes", "v1.35.4", "v1.36.3"),
+            // Half-way through an upgrade: already there.
+            step("kube-proxy", "kubernetes", "v1.36.3", "v1.36.3"),
+            step("kubelet@worker-1", "kubernetes", "", "v1.36.3"),
+        ]);
+        assert!(refuse_unsupported(&ok).is_ok());
+        assert_eq!(ok.upgrades(), 2);
+        for (steps, says) in [
+            (
+                vec![step("kube-apiserver", "kubernetes", "v1.36.3", "v1.35.4")],
+                "kube-apiserver: going from v1.36.3 to v1.35.4 is a downgrade",
+            ),
+            (
+                vec![step("etcd", "etcd", "3.6.16", "3.5.21")],
+                "etcd: going from 3.6.16 to 3.5.21 is a downgrade",
+            ),
+            (
+                vec![
+                    step("kube-apiserver", "kubernetes", "v1.36.3", "v1.36.3"),
+                    step("kubelet", "kubernetes", "v1.34.1", "v1.36.3"),
+                ],
+                "kubelet: going from v1.34.1 to v1.36.3 skips a minor version",
+            ),
+            (
+                vec![
+                    step("kube-apiserver", "kubernetes", "v1.35.4", "v1.35.4"),
+                    step("kubelet", "kubernetes", "", "v1.36.3"),
+                ],
+                "kubelet would run v1.36.3, newer than kube-apiserver's v1.35.4",
+            ),
+        ] {
+            let e = refuse_unsupported(&plan(steps)).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_record_is_written_whole_read_back_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_record(dir.path()).unwrap(), None);
+        let record = Record {
+            snapshot: Some(dir.path().join("pre-upgrade-x.db")),
+            steps: vec![("kube-apiserver".into(), "v1.35.4".into(), "v1.36.3".into())],
+        };
+        write_record(dir.path(), &record).unwrap();
+        assert_eq!(read_record(dir.path()).unwrap(), Some(record));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(RECORD))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Garbage is no record: what the processes run says what is left.
+        std::fs::write(dir.path().join(RECORD), "{half").unwrap();
+        assert_eq!(read_record(dir.path()).unwrap(), None);
+        remove_record(dir.path()).unwrap();
+        remove_record(dir.path()).unwrap();
+        assert!(!dir.path().join(RECORD).exists());
+    }
+}

@@ -1,0 +1,313 @@
+//! `kubeunit upgrade` on dev, from the older pinned Kubernetes minor to the newer, on real systemd and
+//! the pinned binaries of both. Refused moves (a skipped minor, a missing binary, a downgrade) change
+//! neither the state dir nor what runs; a dry run gives upstream's order; an upgrade killed with -9
+//! while its first restart is under way goes on when run again. Afterwards every key that was in
+//! etcd is still there, the pods run on in the same containers, and the node and the API server
+//! report the new version.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::container::{dev_args, gen_in, show_unit, unit_differences, Container, Env};
+use crate::common::ports::Ports;
+use crate::common::*;
+
+/// The components of dev that follow a version, in the order an upgrade goes.
+const ORDER: &[&str] = &[
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+];
+
+/// The state dir without its data dir (etcd, logs: they change as the environment runs).
+fn config_files(state: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32, std::time::SystemTime)> {
+    let mut files = snapshot(state);
+    files.retain(|p, _| !p.starts_with("data"));
+    files
+}
+
+/// Each unit of the environment: its configuration as systemd shows it, and its main PID.
+fn units(c: &Container, state: &Path) -> BTreeMap<String, (BTreeMap<String, String>, String)> {
+    ORDER
+        .iter()
+        .map(|name| {
+            let props = show_unit(c, &unit(state, name));
+            let pid = props.get("MainPID").cloned().unwrap_or_default();
+            (name.to_string(), (props, pid))
+        })
+        .collect()
+}
+
+/// What differs between two `units` readings: configuration, or a process that is another one.
+fn unit_changes(
+    a: &BTreeMap<String, (BTreeMap<String, String>, String)>,
+    b: &BTreeMap<String, (BTreeMap<String, String>, String)>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, (props, pid)) in a {
+        let (props_b, pid_b) = &b[name];
+        if pid != pid_b {
+            out.push(format!("{name}: MainPID {pid} -> {pid_b}"));
+        }
+        out.extend(
+            unit_differences(props, props_b)
+                .into_iter()
+                .map(|d| format!("{name}: {d}")),
+        );
+    }
+    out
+}
+
+/// Every key in the environment's etcd, read inside the container with the pinned etcdctl and the
+/// API server's client certificate.
+fn etcd_keys(c: &Container, state: &Path) -> BTreeSet<String> {
+    let etcd_unit = std::fs::read_to_string(state.join("units").join(unit(state, "etcd"))).unwrap();
+    let urls = etcd_unit
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("--listen-client-urls="))
+        .unwrap_or_else(|| panic!("no --listen-client-urls in etcd's unit:\n{etcd_unit}"));
+    let endpoint = urls.split(',').next().unwrap();
+    let pki = |f: &str| state.join("pki").join(f).display().to_string();
+    let etcdctl = etcd_bin_dir().join("etcdctl").display().to_string();
+    let out = c.run(&[
+        &etcdctl,
+        &format!("--endpoints={endpoint}"),
+        &format!("--cacert={}", pki("etcd/ca.crt")),
+        &format!("--cert={}", pki("apiserver-etcd-client.crt")),
+        &format!("--key={}", pki("apiserver-etcd-client.key")),
+        "get",
+        "",
+        "--prefix",
+        "--keys-only",
+    ]);
+    assert!(out.status.success(), "etcdctl get: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// The web pods: name -> (UID, container ID).
+fn web_pods(n: &Env) -> BTreeMap<String, (String, String)> {
+    let out = n.kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.containerStatuses[0].containerID}{\"\\n\"}{end}",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((
+                w.next()?.to_string(),
+                (w.next()?.to_string(), w.next()?.to_string()),
+            ))
+        })
+        .collect()
+}
+
+/// The environment's pre-upgrade snapshots.
+fn pre_upgrade_snapshots(n: &Env) -> Vec<String> {
+    let list: Value = serde_json::from_str(&n.ku_ok(&["snapshot", "list", "-o", "json"])).unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .filter(|name| name.starts_with("pre-upgrade-"))
+        .map(String::from)
+        .collect()
+}
+
+/// Directory of stand-in Kubernetes binaries that report `version` (the skipped minor kubeunit
+/// must refuse before anything changes; no such release is pinned here).
+fn binaries_reporting(dir: &Path, version: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    for name in &ORDER[1..] {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\necho Kubernetes {version}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+/// The longest time between two answers of the API server's /readyz, asked every 100 ms until
+/// `until` turns false.
+fn longest_silence(n: &Env, until: &std::sync::atomic::AtomicBool) -> f64 {
+    let mut last = std::time::Instant::now();
+    let mut longest = Duration::ZERO;
+    while until.load(std::sync::atomic::Ordering::Relaxed) {
+        let t = std::time::Instant::now();
+        if n.kubectl(&["get", "--raw=/readyz", "--request-timeout=1s"]).status.success() {
+            longest = longest.max(t - last);
+            last = t;
+        }
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(t.elapsed()));
+    }
+    longest.max(last.elapsed()).as_secs_f64()
+}
+
+#[test]
+fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
+    let _turn = node_lock();
+    let pinned_k8s = pinned("KUBERNETES_VERSIONS");
+    let (new, old) = (pinned_k8s[0].clone(), pinned_k8s[1].clone());
+    let bin = |v: &str| cache_dir().join("bin").join(format!("kubernetes-{v}"));
+    let c = Container::boot_node("upgrade");
+    let ports = Ports::allocate();
+    let state = gen_in(&c, "dev", &ports, &dev_args(&old));
+    let n = Env {
+        c: &c,
+        state: state.clone(),
+        kubectl: bin(&new).join("kubectl"),
+    };
+    let state_arg = state.display().to_string();
+    let out = c.kubeunit(&["start", "--state-dir", &state_arg, "--timeout", "300"]);
+    assert!(out.status.success(), "start:\n{}", text(&out));
+    n.create_web(2);
+    n.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=300s"]);
+    let pods = web_pods(&n);
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    let keys = etcd_keys(&c, &state);
+    assert!(
+        keys.iter().any(|k| k.starts_with("/registry/deployments/default/web")),
+        "{keys:?}"
+    );
+
+    // Refused, changing nothing: a skipped minor, a binary that is not there, and a move that
+    // would make the kubelet newer than its API server.
+    let upgrade_to = |dir: &Path, version: &str, more: &[&str]| {
+        let dir = dir.display().to_string();
+        let mut args = vec!["upgrade", "--bin-dir", &dir, "--set"];
+        let set = format!("versions.kubernetes={version}");
+        args.push(&set);
+        args.extend_from_slice(more);
+        n.ku(&args)
+    };
+    let skipped = {
+        let v = new.trim_start_matches('v').split('.').collect::<Vec<_>>();
+        format!("v{}.{}.0", v[0], v[1].parse::<u32>().unwrap() + 1)
+    };
+    let fake = binaries_reporting(&c.work.join("fake-bin"), &skipped);
+    let files = config_files(&state);
+    let running = units(&c, &state);
+    for (dir, version, says) in [
+        (fake.clone(), skipped.clone(), "skips a minor version"),
+        (
+            c.work.join("no-such-dir"),
+            new.clone(),
+            "cannot run it",
+        ),
+    ] {
+        let out = upgrade_to(&dir, &version, &[]);
+        assert_eq!(out.status.code(), Some(2), "upgrade to {version}: {}", text(&out));
+        assert!(text(&out).contains(says), "{says}: {}", text(&out));
+        assert_eq!(config_files(&state), files, "the state dir changed");
+        let changes = unit_changes(&running, &units(&c, &state));
+        assert!(changes.is_empty(), "units changed: {changes:#?}");
+    }
+    assert!(pre_upgrade_snapshots(&n).is_empty());
+
+    // The plan: upstream's order, etcd kept (one etcd for both minors), nothing touched.
+    let out = upgrade_to(&bin(&new), &new, &["--dry-run", "-o", "json"]);
+    assert!(out.status.success(), "dry run: {}", text(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps: Vec<(String, String, String, String)> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let w = |k: &str| s[k].as_str().unwrap_or("").to_string();
+            (w("component"), w("running"), w("target"), w("action"))
+        })
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(names, ORDER, "{plan:#}");
+    for (name, from, to, action) in &steps[1..] {
+        assert_eq!((from, to, action.as_str()), (&old, &new, "upgrade"), "{name}: {plan:#}");
+    }
+    assert_eq!(steps[0].3, "keep", "{plan:#}");
+    assert_eq!(config_files(&state), files, "a dry run changed the state dir");
+    assert!(unit_changes(&running, &units(&c, &state)).is_empty());
+
+    // kill -9 while the first restart is under way: once the kubelet, which comes back after the
+    // API server, is down.
+    let kubelet = unit(&state, "kubelet");
+    let script = format!(
+        "cd {work}; KUBEUNIT_OFFLINE=1 SOURCE_DATE_EPOCH={epoch} {ku} upgrade --state-dir {state_arg} --bin-dir {bin} --set versions.kubernetes={new} >upgrade.log 2>&1 & pid=$!
+         for i in $(seq 3000); do
+           if ! kill -0 $pid 2>/dev/null; then echo finished first; cat upgrade.log; exit 3; fi
+           if grep -q '^kubeunit: \\[1/' upgrade.log && ! systemctl is-active --quiet {kubelet}; then kill -9 $pid; echo killed; cat upgrade.log; exit 0; fi
+           sleep 0.05
+         done
+         echo timed out; cat upgrade.log; exit 4",
+        work = c.work.display(),
+        epoch = test_epoch(),
+        ku = env!("CARGO_BIN_EXE_kubeunit"),
+        bin = bin(&new).display(),
+    );
+    let out = c.sh(&script);
+    assert!(out.status.success(), "the kill: {}", text(&out));
+    assert!(state.join("data/upgrade.json").exists(), "no record of the upgrade under way");
+    assert_eq!(pre_upgrade_snapshots(&n).len(), 1);
+
+    // The same command goes on from there, while a client asks the API server every 100 ms.
+    let answering = std::sync::atomic::AtomicBool::new(true);
+    let (out, gap) = std::thread::scope(|s| {
+        let poller = s.spawn(|| longest_silence(&n, &answering));
+        let out = upgrade_to(&bin(&new), &new, &[]);
+        answering.store(false, std::sync::atomic::Ordering::Relaxed);
+        (out, poller.join().unwrap())
+    });
+    println!("upgrade: the API server did not answer for {gap:.1}s at most");
+    assert!(out.status.success(), "upgrade again: {}", text(&out));
+    assert!(
+        text(&out).contains("an upgrade stopped here before"),
+        "{}",
+        text(&out)
+    );
+    assert!(!state.join("data/upgrade.json").exists());
+    assert_eq!(pre_upgrade_snapshots(&n).len(), 1, "a second snapshot");
+
+    // Where it ended: the new version everywhere, nothing lost.
+    let version: Value = serde_json::from_str(&n.kubectl_ok(&["version", "-o", "json"])).unwrap();
+    assert_eq!(version["serverVersion"]["gitVersion"], new.as_str());
+    wait_for("the node on the new kubelet, Ready", Duration::from_secs(120), || {
+        let out = n.kubectl(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[0].status.nodeInfo.kubeletVersion} {.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim() == format!("{new} True")
+    });
+    assert_eq!(web_pods(&n), pods, "the web pods are other pods or containers");
+    let after = etcd_keys(&c, &state);
+    let lost: Vec<&String> = keys.difference(&after).collect();
+    assert!(lost.is_empty(), "keys gone from etcd: {lost:#?}");
+    let out = n.ku(&["status"]);
+    assert!(out.status.success(), "status: {}", text(&out));
+
+    // Run again: nothing to do. A downgrade is refused, changing nothing.
+    let out = upgrade_to(&bin(&new), &new, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("nothing to upgrade"), "{}", text(&out));
+    let files = config_files(&state);
+    let running = units(&c, &state);
+    let out = upgrade_to(&bin(&old), &old, &[]);
+    assert_eq!(out.status.code(), Some(2), "downgrade: {}", text(&out));
+    assert!(text(&out).contains("is a downgrade"), "{}", text(&out));
+    assert_eq!(config_files(&state), files, "the refused downgrade changed the state dir");
+    let changes = unit_changes(&running, &units(&c, &state));
+    assert!(changes.is_empty(), "units changed: {changes:#?}");
+    assert_eq!(pre_upgrade_snapshots(&n).len(), 1);
+}
