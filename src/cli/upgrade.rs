@@ -75,16 +75,21 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         });
     }
     let sd = args.target.systemd(&env).await?;
+    // Its units are copies (`install`) that a restart starts as they are: upgrading it is to come
+    // with the test of environments across hosts, which run installed.
+    if crate::run::installed(&env.plan, &sd).await? {
+        return Err(Error::Usage {
+            message: format!(
+                "environment '{}' is installed (kubeunit install): `upgrade` does not rewrite installed units yet",
+                env.plan.name()
+            ),
+            fix: "render the state dir for the new binaries (kubeunit gen), write its units again (kubeunit install), then `kubeunit restart` each component in the order docs/upgrades.md gives".into(),
+        });
+    }
     // The new profile, asked before anything is written: a refusal leaves the state dir as it is.
-    let new_profile = match (&args.profile, render) {
-        (_, false) => None,
-        (Some(p), true) => Some(pipeline::profile_with_binaries(
-            p,
-            &sets,
-            crate::fetch::cache::default_dir().as_deref(),
-        )?),
-        (None, true) => Some(pipeline::resolved_profile_with(&dir, &sets)?),
-    };
+    let new_profile = render
+        .then(|| new_profile(&args, &dir, &sets))
+        .transpose()?;
     let targets = match &new_profile {
         Some(p) => Targets::Profile(p),
         None => Targets::Units,
@@ -118,27 +123,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         return Ok(0);
     }
     let t0 = Instant::now();
-    let mut progress = |e: Event| match e {
-        Event::Snapshot(p) => say(&format!("etcd snapshot {} taken", p.display())),
-        Event::NoSnapshot(why) => say(why),
-        Event::Begin(s, n, of) => say(&format!(
-            "[{n}/{of}] {}: {} -> {}",
-            s.component,
-            word(&s.running),
-            word(&s.target)
-        )),
-        Event::Already(s) => say(&format!(
-            "      {} runs {} already (it came back with one before it)",
-            s.component,
-            word(&s.target)
-        )),
-        Event::Done(s, took) => say(&format!(
-            "      {} healthy on {} after {:.1}s",
-            s.component,
-            word(&s.target),
-            took.as_secs_f64()
-        )),
-    };
+    let mut progress = |e: Event| say(&progress_line(e));
     upgrade::apply(
         &env,
         &sd,
@@ -157,8 +142,47 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     Ok(0)
 }
 
+/// What `apply` says, as a line of progress.
+fn progress_line(e: Event) -> String {
+    match e {
+        Event::Snapshot(p) => format!("etcd snapshot {} taken", p.display()),
+        Event::NoSnapshot(why) => why.to_string(),
+        Event::Begin(s, n, of) => format!(
+            "[{n}/{of}] {}: {} -> {}",
+            s.component,
+            word(&s.running),
+            word(&s.target)
+        ),
+        Event::Already(s) => format!(
+            "      {} runs {} already (it came back with one before it)",
+            s.component,
+            word(&s.target)
+        ),
+        Event::Done(s, took) => format!(
+            "      {} healthy on {} after {:.1}s",
+            s.component,
+            word(&s.target),
+            took.as_secs_f64()
+        ),
+    }
+}
+
 fn word(v: &Option<crate::run::upgrade::Version>) -> &str {
     v.as_ref().map(|v| v.word.as_str()).unwrap_or("-")
+}
+
+/// The profile the state dir is rendered from: `--profile`'s, else its own, with the sets.
+fn new_profile(
+    args: &Args,
+    dir: &std::path::Path,
+    sets: &[String],
+) -> Result<crate::spec::Profile, Error> {
+    match &args.profile {
+        Some(p) => {
+            pipeline::profile_with_binaries(p, sets, crate::fetch::cache::default_dir().as_deref())
+        }
+        None => pipeline::resolved_profile_with(dir, sets),
+    }
 }
 
 /// Render the state dir for the new binaries: from `--profile` as `gen` does, else from its own
