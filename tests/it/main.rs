@@ -33,4 +33,5 @@ mod registry;
 mod rootless;
 mod snapshot;
 mod systemd_etcd;
+mod upgrade;
 mod vms;
