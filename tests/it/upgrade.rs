@@ -147,7 +147,10 @@ fn longest_silence(n: &Env, until: &std::sync::atomic::AtomicBool) -> f64 {
     let mut longest = Duration::ZERO;
     while until.load(std::sync::atomic::Ordering::Relaxed) {
         let t = std::time::Instant::now();
-        if n.kubectl(&["get", "--raw=/readyz", "--request-timeout=1s"]).status.success() {
+        if n.kubectl(&["get", "--raw=/readyz", "--request-timeout=1s"])
+            .status
+            .success()
+        {
             longest = longest.max(t - last);
             last = t;
         }
@@ -179,7 +182,8 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     assert_eq!(pods.len(), 2, "{pods:?}");
     let keys = etcd_keys(&c, &state);
     assert!(
-        keys.iter().any(|k| k.starts_with("/registry/deployments/default/web")),
+        keys.iter()
+            .any(|k| k.starts_with("/registry/deployments/default/web")),
         "{keys:?}"
     );
 
@@ -202,14 +206,15 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     let running = units(&c, &state);
     for (dir, version, says) in [
         (fake.clone(), skipped.clone(), "skips a minor version"),
-        (
-            c.work.join("no-such-dir"),
-            new.clone(),
-            "cannot run it",
-        ),
+        (c.work.join("no-such-dir"), new.clone(), "cannot run it"),
     ] {
         let out = upgrade_to(&dir, &version, &[]);
-        assert_eq!(out.status.code(), Some(2), "upgrade to {version}: {}", text(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "upgrade to {version}: {}",
+            text(&out)
+        );
         assert!(text(&out).contains(says), "{says}: {}", text(&out));
         assert_eq!(config_files(&state), files, "the state dir changed");
         let changes = unit_changes(&running, &units(&c, &state));
@@ -233,10 +238,18 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     let names: Vec<&str> = steps.iter().map(|s| s.0.as_str()).collect();
     assert_eq!(names, ORDER, "{plan:#}");
     for (name, from, to, action) in &steps[1..] {
-        assert_eq!((from, to, action.as_str()), (&old, &new, "upgrade"), "{name}: {plan:#}");
+        assert_eq!(
+            (from, to, action.as_str()),
+            (&old, &new, "upgrade"),
+            "{name}: {plan:#}"
+        );
     }
     assert_eq!(steps[0].3, "keep", "{plan:#}");
-    assert_eq!(config_files(&state), files, "a dry run changed the state dir");
+    assert_eq!(
+        config_files(&state),
+        files,
+        "a dry run changed the state dir"
+    );
     assert!(unit_changes(&running, &units(&c, &state)).is_empty());
 
     // kill -9 while the first restart is under way: once the kubelet, which comes back after the
@@ -257,7 +270,10 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     );
     let out = c.sh(&script);
     assert!(out.status.success(), "the kill: {}", text(&out));
-    assert!(state.join("data/upgrade.json").exists(), "no record of the upgrade under way");
+    assert!(
+        state.join("data/upgrade.json").exists(),
+        "no record of the upgrade under way"
+    );
     assert_eq!(pre_upgrade_snapshots(&n).len(), 1);
 
     // The same command goes on from there, while a client asks the API server every 100 ms.
@@ -281,16 +297,24 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     // Where it ended: the new version everywhere, nothing lost.
     let version: Value = serde_json::from_str(&n.kubectl_ok(&["version", "-o", "json"])).unwrap();
     assert_eq!(version["serverVersion"]["gitVersion"], new.as_str());
-    wait_for("the node on the new kubelet, Ready", Duration::from_secs(120), || {
-        let out = n.kubectl(&[
+    wait_for(
+        "the node on the new kubelet, Ready",
+        Duration::from_secs(120),
+        || {
+            let out = n.kubectl(&[
             "get",
             "nodes",
             "-o",
             "jsonpath={.items[0].status.nodeInfo.kubeletVersion} {.items[0].status.conditions[?(@.type==\"Ready\")].status}",
         ]);
-        String::from_utf8_lossy(&out.stdout).trim() == format!("{new} True")
-    });
-    assert_eq!(web_pods(&n), pods, "the web pods are other pods or containers");
+            String::from_utf8_lossy(&out.stdout).trim() == format!("{new} True")
+        },
+    );
+    assert_eq!(
+        web_pods(&n),
+        pods,
+        "the web pods are other pods or containers"
+    );
     let after = etcd_keys(&c, &state);
     let lost: Vec<&String> = keys.difference(&after).collect();
     assert!(lost.is_empty(), "keys gone from etcd: {lost:#?}");
@@ -306,7 +330,11 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     let out = upgrade_to(&bin(&old), &old, &[]);
     assert_eq!(out.status.code(), Some(2), "downgrade: {}", text(&out));
     assert!(text(&out).contains("is a downgrade"), "{}", text(&out));
-    assert_eq!(config_files(&state), files, "the refused downgrade changed the state dir");
+    assert_eq!(
+        config_files(&state),
+        files,
+        "the refused downgrade changed the state dir"
+    );
     let changes = unit_changes(&running, &units(&c, &state));
     assert!(changes.is_empty(), "units changed: {changes:#?}");
     assert_eq!(pre_upgrade_snapshots(&n).len(), 1);
