@@ -5,6 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 . scripts/lib.sh
+# What scripts/up.sh or scripts/conformance.sh left running (the kubeunit-dev container) shares this host's
+# network: its node namespaces, routes and ports would meet the tests' environments, which use the same
+# defaults. The suite runs without it, and says that it stopped it.
+. scripts/systemd-host.sh
+if ! host_has_systemd && [ -n "$(dev_leader)" ]; then
+  echo "==> stopping the environments scripts/up.sh left running, and its systemd container (kubeunit-dev)"
+  for dir in /var/lib/kubeunit/*/; do
+    [ -f "$dir/profile.yaml" ] && [ -x target/release/kubeunit ] || continue
+    in_systemd target/release/kubeunit stop --state-dir "${dir%/}" || true
+  done
+  stop_dev_container
+fi
 keep_test_networks_local
 # Offline: no environment of a test reaches beyond this machine (egress off, CoreDNS forwarding nothing); the
 # harness passes it into the test containers, and only the simulated-internet tests lift it.
