@@ -159,6 +159,69 @@ pub fn gen(
             "pass a new or empty directory to --out (or drop --out to update a state dir in place)",
         ));
     }
+    render_into(plan, opts, dir, found, wait, on_wait)
+}
+
+/// `gen --out` of an environment across hosts again, over the earlier one: host `out` keeps its
+/// keys and certificates (as a state dir rendered in place does), for an upgrade or a changed
+/// setting, and `kubeunit import` on the host takes it as an update. `check_host_again` first.
+pub fn gen_host_again(
+    plan: &Plan,
+    opts: &Options,
+    out: &Path,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<(Generated, WriteSummary), Error> {
+    check_host_again(plan, out)?;
+    render_into(plan, opts, out, Found::Ours, wait, on_wait)
+}
+
+/// Only a state dir of this environment and host, for the same state dir, is rendered over.
+pub fn check_host_again(plan: &Plan, out: &Path) -> Result<(), Error> {
+    let found = state::dir::inspect(out)?;
+    let previous = Previous::load(out)?;
+    let recorded = previous.manifest.as_ref().filter(|_| found == Found::Ours);
+    let host_of = |m: &state::Manifest| {
+        m.profile
+            .get("host")
+            .and_then(|h| h.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let same = recorded.is_some_and(|m| {
+        m.name == plan.name() && m.state_dir == plan.state_dir && host_of(m) == plan.profile.host
+    });
+    if same {
+        return Ok(());
+    }
+    Err(Error::state(
+        out,
+        format!(
+            "is not host '{}' of environment '{}' for {}: {}",
+            plan.profile.host,
+            plan.name(),
+            plan.state_dir.display(),
+            recorded
+                .map(|m| format!(
+                    "it holds host '{}' of '{}' for {}",
+                    host_of(m),
+                    m.name,
+                    m.state_dir.display()
+                ))
+                .unwrap_or_else(|| "it holds no state dir".into())
+        ),
+        "pass the --out of the earlier gen of this environment (and the same --state-dir), or a new directory",
+    ))
+}
+
+fn render_into(
+    plan: &Plan,
+    opts: &Options,
+    dir: &Path,
+    found: Found,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<(Generated, WriteSummary), Error> {
     write_state_dir(
         dir,
         found,

@@ -213,8 +213,9 @@ fn host_facts(req: &GenRequest, profile: &Profile) -> Result<HostFacts, Error> {
 
 /// `gen --out DIR` of a profile with hosts: a state dir per host, `DIR/HOST`, each planned for
 /// the state dir it will be imported to (`--state-dir`, the same on every host), all drawn from one
-/// entropy so that their CAs and shared keys agree. Every host is planned and rendered before any
-/// is written, and no host's directory may exist yet.
+/// entropy so that their CAs and shared keys agree. Every host is planned and checked before any
+/// is written: either no host's directory exists yet, or every one holds that host's state dir
+/// from an earlier `--out`, which is rendered again keeping its keys (an upgrade across hosts).
 fn gen_hosts(
     req: &GenRequest,
     profile: Profile,
@@ -242,19 +243,44 @@ fn gen_hosts(
         p.host = h.name.clone();
         let plan = Plan::new(p, dir, facts)?;
         let target = out.join(&h.name);
-        // Nothing at all there, not even a link (a dangling one reads as missing otherwise).
-        if std::fs::symlink_metadata(&target).is_ok() {
+        plans.push((plan, target));
+    }
+    // Every host's dir anew, or every one rendered again over the earlier `--out` (keys kept):
+    // some of both would give hosts CAs that do not agree. Nothing at all there, not even a link,
+    // is a new one (a dangling link reads as missing otherwise).
+    let exists: Vec<bool> = plans
+        .iter()
+        .map(|(_, t)| std::fs::symlink_metadata(t).is_ok())
+        .collect();
+    let again = exists.iter().all(|e| *e);
+    if again {
+        for (plan, target) in &plans {
+            super::check_host_again(plan, target)?;
+        }
+    } else {
+        if let Some((_, target)) = plans.iter().zip(&exists).find(|(_, e)| **e).map(|(p, _)| p) {
+            let missing = plans
+                .iter()
+                .zip(&exists)
+                .find(|(_, e)| !**e)
+                .map(|(p, _)| &p.1);
             return Err(Error::state(
-                &target,
-                "exists already; gen writes each host's state dir anew",
-                "pass a new or empty directory to --out",
+                target,
+                format!(
+                    "exists, and {} does not: gen renders every host's state dir anew, or every one again",
+                    missing.map(|m| m.display().to_string()).unwrap_or_default()
+                ),
+                "pass the --out of the earlier gen with every host's dir in it (they keep their keys), or a new or empty directory",
             ));
         }
-        plans.push((plan, target));
     }
     let mut hosts = Vec::new();
     for (plan, target) in plans {
-        let (generated, summary) = super::gen(&plan, &opts, Some(&target), req.lock_wait, on_wait)?;
+        let (generated, summary) = if again {
+            super::gen_host_again(&plan, &opts, &target, req.lock_wait, on_wait)?
+        } else {
+            super::gen(&plan, &opts, Some(&target), req.lock_wait, on_wait)?
+        };
         hosts.push(HostWritten {
             host: plan.profile.host.clone(),
             roles: plan

@@ -1554,6 +1554,82 @@ fn a_host_that_joins_later_holds_no_key_of_its_own_and_changes_no_other_hosts_di
     assert!(o.status.success(), "hosts check: {}", text(&o));
 }
 
+/// `gen --out` again over the earlier render (an upgrade across hosts): every host's dir is rendered
+/// for the new setting with its keys and certificates kept, and `import` takes it over the state dir
+/// imported before, as an update. Another state dir, and a mix of present and missing host dirs, are
+/// refused with exit 2, changing nothing.
+#[test]
+fn gen_out_again_renders_every_host_over_its_earlier_dir_keeping_its_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin, bin2) = (
+        executable_bin_dir(&tmp.path().join("old")),
+        executable_bin_dir(&tmp.path().join("new")),
+    );
+    let out = tmp.path().join("out");
+    let state = tmp.path().join("state");
+    let gen = |bin: &Path, state: &Path| {
+        run(kubeunit()
+            .args(["gen", "--profile", "ha", "--bin-dir"])
+            .arg(bin)
+            .arg("--state-dir")
+            .arg(state)
+            .arg("--out")
+            .arg(&out))
+    };
+    // Every key and CA certificate of every host.
+    let keys = || -> BTreeMap<PathBuf, Vec<u8>> {
+        snapshot(&out)
+            .into_iter()
+            .filter(|(p, _)| {
+                let name = p.to_string_lossy();
+                name.ends_with(".key") || name.ends_with("ca.crt") || name.ends_with(".pub")
+            })
+            .map(|(p, (bytes, _, _))| (p, bytes))
+            .collect()
+    };
+    let o = gen(&bin, &state);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = keys();
+    assert!(before.len() > HOSTS.len(), "{before:?}");
+    let import = || run(kubeunit().arg("import").arg(out.join("cp-1")));
+    let o = import();
+    assert!(o.status.success(), "import: {}", text(&o));
+
+    let o = gen(&bin2, &state);
+    assert!(o.status.success(), "gen again: {}", text(&o));
+    assert_eq!(keys(), before, "keys or CAs changed");
+    for host in HOSTS {
+        let units = snapshot(&out.join(host.0).join("units"));
+        let kubelet = units
+            .iter()
+            .find(|(p, _)| p.to_string_lossy().contains("kubelet"))
+            .unwrap_or_else(|| panic!("{}: no kubelet unit", host.0));
+        let unit = String::from_utf8_lossy(&kubelet.1 .0);
+        assert!(
+            unit.contains(&bin2.display().to_string()),
+            "{}: {unit}",
+            host.0
+        );
+    }
+    let ca = std::fs::read(state.join("pki/ca.crt")).unwrap();
+    let o = import();
+    assert!(o.status.success(), "import again: {}", text(&o));
+    assert_eq!(std::fs::read(state.join("pki/ca.crt")).unwrap(), ca);
+
+    // Refused, changing nothing: the render of another state dir, and a host's dir gone.
+    let files = snapshot(&out);
+    let o = gen(&bin2, &tmp.path().join("other"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is not host 'cp-1'"), "{}", text(&o));
+    assert_eq!(snapshot(&out), files, "the refused gen changed --out");
+    std::fs::rename(out.join("worker-2"), tmp.path().join("worker-2")).unwrap();
+    let files = snapshot(&out);
+    let o = gen(&bin, &state);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("worker-2 does not"), "{}", text(&o));
+    assert_eq!(snapshot(&out), files, "the refused gen changed --out");
+}
+
 #[test]
 fn a_profile_with_hosts_is_refused_when_wrong_and_needs_out() {
     let tmp = tempfile::tempdir().unwrap();
