@@ -10,7 +10,8 @@ use crate::artifacts::Options;
 use crate::error::Error;
 use crate::pipeline::{self, request::GenRequest};
 use crate::pki::Entropy;
-use crate::run::upgrade::{self, Event, Targets, UpgradePlan};
+use crate::run::install;
+use crate::run::upgrade::{self, Drain, Event, Targets, UpgradePlan};
 use crate::spec::{HostFacts, Plan};
 
 pub const AFTER_HELP: &str = "Examples:
@@ -20,12 +21,15 @@ pub const AFTER_HELP: &str = "Examples:
   kubeunit upgrade --profile dev --set versions.kubernetes=v1.36.3   # fetched binaries (kubeunit fetch first)
   kubeunit gen --profile dev --set versions.kubernetes=v1.36.3 && kubeunit upgrade
                                                    # render first, then upgrade what runs
+  kubeunit upgrade --drain --bin-dir ~/k8s/v1.36.3 --set versions.kubernetes=v1.36.3
+                                                   # installed: drain each node before its kubelet
 
 The order is upstream's version skew policy: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, then node by node kubelet and kube-proxy, each healthy on its new version before the
 next. An etcd snapshot (pre-upgrade-*) is taken first. Refused with exit 2, changing nothing: a
 downgrade, a skipped minor version, and a new binary that is missing or reports another version than
-versions.*. An upgrade that stopped goes on from there when run again. Without --profile, --set and
+versions.*. Installed units (kubeunit install) are written again first. An upgrade that stopped
+goes on from there when run again. Without --profile, --set and
 --bin-dir, it upgrades to what the state dir names now. docs/upgrades.md has the rest.";
 
 #[derive(clap::Args, Debug)]
@@ -46,7 +50,12 @@ pub struct Args {
     /// Print what it would do and stop: nothing is rendered, snapshotted or restarted.
     #[arg(long)]
     pub dry_run: bool,
-    /// Seconds each component may take to be healthy again.
+    /// Drain each node before its kubelet is upgraded and uncordon it after (kubectl drain
+    /// --ignore-daemonsets --delete-emptydir-data), as kubeadm's upgrade does. For installed
+    /// environments (kubeunit install), on a host with the admin kubeconfig.
+    #[arg(long)]
+    pub drain: bool,
+    /// Seconds each component may take to be healthy again (and each node's drain).
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
     /// Output format (json: the plan, before anything happens).
@@ -75,16 +84,11 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         });
     }
     let sd = args.target.systemd(&env).await?;
-    // Its units are copies (`install`) that a restart starts as they are: upgrading it is to come
-    // with the test of environments across hosts, which run installed.
-    if crate::run::installed(&env.plan, &sd).await? {
-        return Err(Error::Usage {
-            message: format!(
-                "environment '{}' is installed (kubeunit install): `upgrade` does not rewrite installed units yet",
-                env.plan.name()
-            ),
-            fix: "render the state dir for the new binaries (kubeunit gen), write its units again (kubeunit install), then `kubeunit restart` each component in the order docs/upgrades.md gives".into(),
-        });
+    let installed = crate::run::installed(&env.plan, &sd).await?;
+    let timeout = Duration::from_secs(args.timeout);
+    // Refused before anything is written.
+    if args.drain {
+        Drain::for_env(&env, installed, true, timeout)?;
     }
     // The new profile, asked before anything is written: a refusal leaves the state dir as it is.
     let new_profile = render
@@ -110,36 +114,54 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     }
     // From here on the state dir's units are what runs; the lock keeps other writers out.
     let (env, _lock) = args.target.env_locked()?;
+    // Installed units are copies of the state dir's: written again, a restart starts the new.
+    if installed && !nothing {
+        if let Some(report) = install::rewrite_installed(&env, &sd).await? {
+            say(&format!(
+                "installed units written again in {}",
+                report.unit_dir.display()
+            ));
+        }
+    }
     let plan = if nothing {
         plan
     } else {
         upgrade::plan(&env, &sd, Targets::Units).await?
     };
-    if plan.upgrades() == 0 {
-        upgrade::apply(&env, &sd, &plan, Duration::ZERO, &mut |_| {}).await?;
-        if matches!(args.output, Output::Text) {
-            println!("nothing to upgrade: every running component runs its target");
-        }
-        return Ok(0);
-    }
+    let drain = drain_for(&args, &env, &plan, installed, timeout)?;
+    let done_already = plan.upgrades() == 0;
     let t0 = Instant::now();
     let mut progress = |e: Event| say(&progress_line(e));
-    upgrade::apply(
-        &env,
-        &sd,
-        &plan,
-        Duration::from_secs(args.timeout),
-        &mut progress,
-    )
-    .await?;
-    if matches!(args.output, Output::Text) {
-        println!(
+    upgrade::apply(&env, &sd, &plan, timeout, drain.as_ref(), &mut progress).await?;
+    match args.output {
+        Output::Json => {}
+        Output::Text if done_already => {
+            println!("nothing to upgrade: every running component runs its target")
+        }
+        Output::Text => println!(
             "upgraded environment '{}' in {:.1}s",
             plan.environment,
             t0.elapsed().as_secs_f64()
-        );
+        ),
     }
     Ok(0)
+}
+
+/// `--drain`'s drain, or only the uncordon of nodes an earlier run drained (with or without it).
+fn drain_for(
+    args: &Args,
+    env: &crate::run::Env,
+    plan: &UpgradePlan,
+    installed: bool,
+    timeout: Duration,
+) -> Result<Option<Drain>, Error> {
+    let drained = plan
+        .resuming
+        .as_ref()
+        .is_some_and(|r| !r.drained.is_empty());
+    (args.drain || drained)
+        .then(|| Drain::for_env(env, installed, args.drain, timeout))
+        .transpose()
 }
 
 /// What `apply` says, as a line of progress.
@@ -158,6 +180,8 @@ fn progress_line(e: Event) -> String {
             s.component,
             word(&s.target)
         ),
+        Event::Drained(node) => format!("      node {node} drained"),
+        Event::Uncordoned(node) => format!("      node {node} uncordoned"),
         Event::Done(s, took) => format!(
             "      {} healthy on {} after {:.1}s",
             s.component,

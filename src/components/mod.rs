@@ -34,6 +34,8 @@ pub use table::{
 pub const ETCD: &str = "etcd";
 /// The API server: no Kubernetes component may run a newer version (`run::upgrade`).
 pub const KUBE_APISERVER: &str = "kube-apiserver";
+/// The node agent: kubectl, which `upgrade --drain` runs, is taken from beside its binary.
+pub const KUBELET: &str = "kubelet";
 
 /// etcd's companion tool `tool` (etcdctl, etcdutl): the profile's `etcd.snapshot.<tool>`, else the
 /// binary of that name next to etcd's.

@@ -375,3 +375,57 @@ fn write_link(path: &Path, target: &Path) -> Result<(), Error> {
         Error::io(path, "replace")(e)
     })
 }
+
+/// Where `env` is installed on this system, and the kubeunit its units run: `None` when it is not.
+/// The persistent unit dir first, as systemd reads /etc before /run.
+pub fn installed_here(env: &Env) -> Result<Option<(Place, PathBuf)>, Error> {
+    for runtime in [false, true] {
+        let place = Place {
+            root: PathBuf::from("/"),
+            runtime,
+        };
+        if let Some(paths) = installed(env, &place)? {
+            return Ok(Some((place, installed_kubeunit(&paths)?)));
+        }
+    }
+    Ok(None)
+}
+
+/// The kubeunit an install's health gates run (the first word of a drop-in's ExecStartPost=); this
+/// binary when none has one (every component notifies systemd itself).
+fn installed_kubeunit(paths: &[PathBuf]) -> Result<PathBuf, Error> {
+    let from_dropin = paths
+        .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == DROPIN))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .find_map(|text| {
+            let value = text
+                .lines()
+                .find_map(|l| l.strip_prefix("ExecStartPost="))?;
+            let words = crate::unit::split_words(value).ok()?;
+            words.into_iter().next().map(PathBuf::from)
+        });
+    match from_dropin.filter(|p| p.is_absolute()) {
+        Some(p) => Ok(p),
+        None => std::env::current_exe().map_err(|e| Error::Usage {
+            message: format!("cannot tell where this kubeunit binary is: {e}"),
+            fix: "write the units again with `kubeunit install --kubeunit PATH`".into(),
+        }),
+    }
+}
+
+/// Write an installed environment's units again from its state dir (after `gen` rendered it for
+/// new binaries: `upgrade`), with the kubeunit they ran, and have systemd read them. The report of
+/// what was written; `None` when the environment is not installed here.
+pub async fn rewrite_installed(
+    env: &Env,
+    sd: &crate::systemd::Systemd,
+) -> Result<Option<InstallReport>, Error> {
+    let Some((place, kubeunit)) = installed_here(env)? else {
+        return Ok(None);
+    };
+    let entries = entries(env, &place, &kubeunit)?;
+    let report = write(env, &place, &entries)?;
+    sd.reload().await?;
+    Ok(Some(report))
+}

@@ -10,6 +10,7 @@ pub mod certs;
 pub mod cleanup;
 pub mod debug;
 pub mod departed;
+pub mod drain;
 pub mod egress;
 mod env;
 pub mod hooks;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::drain::Drain;
 use super::env::Env;
 use super::snapshot::{self, SaveRequest};
 pub use super::versions::Version;
@@ -52,6 +53,9 @@ pub struct Step {
     #[serde(serialize_with = "word")]
     pub target: Option<Version>,
     pub action: Action,
+    /// The node a per-node component's instance runs for (what `--drain` drains first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 fn word<S: serde::Serializer>(v: &Option<Version>, s: S) -> Result<S::Ok, S::Error> {
@@ -111,6 +115,10 @@ pub struct Record {
     pub snapshot: Option<PathBuf>,
     /// Each component that changes, with the version it goes from and to.
     pub steps: Vec<(String, String, String)>,
+    /// Nodes drained and not uncordoned yet (`--drain`): the next run uncordons them once their
+    /// kubelet is upgraded, with or without `--drain`.
+    #[serde(default)]
+    pub drained: Vec<String>,
 }
 
 /// The environment's versioned instances in the order they are upgraded: the cluster's in table
@@ -205,6 +213,7 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
             running,
             target: Some(target),
             action,
+            node: c.per_node.then(|| i.plan.node().name.clone()),
         });
     }
     let plan = UpgradePlan {
@@ -295,16 +304,20 @@ pub enum Event<'a> {
     /// It runs its target already: it came back with one restarted before it.
     Already(&'a Step),
     Done(&'a Step, Duration),
+    Drained(&'a str),
+    Uncordoned(&'a str),
 }
 
 /// Carry out `plan`: the snapshot (unless a record says one was taken), then each upgrade in turn,
-/// healthy and on its new version before the next. A failure says where it stopped and how to go
-/// on or back.
+/// healthy and on its new version before the next. With `drain`, each node is drained before its
+/// first step and uncordoned after its last (`drain.nodes` false: only what an earlier run drained
+/// is uncordoned). A failure says where it stopped and how to go on or back.
 pub async fn apply(
     env: &Env,
     sd: &Systemd,
     plan: &UpgradePlan,
     timeout: Duration,
+    drain: Option<&Drain>,
     say: &mut dyn FnMut(Event),
 ) -> Result<(), Error> {
     let todo: Vec<&Step> = plan
@@ -312,16 +325,21 @@ pub async fn apply(
         .iter()
         .filter(|s| s.action == Action::Upgrade)
         .collect();
+    let data_dir = &env.plan.data_dir;
     if todo.is_empty() {
-        remove_record(&env.plan.data_dir)?;
+        if let Some(record) = &plan.resuming {
+            let mut record = record.clone();
+            uncordon_left(data_dir, &mut record, drain, say)?;
+        }
+        remove_record(data_dir)?;
         return Ok(());
     }
-    let snapshot = match &plan.resuming {
-        Some(record) => record.snapshot.clone(),
+    let mut record = match &plan.resuming {
+        Some(record) => record.clone(),
         None => {
             let taken = take_snapshot(env, sd, say).await?;
             let record = Record {
-                snapshot: taken.clone(),
+                snapshot: taken,
                 steps: todo
                     .iter()
                     .map(|s| {
@@ -331,39 +349,93 @@ pub async fn apply(
                         (s.component.clone(), w(&s.running), w(&s.target))
                     })
                     .collect(),
+                drained: vec![],
             };
-            write_record(&env.plan.data_dir, &record)?;
-            taken
+            write_record(data_dir, &record)?;
+            record
         }
     };
+    let snapshot = record.snapshot.clone();
     for (n, step) in todo.iter().enumerate() {
         say(Event::Begin(step, n + 1, todo.len()));
         let stopped = |e: String| stopped_at(step, n + 1, todo.len(), snapshot.as_deref(), e);
+        if let (Some(node), Some(d)) = (&step.node, drain.filter(|d| d.nodes)) {
+            if !record.drained.contains(node) {
+                // In the record before the drain: a kill meanwhile leaves it to be uncordoned.
+                record.drained.push(node.clone());
+                write_record(data_dir, &record)?;
+                d.drain(node).map_err(|e| stopped(e.to_string()))?;
+                say(Event::Drained(node));
+            }
+        }
         let (i, unit) = env.unit(&step.component)?;
         // A transient unit's dependents come back with what they need (`restart`): it may run
         // its new version already.
         if running_version(sd, i, unit).await? == step.target {
             say(Event::Already(step));
-            continue;
+        } else {
+            let t0 = Instant::now();
+            super::restart(env, sd, &step.component, timeout)
+                .await
+                .map_err(|e| stopped(e.to_string()))?;
+            let now = running_version(sd, i, unit).await?;
+            if now != step.target {
+                return Err(stopped(format!(
+                    "it runs {} after its restart, not {}",
+                    now.map(|v| v.word).unwrap_or_else(|| "nothing".into()),
+                    step.target
+                        .as_ref()
+                        .map(|v| v.word.as_str())
+                        .unwrap_or_default()
+                )));
+            }
+            say(Event::Done(step, t0.elapsed()));
         }
-        let t0 = Instant::now();
-        super::restart(env, sd, &step.component, timeout)
-            .await
-            .map_err(|e| stopped(e.to_string()))?;
-        let now = running_version(sd, i, unit).await?;
-        if now != step.target {
-            return Err(stopped(format!(
-                "it runs {} after its restart, not {}",
-                now.map(|v| v.word).unwrap_or_else(|| "nothing".into()),
-                step.target
-                    .as_ref()
-                    .map(|v| v.word.as_str())
-                    .unwrap_or_default()
-            )));
+        // Its node's last step: it takes pods again.
+        let node_done = step
+            .node
+            .as_ref()
+            .filter(|node| !todo[n + 1..].iter().any(|s| s.node.as_ref() == Some(node)));
+        if let Some(node) = node_done.filter(|node| record.drained.contains(node)) {
+            uncordon(data_dir, &mut record, node, drain, say)
+                .map_err(|e| stopped(e.to_string()))?;
         }
-        say(Event::Done(step, t0.elapsed()));
     }
-    remove_record(&env.plan.data_dir)
+    uncordon_left(data_dir, &mut record, drain, say)?;
+    remove_record(data_dir)
+}
+
+/// Uncordon `node`, drained by this run or an earlier one, and say so in the record.
+fn uncordon(
+    data_dir: &Path,
+    record: &mut Record,
+    node: &str,
+    drain: Option<&Drain>,
+    say: &mut dyn FnMut(Event),
+) -> Result<(), Error> {
+    let d = drain.ok_or_else(|| {
+        Error::Internal(format!(
+            "node {node} is drained, and no kubectl to uncordon it"
+        ))
+    })?;
+    d.uncordon(node)?;
+    record.drained.retain(|n| n != node);
+    write_record(data_dir, record)?;
+    say(Event::Uncordoned(node));
+    Ok(())
+}
+
+/// The nodes an earlier run drained whose steps were all done before this one.
+fn uncordon_left(
+    data_dir: &Path,
+    record: &mut Record,
+    drain: Option<&Drain>,
+    say: &mut dyn FnMut(Event),
+) -> Result<(), Error> {
+    for node in record.drained.clone() {
+        uncordon(data_dir, record, &node, drain, say)?;
+    }
+    Ok(())
 }
 
 /// What an instance's process runs now (`None`: it does not run, or cannot be asked).
@@ -491,6 +563,7 @@ mod tests {
             running,
             target,
             action,
+            node: None,
         }
     }
 
@@ -551,6 +624,7 @@ mod tests {
         let record = Record {
             snapshot: Some(dir.path().join("pre-upgrade-x.db")),
             steps: vec![("kube-apiserver".into(), "v1.35.4".into(), "v1.36.3".into())],
+            drained: vec!["worker-1".into()],
         };
         write_record(dir.path(), &record).unwrap();
         assert_eq!(read_record(dir.path()).unwrap(), Some(record));
@@ -560,6 +634,13 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+        // A record of a kubeunit before --drain: nothing drained.
+        std::fs::write(
+            dir.path().join(RECORD),
+            r#"{"snapshot": null, "steps": []}"#,
+        )
+        .unwrap();
+        assert_eq!(read_record(dir.path()).unwrap().unwrap().drained.len(), 0);
         // Garbage is no record: what the processes run says what is left.
         std::fs::write(dir.path().join(RECORD), "{half").unwrap();
         assert_eq!(read_record(dir.path()).unwrap(), None);

@@ -3,7 +3,8 @@
 //! neither the state dir nor what runs; a dry run gives upstream's order; an upgrade killed with -9
 //! while its first restart is under way goes on when run again. Afterwards every key that was in
 //! etcd is still there, the pods run on in the same containers, and the node and the API server
-//! report the new version.
+//! report the new version. `multi`, installed (`kubeunit install`), goes node by node with `--drain`,
+//! and on after a kill between two nodes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -96,11 +97,16 @@ fn etcd_keys(c: &Container, state: &Path) -> BTreeSet<String> {
 
 /// The web pods: name -> (UID, container ID).
 fn web_pods(n: &Env) -> BTreeMap<String, (String, String)> {
+    pods_of(n, "app=web")
+}
+
+/// The pods with `label`: name -> (UID, container ID).
+fn pods_of(n: &Env, label: &str) -> BTreeMap<String, (String, String)> {
     let out = n.kubectl_ok(&[
         "get",
         "pods",
         "-l",
-        "app=web",
+        label,
         "-o",
         "jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.containerStatuses[0].containerID}{\"\\n\"}{end}",
     ]);
@@ -220,6 +226,13 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
         let changes = unit_changes(&running, &units(&c, &state));
         assert!(changes.is_empty(), "units changed: {changes:#?}");
     }
+    // --drain on transient units: the kubelet would restart with the API server, undrained.
+    let out = upgrade_to(&bin(&new), &new, &["--drain"]);
+    assert_eq!(out.status.code(), Some(2), "--drain: {}", text(&out));
+    assert!(text(&out).contains("transient units"), "{}", text(&out));
+    assert_eq!(config_files(&state), files, "the state dir changed");
+    let changes = unit_changes(&running, &units(&c, &state));
+    assert!(changes.is_empty(), "units changed: {changes:#?}");
     assert!(pre_upgrade_snapshots(&n).is_empty());
 
     // The plan: upstream's order, etcd kept (one etcd for both minors), nothing touched.
@@ -338,4 +351,215 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     let changes = unit_changes(&running, &units(&c, &state));
     assert!(changes.is_empty(), "units changed: {changes:#?}");
     assert_eq!(pre_upgrade_snapshots(&n).len(), 1);
+}
+
+/// The nodes: name -> (kubelet version, Ready, unschedulable).
+fn nodes(n: &Env) -> BTreeMap<String, (String, String, String)> {
+    let out = n.kubectl_ok(&[
+        "get",
+        "nodes",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.conditions[?(@.type==\"Ready\")].status} {.spec.unschedulable}{\"\\n\"}{end}",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next()?.to_string();
+            let version = w.next()?.to_string();
+            let ready = w.next()?.to_string();
+            // Unset when schedulable.
+            let unschedulable = w.next().unwrap_or("false").to_string();
+            Some((name, (version, ready, unschedulable)))
+        })
+        .collect()
+}
+
+/// multi installed (`kubeunit install --now`, as environments across hosts and VMs run) goes to
+/// the newer minor node by node with `--drain`: each node is drained before its kubelet restarts
+/// and uncordoned after; killed with -9 right after worker-1's drain, the run without `--drain`
+/// goes on and uncordons worker-1. The installed unit files are the state dir's again.
+#[test]
+fn multi_installed_upgrades_node_by_node_drains_and_goes_on_after_a_kill() {
+    let _turn = node_lock();
+    let pinned_k8s = pinned("KUBERNETES_VERSIONS");
+    let (new, old) = (pinned_k8s[0].clone(), pinned_k8s[1].clone());
+    let bin = |v: &str| cache_dir().join("bin").join(format!("kubernetes-{v}"));
+    let c = Container::boot_node("upgrade-multi");
+    let out = c.sh("ip route replace unreachable 10.88.0.0/13 metric 4294967295");
+    assert!(out.status.success(), "{}", text(&out));
+    let ports = Ports::allocate();
+    let mut args = dev_args(&old);
+    args[1] = "multi".into();
+    for set in [
+        "network.podCIDR=10.95.0.0/16",
+        "network.serviceCIDR=10.0.7.0/24",
+    ] {
+        args.extend(["--set".to_string(), set.to_string()]);
+    }
+    let state = gen_in(&c, "multi", &ports, &args);
+    let n = Env {
+        c: &c,
+        state: state.clone(),
+        kubectl: bin(&new).join("kubectl"),
+    };
+    let state_arg = state.display().to_string();
+    let out = n.ku(&["install", "--now"]);
+    assert!(out.status.success(), "install --now:\n{}", text(&out));
+    n.create_web(2);
+    // A DaemonSet on every node (the control plane's taint tolerated): drain leaves its pods, and
+    // a kubelet's restart does not restart them.
+    let image = pinned("TEST_IMAGE")[0].clone();
+    let manifest = c.work.join("keep.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: keep}}
+spec:
+  selector: {{matchLabels: {{app: keep}}}}
+  template:
+    metadata: {{labels: {{app: keep}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      tolerations: [{{operator: Exists}}]
+      containers: [{{name: c, image: {image}, command: [sleep, "36000"]}}]
+"#
+        ),
+    )
+    .unwrap();
+    n.kubectl_ok(&["apply", "-f", &manifest.display().to_string()]);
+    n.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=300s"]);
+    n.kubectl_ok(&["rollout", "status", "ds/keep", "--timeout=300s"]);
+    let kept = pods_of(&n, "app=keep");
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    // Which pods a drain may evict (all but DaemonSets'): their keys alone may go from etcd.
+    let evictable: BTreeSet<String> = n
+        .kubectl_ok(&[
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.ownerReferences[0].kind}{\"\\n\"}{end}",
+        ])
+        .lines()
+        .filter(|l| !l.ends_with(" DaemonSet"))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|p| format!("/registry/pods/{p}"))
+        .collect();
+    let keys = etcd_keys(&c, &state);
+    let before = nodes(&n);
+    assert_eq!(before.len(), 3, "{before:?}");
+    for (name, (version, ready, unschedulable)) in &before {
+        assert_eq!(
+            (version.as_str(), ready.as_str(), unschedulable.as_str()),
+            (old.as_str(), "True", "false"),
+            "{name}"
+        );
+    }
+
+    // kill -9 right after worker-1's drain, while its kubelet's turn is under way.
+    let script = format!(
+        "cd {work}; KUBEUNIT_OFFLINE=1 SOURCE_DATE_EPOCH={epoch} {ku} upgrade --state-dir {state_arg} --drain --timeout 240 --bin-dir {bin} --set versions.kubernetes={new} >upgrade.log 2>&1 & pid=$!
+         for i in $(seq 6000); do
+           if ! kill -0 $pid 2>/dev/null; then echo finished first; cat upgrade.log; exit 3; fi
+           if grep -q 'node worker-1 drained' upgrade.log; then kill -9 $pid; echo killed; cat upgrade.log; exit 0; fi
+           sleep 0.05
+         done
+         echo timed out; cat upgrade.log; exit 4",
+        work = c.work.display(),
+        epoch = test_epoch(),
+        ku = env!("CARGO_BIN_EXE_kubeunit"),
+        bin = bin(&new).display(),
+    );
+    let out = c.sh(&script);
+    assert!(out.status.success(), "the kill: {}", text(&out));
+    let first = text(&out);
+    assert!(
+        first.contains("installed units written again in /etc/systemd/system"),
+        "{first}"
+    );
+    // The control-plane node went first, drained and back before worker-1's turn.
+    let cp = first
+        .find("node control-plane drained")
+        .unwrap_or_else(|| panic!("no drain of control-plane:\n{first}"));
+    let cp_back = first
+        .find("node control-plane uncordoned")
+        .unwrap_or_else(|| panic!("control-plane not uncordoned:\n{first}"));
+    let w1 = first.find("node worker-1 drained").unwrap();
+    assert!(cp < cp_back && cp_back < w1, "{first}");
+    // worker-1 is cordoned and runs no pod but DaemonSets'.
+    assert_eq!(nodes(&n)["worker-1"].2, "true", "worker-1 not cordoned");
+    let on_w1 = n.kubectl_ok(&[
+        "get",
+        "pods",
+        "-A",
+        "--field-selector=spec.nodeName=worker-1",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].kind}{\"\\n\"}{end}",
+    ]);
+    let left: Vec<&str> = on_w1
+        .lines()
+        .filter(|l| !l.ends_with(" DaemonSet") && !l.trim().is_empty())
+        .collect();
+    assert!(left.is_empty(), "pods left on drained worker-1: {left:?}");
+    let record = std::fs::read_to_string(state.join("data/upgrade.json")).unwrap();
+    assert!(record.contains("worker-1"), "{record}");
+
+    // Run again without --drain: it goes on, and uncordons worker-1 (its record says so).
+    let bin_arg = bin(&new).display().to_string();
+    let set = format!("versions.kubernetes={new}");
+    let out = n.ku(&[
+        "upgrade",
+        "--timeout",
+        "240",
+        "--bin-dir",
+        &bin_arg,
+        "--set",
+        &set,
+    ]);
+    let second = text(&out);
+    assert!(out.status.success(), "upgrade again: {second}");
+    assert!(
+        second.contains("an upgrade stopped here before"),
+        "{second}"
+    );
+    assert!(second.contains("node worker-1 uncordoned"), "{second}");
+    assert!(
+        !second.contains("drained"),
+        "a drain without --drain: {second}"
+    );
+    assert!(!state.join("data/upgrade.json").exists());
+
+    // Every node on the new kubelet, Ready and schedulable; web served by both its pods.
+    wait_for(
+        "every node on the new kubelet, Ready, schedulable",
+        Duration::from_secs(180),
+        || {
+            let now = nodes(&n);
+            now.len() == 3
+                && now.values().all(|(v, r, u)| {
+                    (v.as_str(), r.as_str(), u.as_str()) == (&new, "True", "false")
+                })
+        },
+    );
+    n.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=300s"]);
+    assert_eq!(
+        pods_of(&n, "app=keep"),
+        kept,
+        "the DaemonSet's pods are other pods or containers"
+    );
+    let after = etcd_keys(&c, &state);
+    let lost: Vec<&String> = keys
+        .difference(&after)
+        .filter(|k| !evictable.contains(*k))
+        .collect();
+    assert!(lost.is_empty(), "keys gone from etcd: {lost:#?}");
+    let version: Value = serde_json::from_str(&n.kubectl_ok(&["version", "-o", "json"])).unwrap();
+    assert_eq!(version["serverVersion"]["gitVersion"], new.as_str());
+    // What systemd runs is the state dir's units, written again.
+    let out = c.sh(&format!(
+        "cd {state_arg}/units && for f in *; do cmp \"$f\" \"/etc/systemd/system/$f\" || exit 1; done; grep -l {new} /etc/systemd/system/*kubelet*.service"
+    ));
+    assert!(out.status.success(), "installed units: {}", text(&out));
 }
