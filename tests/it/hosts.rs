@@ -1628,6 +1628,30 @@ fn gen_out_again_renders_every_host_over_its_earlier_dir_keeping_its_keys() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("worker-2 does not"), "{}", text(&o));
     assert_eq!(snapshot(&out), files, "the refused gen changed --out");
+    // Every host's dir a link to an empty dir elsewhere: no earlier render, refused, nothing written
+    // through the links.
+    let links = tmp.path().join("links");
+    let elsewhere = tmp.path().join("elsewhere");
+    for host in HOSTS {
+        std::fs::create_dir_all(elsewhere.join(host.0)).unwrap();
+        std::fs::create_dir_all(&links).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join(host.0), links.join(host.0)).unwrap();
+    }
+    let o = run(kubeunit()
+        .args(["gen", "--profile", "ha", "--bin-dir"])
+        .arg(&bin)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--out")
+        .arg(&links));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("holds no state dir"), "{}", text(&o));
+    let written: Vec<_> = walkdir::WalkDir::new(&elsewhere)
+        .into_iter()
+        .flatten()
+        .filter(|e| !e.file_type().is_dir())
+        .collect();
+    assert!(written.is_empty(), "written through the links: {written:?}");
 }
 
 #[test]

@@ -165,6 +165,25 @@ fn longest_silence(n: &Env, until: &std::sync::atomic::AtomicBool) -> f64 {
     longest.max(last.elapsed()).as_secs_f64()
 }
 
+/// Run `kubeunit upgrade ARGS` in the container and kill it with -9 once the shell condition `when`
+/// holds (polled every 50 ms, for up to `polls`): the run's output, and success only when it was
+/// killed (not finished first, nor timed out).
+fn kill_upgrade_when(c: &Container, args: &str, when: &str, polls: u32) -> std::process::Output {
+    let script = format!(
+        "cd {work}; KUBEUNIT_OFFLINE=1 SOURCE_DATE_EPOCH={epoch} {ku} upgrade {args} >upgrade.log 2>&1 & pid=$!
+         for i in $(seq {polls}); do
+           if ! kill -0 $pid 2>/dev/null; then echo finished first; cat upgrade.log; exit 3; fi
+           if {when}; then kill -9 $pid; echo killed; cat upgrade.log; exit 0; fi
+           sleep 0.05
+         done
+         echo timed out; cat upgrade.log; exit 4",
+        work = c.work.display(),
+        epoch = test_epoch(),
+        ku = env!("CARGO_BIN_EXE_kubeunit"),
+    );
+    c.sh(&script)
+}
+
 #[test]
 fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     let _turn = node_lock();
@@ -268,20 +287,17 @@ fn dev_upgrades_in_place_from_the_older_minor_and_goes_on_after_a_kill() {
     // kill -9 while the first restart is under way: once the kubelet, which comes back after the
     // API server, is down.
     let kubelet = unit(&state, "kubelet");
-    let script = format!(
-        "cd {work}; KUBEUNIT_OFFLINE=1 SOURCE_DATE_EPOCH={epoch} {ku} upgrade --state-dir {state_arg} --bin-dir {bin} --set versions.kubernetes={new} >upgrade.log 2>&1 & pid=$!
-         for i in $(seq 3000); do
-           if ! kill -0 $pid 2>/dev/null; then echo finished first; cat upgrade.log; exit 3; fi
-           if grep -q '^kubeunit: \\[1/' upgrade.log && ! systemctl is-active --quiet {kubelet}; then kill -9 $pid; echo killed; cat upgrade.log; exit 0; fi
-           sleep 0.05
-         done
-         echo timed out; cat upgrade.log; exit 4",
-        work = c.work.display(),
-        epoch = test_epoch(),
-        ku = env!("CARGO_BIN_EXE_kubeunit"),
-        bin = bin(&new).display(),
+    let out = kill_upgrade_when(
+        &c,
+        &format!(
+            "--state-dir {state_arg} --bin-dir {} --set versions.kubernetes={new}",
+            bin(&new).display()
+        ),
+        &format!(
+            "grep -q '^kubeunit: \\[1/' upgrade.log && ! systemctl is-active --quiet {kubelet}"
+        ),
+        3000,
     );
-    let out = c.sh(&script);
     assert!(out.status.success(), "the kill: {}", text(&out));
     assert!(
         state.join("data/upgrade.json").exists(),
@@ -459,20 +475,15 @@ spec:
     }
 
     // kill -9 right after worker-1's drain, while its kubelet's turn is under way.
-    let script = format!(
-        "cd {work}; KUBEUNIT_OFFLINE=1 SOURCE_DATE_EPOCH={epoch} {ku} upgrade --state-dir {state_arg} --drain --timeout 240 --bin-dir {bin} --set versions.kubernetes={new} >upgrade.log 2>&1 & pid=$!
-         for i in $(seq 6000); do
-           if ! kill -0 $pid 2>/dev/null; then echo finished first; cat upgrade.log; exit 3; fi
-           if grep -q 'node worker-1 drained' upgrade.log; then kill -9 $pid; echo killed; cat upgrade.log; exit 0; fi
-           sleep 0.05
-         done
-         echo timed out; cat upgrade.log; exit 4",
-        work = c.work.display(),
-        epoch = test_epoch(),
-        ku = env!("CARGO_BIN_EXE_kubeunit"),
-        bin = bin(&new).display(),
+    let out = kill_upgrade_when(
+        &c,
+        &format!(
+            "--state-dir {state_arg} --drain --timeout 240 --bin-dir {} --set versions.kubernetes={new}",
+            bin(&new).display()
+        ),
+        "grep -q 'node worker-1 drained' upgrade.log",
+        6000,
     );
-    let out = c.sh(&script);
     assert!(out.status.success(), "the kill: {}", text(&out));
     let first = text(&out);
     assert!(
