@@ -48,6 +48,7 @@ const FANCY: Component = Component {
     ports: &[crate::components::port::CLOUD_CONTROLLER_MANAGER],
     version: |v| &v.kubernetes,
     go_module: "k8s.io/kubernetes",
+    skew: None,
     flags: |plan| vec![("config".into(), plan.path("config/fancy.yaml"))],
     args: |_| vec![],
     own_user: |_| "",

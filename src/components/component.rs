@@ -80,6 +80,10 @@ pub struct Component {
     /// The Go module its releases are built from: a binary whose Go build info names this module at
     /// the wanted release is that version without running it; any other is asked `--version`.
     pub go_module: &'static str,
+    /// How far its minor version may be from kube-apiserver's, by upstream's version skew policy
+    /// (<https://kubernetes.io/releases/version-skew-policy/#supported-version-skew>); `None` for one
+    /// the policy does not name. `upgrade` refuses a plan that would leave it outside.
+    pub skew: Option<Skew>,
     /// Flags kubeunit sets (name without dashes, value); profile extraArgs override by name.
     pub flags: fn(&Plan) -> Vec<(String, String)>,
     /// Arguments after the binary, before the flags.
@@ -153,6 +157,15 @@ pub struct StandIn {
     pub field: &'static str,
     /// Whether the profile names one.
     pub named: fn(&Profile) -> bool,
+}
+
+/// Minor versions a component may run behind and ahead of kube-apiserver (of the oldest one, when
+/// several run: "must not be newer than the oldest kube-apiserver"); kube-apiserver's own is
+/// between API servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skew {
+    pub older: u64,
+    pub newer: u64,
 }
 
 impl Component {

@@ -22,7 +22,7 @@ use crate::spec::Profile;
 pub use command::{command_line, feature_gates};
 pub use component::{
     Cleanup, Component, Content, EnabledBy, File, FileContext, FileMode, Hook, HostCheck,
-    Namespace, Port, Probe, StandIn, Timer,
+    Namespace, Port, Probe, Skew, StandIn, Timer,
 };
 pub use instance::{instances_of, Instance};
 pub use table::{

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::command::feature_gates;
 use super::component::{
-    Cleanup, Component, Content, EnabledBy, File, FileContext, FileMode, Hook, Port, Probe,
+    Cleanup, Component, Content, EnabledBy, File, FileContext, FileMode, Hook, Port, Probe, Skew,
     StandIn, Timer,
 };
 use crate::error::FieldError;
@@ -44,6 +44,7 @@ const KUBERNETES: Component = Component {
     ports: &[],
     version: |v| &v.kubernetes,
     go_module: "k8s.io/kubernetes",
+    skew: None,
     flags: |_| vec![],
     args: |_| vec![],
     environment: &[],
@@ -625,6 +626,9 @@ pub const COMPONENTS: &[Component] = &[
             },
         ],
         after_healthy: Some(Hook::ApplyAddons),
+        // Between API servers: "the newest and oldest kube-apiserver instances must be within one
+        // minor version".
+        skew: Some(Skew { older: 1, newer: 1 }),
         ..KUBERNETES
     },
     Component {
@@ -634,6 +638,7 @@ pub const COMPONENTS: &[Component] = &[
         probe: https(port::CONTROLLER_MANAGER, "/healthz"),
         ports: &[port::CONTROLLER_MANAGER],
         flags: controller_manager_flags,
+        skew: Some(Skew { older: 1, newer: 0 }),
         ..KUBERNETES
     },
     Component {
@@ -650,6 +655,7 @@ pub const COMPONENTS: &[Component] = &[
                 json!({ "kubeconfig": kubeconfig, "leader_elect": leader_elect(cx.plan) }),
             ))
         })],
+        skew: Some(Skew { older: 1, newer: 0 }),
         ..KUBERNETES
     },
     Component {
@@ -671,6 +677,7 @@ pub const COMPONENTS: &[Component] = &[
                 "set components.cloud-controller-manager.extraArgs.cloud-provider",
             )]
         },
+        skew: Some(Skew { older: 1, newer: 0 }),
         ..KUBERNETES
     },
     // The node's own network namespace, linked to the host by a veth pair: what the node's
@@ -1145,6 +1152,7 @@ pub const COMPONENTS: &[Component] = &[
             },
         ],
         after_healthy: Some(Hook::LabelNode),
+        skew: Some(Skew { older: 3, newer: 0 }),
         ..KUBERNETES
     },
     Component {
@@ -1214,6 +1222,7 @@ pub const COMPONENTS: &[Component] = &[
                 ))
             }),
         ],
+        skew: Some(Skew { older: 3, newer: 0 }),
         ..KUBERNETES
     },
     // Across hosts, the API servers behind one address on every host that runs none, for its

@@ -268,27 +268,44 @@ fn refuse_unsupported(plan: &UpgradePlan) -> Result<(), Error> {
             fix,
         });
     }
-    let apiserver = plan
+    // Where the plan leaves each component (its target, else what runs) against the API servers
+    // it leaves: each within its skew of the oldest (of the newest, for API servers among
+    // themselves), by minor version.
+    let name_of = |s: &Step| {
+        s.component
+            .split('@')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let after = |s: &Step| s.target.clone().or_else(|| s.running.clone());
+    let apis: Vec<Version> = plan
         .steps
         .iter()
-        .find(|s| s.component == components::KUBE_APISERVER)
-        .and_then(|s| s.target.clone());
-    if let Some(api) = apiserver {
-        if let Some(s) = plan
-            .steps
-            .iter()
-            .find(|s| s.follows == "kubernetes" && s.target.as_ref().is_some_and(|t| *t > api))
-        {
+        .filter(|s| name_of(s) == components::KUBE_APISERVER)
+        .filter_map(after)
+        .collect();
+    let (Some(oldest), Some(newest)) = (apis.iter().min(), apis.iter().max()) else {
+        return Ok(());
+    };
+    for s in &plan.steps {
+        let name = name_of(s);
+        let (Some(skew), Some(version)) = (components::find(&name).and_then(|c| c.skew), after(s))
+        else {
+            continue;
+        };
+        let api = if name == components::KUBE_APISERVER {
+            newest
+        } else {
+            oldest
+        };
+        if let Some(why) = versions::skew_refusal(&version, api, skew) {
             return Err(Error::Usage {
                 message: format!(
-                    "{} would run {}, newer than kube-apiserver's {api}",
-                    s.component,
-                    s.target
-                        .as_ref()
-                        .map(|t| t.word.as_str())
-                        .unwrap_or_default()
+                    "{} would run {version}, {why} kube-apiserver's {api}",
+                    s.component
                 ),
-                fix: "give every Kubernetes component binaries of one version (binDir)".into(),
+                fix: "give every Kubernetes component binaries of one version (binDir), or upgrade one minor version at a time, control plane first (docs/upgrades.md: upstream's version skew policy)".into(),
             });
         }
     }
@@ -587,6 +604,32 @@ mod tests {
         ]);
         assert!(refuse_unsupported(&ok).is_ok());
         assert_eq!(ok.upgrades(), 2);
+        // By minor version, not patch; a kubelet up to three minors behind, a pre-release on.
+        for steps in [
+            vec![
+                step("kube-apiserver", "kubernetes", "v1.36.0", "v1.36.0"),
+                step("kubelet", "kubernetes", "v1.36.0", "v1.36.3"),
+            ],
+            vec![
+                step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+                step("kubelet@worker-1", "kubernetes", "v1.33.1", "v1.33.1"),
+                step(
+                    "kube-controller-manager",
+                    "kubernetes",
+                    "v1.35.4",
+                    "v1.35.4",
+                ),
+            ],
+            vec![step(
+                "kube-apiserver",
+                "kubernetes",
+                "v1.37.0-rc.9",
+                "v1.37.0-rc.10",
+            )],
+        ] {
+            let p = plan(steps);
+            assert!(refuse_unsupported(&p).is_ok(), "{:?}", p.steps);
+        }
         for (steps, says) in [
             (
                 vec![step("kube-apiserver", "kubernetes", "v1.36.3", "v1.35.4")],
@@ -608,7 +651,30 @@ mod tests {
                     step("kube-apiserver", "kubernetes", "v1.35.4", "v1.35.4"),
                     step("kubelet", "kubernetes", "", "v1.36.3"),
                 ],
-                "kubelet would run v1.36.3, newer than kube-apiserver's v1.35.4",
+                "kubelet would run v1.36.3, 1 minor version newer than (upstream's version skew policy allows 0) kube-apiserver's v1.35.4",
+            ),
+            (
+                // Only the API server goes on: the kubelet left four minors behind it.
+                vec![
+                    step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+                    step("kubelet@worker-1", "kubernetes", "v1.32.9", "v1.32.9"),
+                ],
+                "kubelet@worker-1 would run v1.32.9, 4 minor versions older than",
+            ),
+            (
+                vec![
+                    step("kube-apiserver", "kubernetes", "v1.36.3", "v1.36.3"),
+                    step("kube-scheduler", "kubernetes", "v1.34.2", "v1.34.2"),
+                ],
+                "kube-scheduler would run v1.34.2, 2 minor versions older than",
+            ),
+            (
+                // API servers of one environment: within one minor of each other.
+                vec![
+                    step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+                    step("kube-apiserver@cp-2", "kubernetes", "v1.34.9", "v1.34.9"),
+                ],
+                "kube-apiserver@cp-2 would run v1.34.9, 2 minor versions older than (upstream's version skew policy allows 1) kube-apiserver's v1.36.3",
             ),
         ] {
             let e = refuse_unsupported(&plan(steps)).unwrap_err();

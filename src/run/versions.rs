@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 
 use super::build_info;
+use crate::components::Skew;
 
 /// A release version: `1.36.3`, or with a pre-release (`1.37.0-rc.1`), as a binary spelled it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,27 +53,53 @@ impl Version {
             .find_map(Version::parse)
     }
 
-    /// Whether `self` is a pre-release (`-rc.1`), which comes before its release.
-    fn is_pre_release(&self) -> bool {
-        self.word
-            .strip_prefix('v')
-            .unwrap_or(&self.word)
-            .split('+')
-            .next()
-            .is_some_and(|w| w.contains('-'))
+    /// Its pre-release (`rc.1` of `v1.37.0-rc.1+abc`), which comes before its release; `None` for
+    /// a release (build metadata after `+` is no pre-release).
+    fn pre_release(&self) -> Option<&str> {
+        let w = self.word.strip_prefix('v').unwrap_or(&self.word);
+        let w = w.split('+').next().unwrap_or_default();
+        w.split_once('-').map(|(_, pre)| pre)
+    }
+}
+
+/// Two pre-releases in semver's order (semver.org, item 11): identifier by identifier, numeric
+/// ones by value and before alphanumeric ones, the others as ASCII text; a shorter list first
+/// when it is a prefix of the longer. (`rc.10` after `rc.9`, `alpha` before `alpha.1`.)
+fn cmp_pre_release(a: &str, b: &str) -> Ordering {
+    let number = |id: &str| {
+        (!id.is_empty() && id.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| id.parse::<u128>().ok())
+            .flatten()
+    };
+    let (mut a, mut b) = (a.split('.'), b.split('.'));
+    loop {
+        let order = match (a.next(), b.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) => match (number(x), number(y)) {
+                (Some(m), Some(n)) => m.cmp(&n),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => x.cmp(y),
+            },
+        };
+        if order != Ordering::Equal {
+            return order;
+        }
     }
 }
 
 impl Ord for Version {
-    /// By number, then a pre-release before its release (semver; pre-releases by their text).
+    /// By number, then a pre-release before its release, pre-releases in semver's order.
     fn cmp(&self, other: &Self) -> Ordering {
         (self.major, self.minor, self.patch)
             .cmp(&(other.major, other.minor, other.patch))
-            .then_with(|| match (self.is_pre_release(), other.is_pre_release()) {
-                (false, false) => Ordering::Equal,
-                (true, false) => Ordering::Less,
-                (false, true) => Ordering::Greater,
-                (true, true) => self.rest.cmp(&other.rest),
+            .then_with(|| match (self.pre_release(), other.pre_release()) {
+                (None, None) => Ordering::Equal,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(a), Some(b)) => cmp_pre_release(a, b),
             })
     }
 }
@@ -120,6 +147,29 @@ pub fn refusal(running: &Version, target: &Version) -> Option<Refusal> {
         return Some(Refusal::Downgrade);
     }
     (target.minor > running.minor + 1).then_some(Refusal::SkippedMinor)
+}
+
+/// Where `version` of a component stands against kube-apiserver's `api` when upstream's version
+/// skew policy allows it `skew` (by minor version: any patch goes): `None` inside, else what is
+/// wrong (`2 minor versions older than`).
+pub fn skew_refusal(version: &Version, api: &Version, skew: Skew) -> Option<String> {
+    if version.major != api.major {
+        return Some("of another major version than".into());
+    }
+    let (minor, api_minor) = (version.minor, api.minor);
+    let says = |n: u64, way: &str, allowed: u64| {
+        let s = if n == 1 { "" } else { "s" };
+        Some(format!(
+            "{n} minor version{s} {way} than (upstream's version skew policy allows {allowed})"
+        ))
+    };
+    if minor > api_minor + skew.newer {
+        return says(minor - api_minor, "newer", skew.newer);
+    }
+    if minor + skew.older < api_minor {
+        return says(api_minor - minor, "older", skew.older);
+    }
+    None
 }
 
 /// What the binary at `path` (with its leading arguments: a multi-call binary's component) is:
@@ -197,6 +247,16 @@ mod tests {
         assert!(v("v1.37.0-rc.1") < v("v1.37.0"));
         assert!(v("v1.37.0-rc.2") > v("v1.37.0-rc.1"));
         assert!(v("v1.37.0-alpha.1") > v("v1.36.3"));
+        // Pre-releases identifier by identifier, numbers by value (not as text: rc.10 > rc.9).
+        assert!(v("v1.37.0-rc.10") > v("v1.37.0-rc.9"));
+        assert!(v("v1.37.0-beta.0") > v("v1.37.0-alpha.3"));
+        assert!(v("v1.37.0-alpha") < v("v1.37.0-alpha.1"));
+        assert!(v("v1.37.0-alpha.1") < v("v1.37.0-alpha.beta"));
+        assert!(v("v1.37.0-rc.1+abc") < v("v1.37.0"));
+        assert_eq!(
+            v("v1.37.0-rc.1+abc").cmp(&v("v1.37.0-rc.1")),
+            Ordering::Equal
+        );
         assert_eq!(v("1.36.3").cmp(&v("v1.36.3")), Ordering::Equal);
         // Build metadata is not a pre-release.
         assert_eq!(v("v1.36.3+abc").cmp(&v("v1.36.3")), Ordering::Equal);
@@ -209,6 +269,7 @@ mod tests {
             ("v1.35.4", "v1.35.9"),
             ("v1.36.3", "v1.36.3"),
             ("v1.36.3", "v1.37.0-rc.1"),
+            ("v1.37.0-rc.9", "v1.37.0-rc.10"),
             ("3.5.21", "3.6.16"),
         ] {
             assert_eq!(refusal(&v(from), &v(to)), None, "{from} -> {to}");
@@ -223,6 +284,36 @@ mod tests {
         ] {
             assert_eq!(refusal(&v(from), &v(to)), Some(why), "{from} -> {to}");
         }
+    }
+
+    #[test]
+    fn skew_is_by_minor_version_both_ways() {
+        let kubelet = Skew { older: 3, newer: 0 };
+        let api = v("v1.36.0");
+        // Any patch, older or newer, and up to three minors behind.
+        for ok in ["v1.36.3", "v1.36.0", "v1.35.9", "v1.33.0", "v1.36.0-rc.1"] {
+            assert_eq!(skew_refusal(&v(ok), &api, kubelet), None, "{ok}");
+        }
+        for (bad, says) in [
+            (
+                "v1.37.0",
+                "1 minor version newer than (upstream's version skew policy allows 0)",
+            ),
+            (
+                "v1.32.9",
+                "4 minor versions older than (upstream's version skew policy allows 3)",
+            ),
+            ("v2.36.0", "of another major version than"),
+        ] {
+            assert_eq!(
+                skew_refusal(&v(bad), &api, kubelet).as_deref(),
+                Some(says),
+                "{bad}"
+            );
+        }
+        let controller = Skew { older: 1, newer: 0 };
+        assert_eq!(skew_refusal(&v("v1.35.4"), &api, controller), None);
+        assert!(skew_refusal(&v("v1.34.4"), &api, controller).is_some());
     }
 
     #[test]
