@@ -6,6 +6,7 @@
 # (test/utils/image/manifest.go), so the specs find them without a registry.
 #
 #   scripts/build-e2e-images.sh                 # every pinned version
+#   scripts/build-e2e-images.sh VERSION...      # those pinned versions (scripts/test.sh: the newest alone)
 #   scripts/build-e2e-images.sh --list [VER...] # the images the specs of VER (default: every pinned version) use
 #   scripts/build-e2e-images.sh --print         # the output dirs, one per line; builds nothing
 #
@@ -67,11 +68,17 @@ IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 die() { echo "build-e2e-images: $*" >&2; exit 1; }
 
 mode=all
+build_versions=$KUBERNETES_VERSIONS
 case ${1:-} in
   "") ;;
+  v*)
+    for v in "$@"; do
+      case " $KUBERNETES_VERSIONS " in *" $v "*) ;; *) die "$v: not a pinned Kubernetes (versions.env: $KUBERNETES_VERSIONS)" ;; esac
+    done
+    build_versions=$* ;;
   --print) mode=print; [ $# -eq 1 ] || die "--print takes no arguments" ;;
   --list) mode=list; shift ;;
-  *) die "unknown argument '$1' (usage: $0 [--print | --list [VERSION...]])" ;;
+  *) die "unknown argument '$1' (usage: $0 [VERSION... | --print | --list [VERSION...]])" ;;
 esac
 
 if [ "$mode" = print ]; then
@@ -795,7 +802,7 @@ e2e_images() {
 # serves images of an older recipe; the parts stay cached (their dirs are named by their versions).
 recipe=$(cat "$here/build-e2e-images.sh" "$here/e2e-images.go" "$here/docker-archive.py" "$here/lib.sh" "$here/go/coredns/main.go" \
   "$here/versions.env" | sha256sum | cut -d' ' -f1)
-for v in $KUBERNETES_VERSIONS; do
+for v in $build_versions; do
   if [ -f "$cache/e2e-images-$v/.complete" ] && [ "$(cat "$cache/e2e-images-$v/.recipe" 2>/dev/null)" != "$recipe" ]; then
     echo "e2e-images $v: built by another recipe; rebuilding"
     rm "$cache/e2e-images-$v/.complete"

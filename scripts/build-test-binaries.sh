@@ -6,6 +6,10 @@
 # `ctr -n k8s.io images import` loads.
 #
 #   scripts/build-test-binaries.sh            # every pinned version, dlv and the DEBUG_COMPONENTS debug builds
+#   scripts/build-test-binaries.sh --full     # the same (scripts/test.sh --full)
+#   scripts/build-test-binaries.sh --presubmit
+#       # what the presubmit tier of scripts/test.sh runs: the same but kube-bench (tests/it/cis.rs) and the
+#       # e2e suite of the older minors (scripts/conformance.sh and upgrade-conformance.sh build theirs)
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
 #                                             # kubernetes-* and etcd first, then the node dirs, images,
 #                                             # then dlv-*, debug-kubernetes-* and e2e-*
@@ -67,10 +71,12 @@ die() { echo "build-test-binaries: $*" >&2; exit 1; }
 mode=all
 case ${1:-} in
   "") ;;
+  --full) ;;
+  --presubmit) mode=presubmit ;;
   --print) mode=print ;;
   --debug) mode=debug ;;
   --node) mode=node ;;
-  *) die "unknown argument '$1' (usage: $0 [--print | --node [VERSION] | --debug [COMPONENT...]])" ;;
+  *) die "unknown argument '$1' (usage: $0 [--full | --presubmit | --print | --node [VERSION] | --debug [COMPONENT...]])" ;;
 esac
 node_k8s=$k8s_newest
 if [ "$mode" = node ] && [ $# -gt 1 ]; then
@@ -566,6 +572,9 @@ cached traefik "$TRAEFIK_VERSION" "$cache/bin/traefik-$TRAEFIK_VERSION" traefik_
 cached images "$k8s_newest" "$images_dir" images_build
 check_dlv
 cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
-cached kube-bench "$KUBE_BENCH_VERSION" "$cache/bin/kube-bench-$KUBE_BENCH_VERSION" kube_bench_build
+[ "$mode" = presubmit ] ||
+  cached kube-bench "$KUBE_BENCH_VERSION" "$cache/bin/kube-bench-$KUBE_BENCH_VERSION" kube_bench_build
 debug_kubernetes "${debug_cmds[@]}"
-for v in $KUBERNETES_VERSIONS; do cached e2e "$v" "$cache/bin/e2e-$v" e2e_build "$v"; done
+e2e_versions=$KUBERNETES_VERSIONS
+[ "$mode" != presubmit ] || e2e_versions=$k8s_newest
+for v in $e2e_versions; do cached e2e "$v" "$cache/bin/e2e-$v" e2e_build "$v"; done

@@ -100,7 +100,7 @@ for f in "$e2e_dir/e2e.test" "$e2e_dir/ginkgo" "$kubectl"; do
   [ -x "$f" ] || { echo "conformance.sh: $f is missing after the build" >&2; exit 1; }
 done
 echo "==> the images the conformance specs use (cached)"
-scripts/build-e2e-images.sh >/dev/null
+scripts/build-e2e-images.sh "$version" >/dev/null
 images_dir=$(scripts/build-e2e-images.sh --print | grep -- "/e2e-images-$version\$")
 
 given_state=$state

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The integration tests (tests/it, one binary), one area after another, each with two tests at a time, so that
 # two areas' containers never share this machine's two cores. scripts/test.sh runs it; alone:
-#   scripts/test-areas.sh                 every area
-#   scripts/test-areas.sh hosts fetch     those areas
+#   scripts/test-areas.sh                      every area
+#   scripts/test-areas.sh --tier presubmit     every area but those tests/full-only.txt names (scripts/test.sh)
+#   scripts/test-areas.sh --tier full          every area (scripts/test.sh --full)
+#   scripts/test-areas.sh hosts fetch          those areas
+#   --report FILE                              also write its report (below) to FILE
+# It ends with its report: a table of each area's result, tests and seconds, then each failed test's output
+# before its panic and the panic (the harness puts the journal's tail there), last: CI keeps the tail.
 # No area can drop out silently. The areas come from the binary's own `--list`, and the run fails when:
 #   - a file or folder of tests/it (an area) has no test in the binary (its `mod` line is gone, or it has none);
 #   - a test is in no area (a #[test] in main.rs);
@@ -12,6 +17,18 @@ cd "$(dirname "$0")/.."
 threads=${KUBEUNIT_TEST_THREADS:-2}
 
 fail() { echo "test-areas: $*" >&2; exit 1; }
+
+tier="" report=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tier) [ $# -ge 2 ] || fail "--tier needs presubmit or full"; tier=$2; shift 2 ;;
+    --report) [ $# -ge 2 ] || fail "--report needs a FILE"; report=$2; shift 2 ;;
+    --*) fail "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+case $tier in "" | presubmit | full) ;; *) fail "--tier $tier: presubmit or full" ;; esac
+[ -z "$tier" ] || [ $# = 0 ] || fail "--tier and areas: give one or the other"
 
 list=$(cargo test --locked --test it -- --list --format terse 2>/dev/null) ||
   fail "cargo test --test it -- --list failed"
@@ -34,10 +51,20 @@ missing=$(comm -23 <(printf '%s\n' "$file_areas") <(printf '%s\n' "$listed_areas
 unknown=$(comm -13 <(printf '%s\n' "$file_areas") <(printf '%s\n' "$listed_areas"))
 [ -z "$unknown" ] || fail "areas in the binary with no file in tests/it: $(echo $unknown)"
 
-areas=${*:-$listed_areas}
+# The areas only `--tier full` runs: the first word of each line of tests/full-only.txt (the rest says why).
+full_only=$(sed -n 's/^\([a-z_]\+\)[[:space:]].*/\1/p' tests/full-only.txt)
+stale=$(comm -23 <(printf '%s\n' "$full_only" | sort -u) <(printf '%s\n' "$listed_areas"))
+[ -z "$stale" ] || fail "tests/full-only.txt names areas that are not in tests/it: $(echo $stale)"
+case $tier in
+  presubmit) areas=$(comm -23 <(printf '%s\n' "$listed_areas") <(printf '%s\n' "$full_only" | sort -u)) ;;
+  full) areas=$listed_areas ;;
+  *) areas=${*:-$listed_areas} ;;
+esac
 # Every area runs even after one failed (a flaky early area hides nothing after it); the run fails at the end,
 # naming each area that did.
 failed=()
+table=()
+suite_start=$(date +%s)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 for area in $areas; do
@@ -49,36 +76,54 @@ for area in $areas; do
   log=$logs/$area.log
   # --exact with every name: the run is exactly the area's tests, whatever their names contain.
   set +e
+  area_start=$(date +%s)
   cargo test --locked --test it -- --test-threads="$threads" --exact "${names[@]}" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
+  seconds=$(($(date +%s) - area_start))
   set -e
-  passed=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$log" | tail -1)
+  passed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed.*/\1/p' "$log" | tail -1)
+  result=ok
   if [ "$rc" != 0 ]; then
     echo "test-areas: area $area failed (exit $rc)" >&2
     failed+=("$area")
+    result=FAILED
   elif [ "${passed:-0}" != "${#names[@]}" ]; then
     echo "test-areas: area $area passed ${passed:-0} tests, the list names ${#names[@]}" >&2
     failed+=("$area")
+    result=FAILED
   else
     rm -f "$log"
   fi
+  table+=("$(printf '%-16s %-7s %3s/%-3s %6s' "$area" "$result" "${passed:-0}" "${#names[@]}" "$seconds")")
 done
-# CI keeps the tail of a run: each failed test's panic comes again at the end, where it is kept (an area's own
+# The report: the table of areas (each one's result, tests passed of those listed, and seconds), then what
+# failed. CI keeps the tail of a run: each failed test's panic comes again here, at the end (an area's own
 # failure report is an hour of output up by then).
-for area in "${failed[@]}"; do
-  echo "==> what failed in area $area:" >&2
-  # Each failed test's last 30 lines of output before its panic (diagnostics come there), then 40 of the panic.
-  awk '
-    /^---- .* stdout ----$/ { name = $2; n = 0; k = 0; next }
-    /panicked at/ && name != "" {
-      print "  " name ":"
-      for (i = (k > 30 ? k - 30 : 0); i < k; i++) print "    " buf[i % 30]
-      n = 40
-    }
-    /^failures:$/ { name = ""; n = 0 }
-    n > 0 { print "    " $0; n--; next }
-    name != "" { buf[k % 30] = $0; k++ }
-    /^test result:/ { print "  " $0 }
-  ' "$logs/$area.log" >&2
-done
-[ ${#failed[@]} -eq 0 ] || fail "areas that failed: ${failed[*]} (each one's output is above)"
+{
+  echo "==> tests/it: the areas${tier:+ of the $tier tier}"
+  printf '%-16s %-7s %7s %6s\n' AREA RESULT TESTS SECONDS
+  printf '%s\n' "${table[@]}"
+  printf '%-16s %-7s %7s %6s\n' all "$([ ${#failed[@]} = 0 ] && echo ok || echo FAILED)" "" "$(($(date +%s) - suite_start))"
+  for area in "${failed[@]}"; do
+    echo "==> what failed in area $area:"
+    # Each failed test's last 12 lines of output before its panic (diagnostics come there), then 36 of the
+    # panic, up to its backtrace: one failure fits the 60 lines CI keeps.
+    awk '
+      /^---- .* stdout ----$/ { name = $2; n = 0; k = 0; next }
+      /panicked at/ && name != "" {
+        print "  " name ":"
+        for (i = (k > 12 ? k - 12 : 0); i < k; i++) print "    " buf[i % 12]
+        n = 36
+      }
+      /^failures:$/ { name = ""; n = 0 }
+      n > 0 && /^stack backtrace:$/ { n = 0 }
+      n > 0 { print "    " $0; n--; next }
+      name != "" { buf[k % 12] = $0; k++ }
+      /^test result:/ { print "  " $0 }
+    ' "$logs/$area.log"
+  done
+  [ ${#failed[@]} -eq 0 ] || echo "test-areas: areas that failed: ${failed[*]}"
+} >"$logs/report"
+cat "$logs/report"
+[ -z "$report" ] || cp "$logs/report" "$report"
+[ ${#failed[@]} -eq 0 ] || exit 1

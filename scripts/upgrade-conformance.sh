@@ -48,7 +48,7 @@ results=$(cd "$results" && pwd)
 
 echo "==> both minors' binaries, the newer one's e2e.test and the images its specs use (cached in $cache)"
 scripts/build-test-binaries.sh >/dev/null
-scripts/build-e2e-images.sh >/dev/null
+scripts/build-e2e-images.sh "$new" >/dev/null
 e2e_images=$(scripts/build-e2e-images.sh --print | grep -- "/e2e-images-$new\$")
 node_images=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
 archives=$( (find "$node_images" "$e2e_images" -name '*.tar') | sort | paste -sd, -)
