@@ -5,7 +5,7 @@
 #   scripts/test-areas.sh --tier presubmit     every area but those tests/full-only.txt names (scripts/test.sh)
 #   scripts/test-areas.sh --tier full          every area (scripts/test.sh --full)
 #   scripts/test-areas.sh hosts fetch          those areas
-#   --report FILE                              also write its report (below) to FILE
+#   --report FILE                              write its report (below) to FILE instead of printing it
 # It ends with its report: a table of each area's result, tests and seconds, then each failed test's output
 # before its panic and the panic (the harness puts the journal's tail there), last: CI keeps the tail.
 # No area can drop out silently. The areas come from the binary's own `--list`, and the run fails when:
@@ -124,6 +124,6 @@ done
   done
   [ ${#failed[@]} -eq 0 ] || echo "test-areas: areas that failed: ${failed[*]}"
 } >"$logs/report"
-cat "$logs/report"
-[ -z "$report" ] || cp "$logs/report" "$report"
+# With --report, whoever asked prints it (scripts/test.sh, last of all).
+if [ -n "$report" ]; then cp "$logs/report" "$report"; else cat "$logs/report"; fi
 [ ${#failed[@]} -eq 0 ] || exit 1

@@ -25,6 +25,7 @@ esac
 
 scripts/install-deps.sh
 . scripts/lib.sh
+. scripts/versions.env
 . scripts/systemd-host.sh
 cache=$(kubeunit_cache)
 mkdir -p "$cache"
@@ -142,8 +143,12 @@ steps+=("$(printf '%-34s %6s' "tests/it ($tier tier)" $((SECONDS - areas_start))
 leaked=0
 leak_counter check || leaked=1
 left=0
-scripts/leftovers.sh check || left=1
-[ "$left" = 0 ] || scripts/leftovers.sh clean >/dev/null || true
+if scripts/leftovers.sh check; then
+  echo "nothing left behind: no test process, container, VM, namespace, test route or mount (scripts/leftovers.sh)"
+else
+  left=1
+  scripts/leftovers.sh clean >/dev/null || true
+fi
 total=$((SECONDS - start))
 ok=$([ "$areas$leaked$left" = 000 ] && echo ok || echo FAILED)
 
