@@ -30,8 +30,17 @@ done
 case $tier in "" | presubmit | full) ;; *) fail "--tier $tier: presubmit or full" ;; esac
 [ -z "$tier" ] || [ $# = 0 ] || fail "--tier and areas: give one or the other"
 
-list=$(cargo test --locked --test it -- --list --format terse 2>/dev/null) ||
-  fail "cargo test --test it -- --list failed"
+# The test binary, built once: every area runs this one, so that an edit meanwhile changes nothing of the run
+# (`cargo test` per area would build it again).
+bin=$(cargo test --locked --test it --no-run --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "it":
+        print(m["executable"])
+') || fail "cargo test --test it --no-run failed"
+[ -x "$bin" ] || fail "cargo test --test it --no-run named no test binary"
+list=$("$bin" --list --format terse 2>/dev/null) || fail "$bin --list failed"
 tests=$(printf '%s\n' "$list" | sed -n 's/: test$//p')
 [ -n "$tests" ] || fail "the binary lists no tests"
 
@@ -77,7 +86,7 @@ for area in $areas; do
   # --exact with every name: the run is exactly the area's tests, whatever their names contain.
   set +e
   area_start=$(date +%s)
-  cargo test --locked --test it -- --test-threads="$threads" --exact "${names[@]}" 2>&1 | tee "$log"
+  "$bin" --test-threads="$threads" --exact "${names[@]}" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   seconds=$(($(date +%s) - area_start))
   set -e

@@ -177,6 +177,13 @@ async fn restore(args: RestoreArgs) -> Result<i32, Error> {
         &mut note,
     )
     .await?;
+    // The data is from before any upgrade that stopped half-way: its record would resume it.
+    if run::upgrade::forget_record(&env.plan.data_dir)? {
+        say(&format!(
+            "the record of an upgrade that stopped half-way ({}) is removed: the environment is back at its snapshot",
+            env.plan.data_dir.join(run::upgrade::RECORD).display()
+        ));
+    }
     match args.output {
         Output::Json => print_json(&report),
         Output::Text => println!(

@@ -200,9 +200,13 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
                 })?,
             ),
         };
+        // Stopped by the upgrade that stopped half-way through its restart: only what its record
+        // names (a component the user stopped stays stopped).
+        let recorded = resuming
+            .as_ref()
+            .is_some_and(|r| r.steps.iter().any(|(c, _, _)| *c == i.name));
         let action = match &running {
-            // Stopped by an upgrade that was killed half-way through its restart.
-            None if resuming.is_some() => Action::Upgrade,
+            None if recorded => Action::Upgrade,
             None => Action::NotRunning,
             Some(r) if *r == target => Action::Keep,
             Some(_) => Action::Upgrade,
@@ -216,6 +220,9 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
             node: c.per_node.then(|| i.plan.node().name.clone()),
         });
     }
+    if let Some(record) = &resuming {
+        refuse_another_target(record, &steps, &env.plan.data_dir.join(RECORD))?;
+    }
     let plan = UpgradePlan {
         environment: env.plan.name().to_string(),
         steps,
@@ -223,6 +230,35 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
     };
     refuse_unsupported(&plan)?;
     Ok(plan)
+}
+
+/// An upgrade that stopped half-way, and this one goes elsewhere: going on would take that one's
+/// snapshot as the way back and start what it stopped, so it is refused until that upgrade is
+/// finished, or its record is gone (`snapshot restore` removes it).
+fn refuse_another_target(record: &Record, steps: &[Step], path: &Path) -> Result<(), Error> {
+    for (component, _, to) in &record.steps {
+        let Some(step) = steps.iter().find(|s| s.component == *component) else {
+            continue;
+        };
+        let same = match (Version::parse(to), &step.target) {
+            (Some(recorded), Some(target)) => recorded.cmp(target).is_eq(),
+            _ => false,
+        };
+        if !same {
+            let target = step.target.as_ref().map(|t| t.word.as_str()).unwrap_or("-");
+            return Err(Error::Usage {
+                message: format!(
+                    "an upgrade that took {component} to {to} stopped half-way ({}), and this one takes it to {target}",
+                    path.display()
+                ),
+                fix: format!(
+                    "finish that upgrade first (kubeunit upgrade with the binaries of {to}); or, if the environment went back to its snapshot another way, delete {}",
+                    path.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The new binary of `component` is not there or says no version.
@@ -242,8 +278,8 @@ fn missing_binary(component: &str, path: &Path, follows: &str, pinned: &str, why
     }
 }
 
-/// Downgrades, skipped minors, and a Kubernetes component that would be newer than the
-/// kube-apiserver (upstream: "must not be newer than kube-apiserver").
+/// Downgrades, skipped minors, and a Kubernetes component the plan would leave outside its skew
+/// against kube-apiserver (upstream's version skew policy, by minor version).
 fn refuse_unsupported(plan: &UpgradePlan) -> Result<(), Error> {
     for s in &plan.steps {
         let (Some(from), Some(to)) = (&s.running, &s.target) else {
@@ -552,6 +588,14 @@ fn write_record(data_dir: &Path, record: &Record) -> Result<(), Error> {
     Ok(())
 }
 
+/// The record of an upgrade that stopped, gone: its environment went back (`snapshot restore`).
+/// Whether there was one.
+pub fn forget_record(data_dir: &Path) -> Result<bool, Error> {
+    let there = std::fs::symlink_metadata(data_dir.join(RECORD)).is_ok();
+    remove_record(data_dir)?;
+    Ok(there)
+}
+
 fn remove_record(data_dir: &Path) -> Result<(), Error> {
     let path = data_dir.join(RECORD);
     match std::fs::remove_file(&path) {
@@ -684,6 +728,27 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_another_target_is_refused() {
+        let record = Record {
+            snapshot: None,
+            steps: vec![("kube-apiserver".into(), "v1.35.4".into(), "v1.36.3".into())],
+            drained: vec![],
+        };
+        let path = Path::new("/var/lib/kubeunit/dev/data/upgrade.json");
+        let same = [step("kube-apiserver", "kubernetes", "", "1.36.3")];
+        assert!(refuse_another_target(&record, &same, path).is_ok());
+        let other = [step("kube-apiserver", "kubernetes", "", "v1.36.4")];
+        let e = refuse_another_target(&record, &other, path).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains(
+                "an upgrade that took kube-apiserver to v1.36.3 stopped half-way (/var/lib/kubeunit/dev/data/upgrade.json), and this one takes it to v1.36.4"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_record_is_written_whole_read_back_and_removed() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read_record(dir.path()).unwrap(), None);
@@ -710,8 +775,8 @@ mod tests {
         // Garbage is no record: what the processes run says what is left.
         std::fs::write(dir.path().join(RECORD), "{half").unwrap();
         assert_eq!(read_record(dir.path()).unwrap(), None);
-        remove_record(dir.path()).unwrap();
-        remove_record(dir.path()).unwrap();
+        assert!(forget_record(dir.path()).unwrap());
+        assert!(!forget_record(dir.path()).unwrap());
         assert!(!dir.path().join(RECORD).exists());
     }
 }

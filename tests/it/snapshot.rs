@@ -288,12 +288,29 @@ fn restore_brings_back_the_past_and_the_timer_keeps_the_newest() {
         data_before
     );
 
+    // An upgrade that stopped half-way left its record: the restored data is from before it, and
+    // a later upgrade must not resume it (its snapshot, what it stopped).
+    let record = state.join("data/upgrade.json");
+    std::fs::write(
+        &record,
+        r#"{"snapshot": null, "steps": [["kube-apiserver", "v1.35.4", "v1.36.3"]]}"#,
+    )
+    .unwrap();
     let out = e.ku(&["snapshot", "restore", &file, "--yes"]);
     assert!(
         out.status.success(),
         "restore: {}\n{}",
         text(&out),
         c.log_text()
+    );
+    assert!(
+        !record.exists(),
+        "the upgrade's record stays after a restore"
+    );
+    assert!(
+        text(&out).contains("the record of an upgrade that stopped half-way"),
+        "{}",
+        text(&out)
     );
     assert!(
         text(&out).contains(&format!("(revision {revision}")),
