@@ -86,14 +86,18 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     let sd = args.target.systemd(&env).await?;
     let installed = crate::run::installed(&env.plan, &sd).await?;
     let timeout = Duration::from_secs(args.timeout);
-    // Refused before anything is written.
-    if args.drain {
-        Drain::for_env(&env, installed, true, timeout)?;
-    }
     // The new profile, asked before anything is written: a refusal leaves the state dir as it is.
     let new_profile = render
         .then(|| new_profile(&args, &dir, &sets))
         .transpose()?;
+    // Refused before anything is written: kubectl beside the new kubelet (the one drain_for
+    // takes once the state dir names it).
+    if args.drain {
+        let kubelet = new_profile.as_ref().and_then(|p| {
+            crate::components::find(crate::components::KUBELET).map(|c| c.binary_path_in(p))
+        });
+        Drain::beside(&env, installed, true, timeout, kubelet)?;
+    }
     let targets = match &new_profile {
         Some(p) => Targets::Profile(p),
         None => Targets::Units,

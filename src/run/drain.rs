@@ -35,6 +35,18 @@ impl Drain {
         nodes: bool,
         timeout: Duration,
     ) -> Result<Drain, Error> {
+        Drain::beside(env, installed, nodes, timeout, None)
+    }
+
+    /// The same, with kubectl beside `kubelet` (the new binary of an upgrade whose state dir is
+    /// not rendered yet: asked before anything is written) instead of the unit's.
+    pub fn beside(
+        env: &Env,
+        installed: bool,
+        nodes: bool,
+        timeout: Duration,
+        kubelet: Option<PathBuf>,
+    ) -> Result<Drain, Error> {
         let name = env.plan.name();
         if nodes && !installed {
             return Err(Error::Usage {
@@ -54,11 +66,12 @@ impl Drain {
                 fix: "drain from a control-plane host of the environment (where the admin kubeconfig is), or drain and uncordon by hand (kubectl drain NODE)".into(),
             });
         }
-        let kubelet = env
-            .units
-            .iter()
-            .find(|(i, _)| i.component.name == components::KUBELET)
-            .map(|(i, _)| i.component.binary_path(&i.plan));
+        let kubelet = kubelet.or_else(|| {
+            env.units
+                .iter()
+                .find(|(i, _)| i.component.name == components::KUBELET)
+                .map(|(i, _)| i.component.binary_path(&i.plan))
+        });
         let kubectl = kubelet
             .as_deref()
             .and_then(Path::parent)
@@ -143,6 +156,15 @@ mod tests {
         std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
         let drain = Drain::for_env(&env, true, true, t).unwrap();
         assert_eq!(drain.kubectl, kubectl);
+        // The new binaries' dir of an upgrade not rendered yet: without kubectl there, refused.
+        let new = tempfile::tempdir().unwrap();
+        let e = Drain::beside(&env, true, true, t, Some(new.path().join("kubelet"))).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .contains(&new.path().join("kubelet").display().to_string()),
+            "{e}"
+        );
         // Only uncordoning what an earlier run drained is no drain: transient units are fine.
         assert!(!Drain::for_env(&env, false, false, t).unwrap().nodes);
         // A host without the admin kubeconfig.

@@ -223,6 +223,7 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
     if let Some(record) = &resuming {
         refuse_another_target(record, &steps, &env.plan.data_dir.join(RECORD))?;
     }
+    refuse_without_snapshot(&steps, resuming.as_ref())?;
     let plan = UpgradePlan {
         environment: env.plan.name().to_string(),
         steps,
@@ -230,6 +231,22 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
     };
     refuse_unsupported(&plan)?;
     Ok(plan)
+}
+
+/// An upgrade starts with an etcd snapshot: where etcd runs here and is stopped, none can be taken,
+/// and the upgrade is refused now, before anything is rendered or written (not after).
+fn refuse_without_snapshot(steps: &[Step], resuming: Option<&Record>) -> Result<(), Error> {
+    let upgrades = steps.iter().any(|s| s.action == Action::Upgrade);
+    let etcd_stopped = steps
+        .iter()
+        .any(|s| s.component == components::ETCD && s.running.is_none());
+    if upgrades && resuming.is_none() && etcd_stopped {
+        return Err(Error::Preflight {
+            message: "etcd is not running: no snapshot can be taken before the upgrade".into(),
+            fix: "start the environment first: kubeunit start".into(),
+        });
+    }
+    Ok(())
 }
 
 /// An upgrade that stopped half-way, and this one goes elsewhere: going on would take that one's
@@ -725,6 +742,30 @@ mod tests {
             assert_eq!(e.exit_code(), 2);
             assert!(e.to_string().contains(says), "{e}");
         }
+    }
+
+    #[test]
+    fn an_upgrade_with_etcd_stopped_is_refused_before_it_begins() {
+        let stopped = [
+            step("etcd", "etcd", "", "3.6.16"),
+            step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+        ];
+        let e = refuse_without_snapshot(&stopped, None).unwrap_err();
+        assert!(e.to_string().contains("etcd is not running"), "{e}");
+        // Resuming: the snapshot was taken by the run that stopped.
+        let record = Record {
+            snapshot: None,
+            steps: vec![],
+            drained: vec![],
+        };
+        assert!(refuse_without_snapshot(&stopped, Some(&record)).is_ok());
+        // Nothing to upgrade, or etcd running: nothing to refuse.
+        let running = [
+            step("etcd", "etcd", "3.6.16", "3.6.16"),
+            step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+        ];
+        assert!(refuse_without_snapshot(&running, None).is_ok());
+        assert!(refuse_without_snapshot(&stopped[..1], None).is_ok());
     }
 
     #[test]
