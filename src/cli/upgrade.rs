@@ -83,6 +83,13 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
             fix: "render every host's dir where the environment was generated (kubeunit gen --set versions.kubernetes=...), import this host's here (kubeunit import DIR), then run `kubeunit upgrade` without --profile, --set and --bin-dir (docs/upgrades.md)".into(),
         });
     }
+    // One upgrade at a time, from its plan to its end: a second waits here, before it renders
+    // anything (the render takes the state dir's own lock, and lets it go).
+    let _upgrade_lock = if args.dry_run {
+        None
+    } else {
+        Some(upgrade::lock(&env.plan.data_dir, lock_wait()?, &mut say)?)
+    };
     let sd = args.target.systemd(&env).await?;
     let installed = crate::run::installed(&env.plan, &sd).await?;
     let timeout = Duration::from_secs(args.timeout);

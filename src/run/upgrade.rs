@@ -29,6 +29,9 @@ use crate::unit::UnitFile;
 
 /// The record of an upgrade under way, in the data dir (gone once it has finished).
 pub const RECORD: &str = "upgrade.json";
+/// The lock an upgrade holds from its plan to its end, in the data dir (flock; empty): a second
+/// upgrade waits for it, or fails naming the holder, before it renders anything.
+pub const LOCK_FILE: &str = "upgrade.lock";
 /// What the snapshot taken before an upgrade is called (`snapshot list`).
 pub const SNAPSHOT_PREFIX: &str = "pre-upgrade";
 
@@ -605,6 +608,31 @@ fn write_record(data_dir: &Path, record: &Record) -> Result<(), Error> {
     Ok(())
 }
 
+/// Take the upgrade lock of the environment whose data dir is `data_dir` (made, 0700, when the
+/// environment never ran), waiting up to `wait` and telling `on_wait` whom it waits for.
+pub fn lock(
+    data_dir: &Path,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<crate::state::Lock, Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .map_err(Error::io(data_dir, "create"))?;
+    let (_, lock) = crate::state::lock::acquire_file(
+        data_dir,
+        LOCK_FILE,
+        crate::state::lock::Access::Exclusive,
+        true,
+        wait,
+        on_wait,
+    )?
+    .ok_or_else(|| Error::Internal("no upgrade lock file after creating it".into()))?;
+    Ok(lock)
+}
+
 /// The record of an upgrade that stopped, gone: its environment went back (`snapshot restore`).
 /// Whether there was one.
 pub fn forget_record(data_dir: &Path) -> Result<bool, Error> {
@@ -766,6 +794,26 @@ mod tests {
         ];
         assert!(refuse_without_snapshot(&running, None).is_ok());
         assert!(refuse_without_snapshot(&stopped[..1], None).is_ok());
+    }
+
+    #[test]
+    fn a_second_upgrade_waits_for_the_first_then_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let first = lock(&data, Duration::ZERO, &mut |_| {}).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&data).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
+        let mut told = Vec::new();
+        let e = lock(&data, Duration::from_millis(200), &mut |m| {
+            told.push(m.to_string())
+        })
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 1, "{e}");
+        assert!(told.iter().any(|m| m.contains("waiting for")), "{told:?}");
+        drop(first);
+        assert!(lock(&data, Duration::ZERO, &mut |_| {}).is_ok());
     }
 
     #[test]

@@ -39,6 +39,19 @@ pub fn acquire(
     wait: Duration,
     on_wait: &mut dyn FnMut(&str),
 ) -> Result<Option<(Root, Lock)>, Error> {
+    acquire_file(dir, LOCK, access, create, wait, on_wait)
+}
+
+/// The same on another lock file in `dir`: `upgrade`'s, in the data dir, held from its plan to its
+/// end (the state dir's lock is taken and let go by the render in between).
+pub fn acquire_file(
+    dir: &Path,
+    file: &str,
+    access: Access,
+    create: bool,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<Option<(Root, Lock)>, Error> {
     let t0 = Instant::now();
     let mut told = false;
     loop {
@@ -51,10 +64,10 @@ pub fn acquire(
         if create {
             flags |= OFlags::CREATE;
         }
-        let fd = match rfs::openat(root.fd(), LOCK, flags, Mode::from_raw_mode(0o600)) {
+        let fd = match rfs::openat(root.fd(), file, flags, Mode::from_raw_mode(0o600)) {
             Ok(fd) => fd,
             Err(Errno::NOENT) if !create => return Ok(None),
-            Err(e) => return Err(Error::io(dir.join(LOCK), "open")(e.into())),
+            Err(e) => return Err(Error::io(dir.join(file), "open")(e.into())),
         };
         let op = match access {
             Access::Exclusive => FlockOperation::NonBlockingLockExclusive,
@@ -64,13 +77,13 @@ pub fn acquire(
             Ok(()) => {
                 // `destroy --all` may have removed the dir (and this lock file) while we waited:
                 // then lock what is at the path now.
-                if same_file(&root, &fd) {
+                if same_file(&root, file, &fd) {
                     return Ok(Some((root, Lock { _fd: fd })));
                 }
                 continue;
             }
             Err(Errno::WOULDBLOCK) => {}
-            Err(e) => return Err(Error::io(dir.join(LOCK), "lock")(e.into())),
+            Err(e) => return Err(Error::io(dir.join(file), "lock")(e.into())),
         }
         let holder = holder(&fd);
         if t0.elapsed() >= wait {
@@ -93,10 +106,10 @@ pub fn acquire(
     }
 }
 
-fn same_file(root: &Root, fd: &OwnedFd) -> bool {
+fn same_file(root: &Root, file: &str, fd: &OwnedFd) -> bool {
     let (Ok(open), Ok(there)) = (
         rfs::fstat(fd),
-        rfs::statat(root.fd(), LOCK, AtFlags::SYMLINK_NOFOLLOW),
+        rfs::statat(root.fd(), file, AtFlags::SYMLINK_NOFOLLOW),
     ) else {
         return false;
     };
