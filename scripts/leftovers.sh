@@ -14,8 +14,9 @@
 #              simulated internet's servers (tests/it/common/internet.rs)
 #   container  a systemd container of scripts/container.sh (its run dir under /run/kubeunit-containers)
 #   netns      a network namespace: kubeunit-* (a node's, a container's) or ku-inet-* (a simulated internet)
-#   link       ku-* (a node's link, the hosts' bridge ku-hosts, a simulated internet's veth), kl-* (a load
-#              balancer's), kc<12 hex> (a container's veth), kut-* (a VM's tap)
+#   link       ku-* (a node's link, the hosts' bridge ku-hosts, a simulated internet's veth), kl-* and kb-*
+#              (a load balancer's link and segment), kc<12 hex> (a container's veth), kut-* (a VM's tap)
+#   rule       a policy routing rule into an environment's own table (`iif ku-...`, node-network's)
 #   route      a route to a network the tests use (scripts/test-networks.py) but the lowest-priority reject
 #              routes scripts/lib.sh's keep_test_networks_local adds on purpose (`test.sh` removes those last)
 #   mount      a mount under /tmp/kubeunit-it, /run/kubeunit-containers, /var/lib/kubeunit-hosts, or a
@@ -38,7 +39,7 @@ proc_names='^(qemu-system-x86|systemd-nspawn|etcd|kube-apiserver|kube-controller
 # simulated internet's Python server.
 proc_args='(scripts/test-areas\.sh|/deps/it-[0-9a-f]{16}( |$)|sim_http\.py)'
 netns_names='^(kubeunit-|ku-inet-)'
-link_names='^(ku-[^ ]+|kl-[^ ]+|kc[0-9a-f]{12}|kut-[^ ]+)$'
+link_names='^(ku-[^ ]+|kl-[^ ]+|kb-[^ ]+|kc[0-9a-f]{12}|kut-[^ ]+)$'
 mount_dirs='^(/tmp/kubeunit-it/|/run/kubeunit-containers/|/var/lib/kubeunit-hosts/|/run/netns/(kubeunit-|ku-inet-))'
 
 # PIDs of this script and its ancestors: never leftovers (test.sh runs it).
@@ -104,9 +105,19 @@ for line in sys.stdin:
     except ValueError:
         continue
     inside = any(dest.version == n.version and dest.subnet_of(n) for n in nets)
-    if inside or re.search(r"dev (ku-|kl-|kut-|kc[0-9a-f]{12}\b)", line):
+    if inside or re.search(r"dev (ku-|kl-|kb-|kut-|kc[0-9a-f]{12}\b)", line):
         print("route %s (ip %s route: %s)" % (word, os.environ["FAMILY"], line))
 '
+  done
+}
+
+# Rules that send what comes in on a test link to a table of its own: left when a container's node-network
+# could not remove them (a rule outlives its link, "[detached]").
+rules() {
+  local family
+  for family in -4 -6; do
+    ip "$family" rule show 2>/dev/null | grep -E 'iif (ku-|kl-|kb-|kut-|kc[0-9a-f]{12})' |
+      sed "s/^/rule $family /" || true
   done
 }
 
@@ -122,7 +133,7 @@ chains() {
   return 0
 }
 
-list() { processes; containers; namespaces; links; routes; mounts; chains; }
+list() { processes; containers; namespaces; links; routes; rules; mounts; chains; }
 
 # Removal, in an order that lets each step do its part: the suite's processes first (no test starts another
 # container meanwhile), the containers by their own stop (systemd stops its units: links, routes and
@@ -167,6 +178,13 @@ clean() {
     ip "$family" route del $dest 2>/dev/null || true
     echo "removed ${line%% (*}"
   done < <(routes)
+  while read -r _ family pref rest; do
+    # "32000:	from all iif ku-x lookup 123 [detached]": deleted by its priority and selector.
+    rest=${rest% \[detached\]}
+    # shellcheck disable=SC2086 # the rule as ip printed it, word by word
+    ip "$family" rule del pref "${pref%:}" $rest 2>/dev/null || true
+    echo "removed rule ${pref%:} $rest"
+  done < <(rules)
   if [ -n "$(chains)" ]; then
     leak_counter stop
     echo "removed iptables KU-SUITE-LEAK"
