@@ -37,10 +37,12 @@ exec {suite_lock}>"$cache/.suite.lock"
 flock "$suite_lock"
 other=""
 read -r other 2>/dev/null <"$cache/.suite.pid" || true
-if [ -n "$other" ] && [ "$other" != $$ ] && tr '\0' ' ' <"/proc/$other/cmdline" 2>/dev/null | grep -q 'scripts/test\.sh'; then
+if [ -n "$other" ] && [ "$other" != $$ ] && { tr '\0' ' ' <"/proc/$other/cmdline"; } 2>/dev/null | grep -q 'scripts/test\.sh'; then
   echo "test.sh: another scripts/test.sh runs (PID $other): wait for it, or end it (kill $other)" >&2
   exit 2
 fi
+# A PID file with no such run behind it: that run was killed (its leftovers are cleaned below).
+[ -z "$other" ] || [ "$other" = $$ ] || echo "==> an earlier run (PID $other) ended without its clean-up: killed"
 echo $$ >"$cache/.suite.pid"
 exec {suite_lock}>&-
 
