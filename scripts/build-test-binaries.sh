@@ -9,7 +9,7 @@
 #   scripts/build-test-binaries.sh --full     # the same (scripts/test.sh --full)
 #   scripts/build-test-binaries.sh --presubmit
 #       # what the presubmit tier of scripts/test.sh runs: the same but kube-bench (tests/it/cis.rs) and the
-#       # e2e suite of the older minors (scripts/conformance.sh and upgrade-conformance.sh build theirs)
+#       # e2e suites (tests/it/conformance.rs, scripts/conformance.sh and upgrade-conformance.sh)
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
 #                                             # kubernetes-* and etcd first, then the node dirs, images,
 #                                             # then dlv-*, debug-kubernetes-* and e2e-*
@@ -575,6 +575,5 @@ cached dlv "$DLV_VERSION" "$dlv_dir" dlv_build
 [ "$mode" = presubmit ] ||
   cached kube-bench "$KUBE_BENCH_VERSION" "$cache/bin/kube-bench-$KUBE_BENCH_VERSION" kube_bench_build
 debug_kubernetes "${debug_cmds[@]}"
-e2e_versions=$KUBERNETES_VERSIONS
-[ "$mode" != presubmit ] || e2e_versions=$k8s_newest
-for v in $e2e_versions; do cached e2e "$v" "$cache/bin/e2e-$v" e2e_build "$v"; done
+[ "$mode" = presubmit ] ||
+  for v in $KUBERNETES_VERSIONS; do cached e2e "$v" "$cache/bin/e2e-$v" e2e_build "$v"; done

@@ -357,6 +357,17 @@ cmd_kill() {
   KILL_NOW=1 cmd_stop "$name"
 }
 
+# runc's "unable to freeze" (cgroup v1 freezer, under load) can leave a cgroup of the container FROZEN with a
+# `runc init` in it, which no signal reaches: the container's shutdown then waits for it for ever, and a kill
+# leaves it behind. Thaw them, so that everything in the container can end.
+thaw() {
+  local f
+  find /sys/fs/cgroup/freezer -path "*/kubeunit-containers/$1/*" -name freezer.state 2>/dev/null |
+    while read -r f; do
+      [ "$(cat "$f" 2>/dev/null)" = THAWED ] || echo THAWED >"$f" 2>/dev/null || true
+    done
+}
+
 cmd_stop() {
   local name=${1:?stop NAME}
   lock
@@ -379,7 +390,7 @@ cmd_stop() {
         kill -s RTMIN+4 "$leader" 2>/dev/null || true
       for ((i = 0; i < ${KUBEUNIT_STOP_TIMEOUT:-30} * 10; i++)); do
         alive "$nspawn" || break
-        ((i % 10 != 5)) || continue_nsenters "$leader"
+        ((i % 10 != 5)) || { continue_nsenters "$leader"; thaw "$name"; }
         sleep 0.1
       done
     fi
@@ -387,6 +398,7 @@ cmd_stop() {
       [ -n "${KILL_NOW:-}" ] || echo "container.sh: $name did not power off; killing it" >&2
       # Killing the container's PID 1 ends its whole PID namespace: no systemd is left behind
       # without its nspawn.
+      thaw "$name"
       if [ -n "$leader" ]; then
         kill -9 "$leader" 2>/dev/null || true
         continue_nsenters "$leader"

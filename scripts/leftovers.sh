@@ -22,6 +22,8 @@
 #   mount      a mount under /tmp/kubeunit-it, /run/kubeunit-containers, /var/lib/kubeunit-hosts, or a
 #              namespace's under /run/netns
 #   iptables   the suite's leak counter chain (KU-SUITE-LEAK), left by a run killed before its check
+#   cgroup     a frozen freezer cgroup of a container (cgroup v1): runc's "unable to freeze" can leave one
+#              FROZEN with a `runc init` in it, which then blocks its container's shutdown
 # Work dirs of failed tests under /tmp/kubeunit-it stay: they hold what a failure is read from.
 #
 # Run it only when no test run and no environment of scripts/up.sh should be running: `clean` stops them all.
@@ -34,7 +36,7 @@ run_dir=${KUBEUNIT_CONTAINERS_DIR:-/run/kubeunit-containers}
 die() { echo "leftovers: $*" >&2; exit 2; }
 
 # Processes by name (comm, 15 characters at most) and by command line.
-proc_names='^(qemu-system-x86|systemd-nspawn|etcd|kube-apiserver|kube-controller|kube-scheduler|kubelet|kube-proxy|containerd|containerd-shim|coredns|registry|metrics-server|local-path-prov|controller|speaker|traefik|e2e.test|ginkgo|kube-bench)$'
+proc_names='^(qemu-system-x86|systemd-nspawn|systemd-shutdow|runc|runc:\[[0-9]:[A-Z]+\]|etcd|kube-apiserver|kube-controller|kube-scheduler|kubelet|kube-proxy|containerd|containerd-shim|coredns|registry|metrics-server|local-path-prov|controller|speaker|traefik|e2e.test|ginkgo|kube-bench)$'
 # The suite's own: an earlier test-areas.sh, the integration test binary (target/*/deps/it-HASH) and the
 # simulated internet's Python server.
 proc_args='(scripts/test-areas\.sh|/deps/it-[0-9a-f]{16}( |$)|sim_http\.py)'
@@ -133,13 +135,33 @@ chains() {
   return 0
 }
 
-list() { processes; containers; namespaces; links; routes; rules; mounts; chains; }
+# Frozen freezer cgroups of containers, and the cgroups of containers that are gone (systemd-nspawn removes
+# them when it ends cleanly; container.sh stop does after a kill).
+cgroups() {
+  local f d name
+  find /sys/fs/cgroup/freezer/kubeunit-containers -name freezer.state 2>/dev/null | while read -r f; do
+    [ "$(cat "$f" 2>/dev/null)" = THAWED ] || echo "cgroup ${f%/freezer.state} ($(cat "$f" 2>/dev/null))"
+  done
+  for d in /sys/fs/cgroup/*/kubeunit-containers/*/; do
+    [ -d "$d" ] || continue
+    name=$(basename "$d")
+    [ -d "$run_dir/$name" ] || echo "cgroup ${d%/} (of a container that is gone)"
+  done
+}
+
+list() { processes; containers; namespaces; links; routes; rules; mounts; chains; cgroups; }
 
 # Removal, in an order that lets each step do its part: the suite's processes first (no test starts another
 # container meanwhile), the containers by their own stop (systemd stops its units: links, routes and
 # namespaces go with them), then whatever a killed container or qemu left.
 clean() {
   local line kind name
+  # A frozen cgroup's processes take no signal until it thaws.
+  while read -r kind name what; do
+    [ "$what" = "(FROZEN)" ] || [ "$what" = "(FREEZING)" ] || continue
+    echo THAWED >"$name/freezer.state" 2>/dev/null || true
+    echo "removed cgroup $name (thawed)"
+  done < <(cgroups)
   while read -r line; do
     name=${line#process }
     name=${name%% *}
@@ -185,6 +207,10 @@ clean() {
     ip "$family" rule del pref "${pref%:}" $rest 2>/dev/null || true
     echo "removed rule ${pref%:} $rest"
   done < <(rules)
+  while read -r kind name what; do
+    case $what in *"that is gone"*) find "$name" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      echo "removed cgroup $name" ;; esac
+  done < <(cgroups)
   if [ -n "$(chains)" ]; then
     leak_counter stop
     echo "removed iptables KU-SUITE-LEAK"

@@ -116,13 +116,15 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache/target}
 start=$SECONDS
 newest=${KUBERNETES_VERSIONS%% *}
 
-# What the tier's areas run: the pinned binaries, the conformance images of the newest minor (the subset runs
-# it; scripts/conformance.sh builds an older minor's when asked), the Gateway API's suite, the systemd rootfs;
-# --full adds the older minor's e2e, kube-bench and the VM disk image. debootstrap resolves and fetches from
-# the Debian mirror, so the images are built here, before the leak counter starts, never inside a test.
+# What the tier's areas run: the pinned binaries and the systemd rootfs; --full adds the e2e suites, the
+# conformance images of the newest minor (scripts/conformance.sh builds an older minor's when asked), the
+# Gateway API's suite, kube-bench and the VM disk image. debootstrap resolves and fetches from the Debian
+# mirror, so the images are built here, before the leak counter starts, never inside a test.
 step "pinned binaries ($tier)" scripts/build-test-binaries.sh "--$tier"
-step "conformance images ($newest)" scripts/build-e2e-images.sh "$newest"
-step "Gateway API conformance suite" scripts/gateway-conformance.sh --build
+if [ "$tier" = full ]; then
+  step "conformance images ($newest)" scripts/build-e2e-images.sh "$newest"
+  step "Gateway API conformance suite" scripts/gateway-conformance.sh --build
+fi
 step "systemd rootfs" scripts/build-rootfs.sh >/dev/null
 [ "$tier" = presubmit ] || step "VM disk image" scripts/build-vm-image.sh >/dev/null
 step "cargo fmt --check" cargo fmt --all -- --check

@@ -82,7 +82,15 @@ fn a_conformance_subset_passes_on_cis() {
     };
     assert!(
         out.status.success(),
-        "conformance subset:\n{summary}\n--- e2e log (parallel), last 200 lines:\n{}",
+        "conformance subset failed:\n{}{}{}\n--- conformance.sh:\n{summary}\n--- e2e log (parallel), last 200 lines:\n{}",
+        summary
+            .lines()
+            .skip_while(|l| !l.starts_with("FAILED ("))
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| format!("{}\n", l.chars().take(240).collect::<String>()))
+            .collect::<String>(),
+        failures(&log("parallel")),
+        failures(&log("serial")),
         last_lines(&log("parallel"), 200)
     );
     let subset = std::fs::read_to_string(
@@ -194,6 +202,29 @@ spec:
 }
 
 /// The last `n` lines of `text`.
+/// What a Ginkgo log says failed, first (the specs and why), for the head of a panic: its
+/// "Summarizing" block and the first `[FAILED]` reasons, each line cut short.
+fn failures(log: &str) -> String {
+    let short = |l: &str| l.chars().take(240).collect::<String>();
+    let summary: Vec<String> = log
+        .lines()
+        .skip_while(|l| !l.starts_with("Summarizing"))
+        .take(10)
+        .map(short)
+        .collect();
+    // Ginkgo's own reason, and a container's (a pod that did not start says why in its status).
+    let reasons: Vec<String> = log
+        .lines()
+        .filter(|l| l.contains("[FAILED]") || l.trim_start().starts_with("message: "))
+        .take(4)
+        .map(short)
+        .collect();
+    if summary.is_empty() && reasons.is_empty() {
+        return String::new();
+    }
+    format!("{}\n{}\n", summary.join("\n"), reasons.join("\n"))
+}
+
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
