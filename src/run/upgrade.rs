@@ -817,6 +817,27 @@ mod tests {
     }
 
     #[test]
+    fn a_symlinked_or_huge_record_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, r#"{"snapshot": null, "steps": []}"#).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(RECORD)).unwrap();
+        assert_eq!(read_record(dir.path()).unwrap(), None);
+        std::fs::remove_file(dir.path().join(RECORD)).unwrap();
+        let huge = format!(
+            r#"{{"snapshot": null, "steps": [], "drained": ["{}"]}}"#,
+            "x".repeat(2 << 20)
+        );
+        std::fs::write(dir.path().join(RECORD), huge).unwrap();
+        assert_eq!(read_record(dir.path()).unwrap(), None);
+        // forget_record removes the link, never what it points to.
+        std::fs::remove_file(dir.path().join(RECORD)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(RECORD)).unwrap();
+        assert!(forget_record(dir.path()).unwrap());
+        assert!(elsewhere.exists());
+    }
+
+    #[test]
     fn a_record_of_another_target_is_refused() {
         let record = Record {
             snapshot: None,
