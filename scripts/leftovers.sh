@@ -139,7 +139,8 @@ chains() {
 # them when it ends cleanly; container.sh stop does after a kill).
 cgroups() {
   local f d name
-  find /sys/fs/cgroup/freezer/kubeunit-containers -name freezer.state 2>/dev/null | while read -r f; do
+  # (No such dir on a machine that never ran a container: no error, pipefail would end the script.)
+  { find /sys/fs/cgroup/freezer/kubeunit-containers -name freezer.state 2>/dev/null || true; } | while read -r f; do
     [ "$(cat "$f" 2>/dev/null)" = THAWED ] || echo "cgroup ${f%/freezer.state} ($(cat "$f" 2>/dev/null))"
   done
   for d in /sys/fs/cgroup/*/kubeunit-containers/*/; do

@@ -59,7 +59,7 @@ if ! host_has_systemd && [ -n "$(dev_leader)" ]; then
 fi
 # What an earlier run left: one killed with SIGTERM or SIGKILL leaves its containers, VMs and namespaces.
 echo "==> leftovers of earlier runs"
-found=$(scripts/leftovers.sh list)
+found=$(scripts/leftovers.sh list) || { echo "test.sh: scripts/leftovers.sh list failed (above)" >&2; exit 1; }
 if [ -n "$found" ]; then
   printf '%s\n' "$found" | sed 's/^/  found /'
   scripts/leftovers.sh clean | sed 's/^/  /'
