@@ -160,6 +160,60 @@ fn remove_links_into(dir: &Path, target: &Path) -> Result<(), CleanupError> {
     all_or("delete", failed)
 }
 
+/// Every cgroup below `path` in cgroup v1's freezer that is FROZEN or FREEZING, thawed; those thawed.
+/// runc's systemd driver freezes a container's cgroup while it rewrites its device rules: a runc
+/// killed in between (`destroy` of a node whose pod was starting) or a freeze that failed ("unable to
+/// freeze") leaves the cgroup frozen, and a frozen process takes no SIGKILL until it thaws, so the
+/// pod outlived `stop` with its cgroups. On v2 a fatal signal wakes a frozen process: nothing to do.
+pub fn thaw_below(path: &str) -> Vec<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let init = std::fs::read_to_string("/proc/1/cgroup").unwrap_or_default();
+    match freezer_of_init(&mountinfo, &init) {
+        Some(dir) => thaw_below_in(&dir, path),
+        None => Vec::new(),
+    }
+}
+
+/// Where runc's systemd driver puts a unit's freezer cgroup (the freezer is no controller systemd
+/// manages on v1): below PID 1's own cgroup in the freezer hierarchy, as it is mounted here. In a
+/// container that is the container's cgroup, not the hierarchy's root. None without a v1 freezer.
+fn freezer_of_init(mountinfo: &str, init_cgroup: &str) -> Option<PathBuf> {
+    let (root, point) = mountinfo.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        let mut fs = fs.split(' ');
+        let (kind, super_options) = (fs.next()?, fs.nth(1)?);
+        let fields: Vec<&str> = mount.split(' ').collect();
+        (kind == "cgroup" && super_options.split(',').any(|o| o == "freezer"))
+            .then(|| Some((fields.get(3)?.to_string(), fields.get(4)?.to_string())))?
+    })?;
+    let init = init_cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "freezer")
+            .then_some(path)
+    })?;
+    let below_root = Path::new(init).strip_prefix(&root).ok()?;
+    Some(PathBuf::from(unescape_mountinfo(&point)).join(below_root))
+}
+
+fn thaw_below_in(freezer: &Path, path: &str) -> Vec<PathBuf> {
+    let top = freezer.join(path.trim_start_matches('/'));
+    // Parents first (walkdir's order): a child of a frozen cgroup reads FROZEN until its parent thaws.
+    walkdir::WalkDir::new(&top)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_dir())
+        .filter(|e| {
+            let state = e.path().join("freezer.state");
+            std::fs::read_to_string(&state).is_ok_and(|s| s.trim() != "THAWED")
+                && std::fs::write(&state, "THAWED").is_ok()
+        })
+        .map(|e| e.into_path())
+        .collect()
+}
+
 /// Empty cgroup directories below `path` in each v1 controller, deepest first (nothing on v2, where
 /// systemd owns the one hierarchy).
 fn remove_cgroup_dirs(path: &str) -> Result<(), CleanupError> {
@@ -223,6 +277,60 @@ mod tests {
         left.sort();
         assert_eq!(left, ["b.log", "c.log", "plain.log"]);
         remove_links_into(&tmp.path().join("missing"), &ours).unwrap();
+    }
+
+    #[test]
+    fn frozen_cgroups_below_the_path_thaw_and_nothing_else() {
+        // A fake freezer hierarchy (files, not a cgroupfs): the node test freezes a real pod's.
+        let root = tempfile::tempdir().unwrap();
+        let ours = root.path().join("kubeunit.slice/kubeunit-dev.slice");
+        let pod = ours.join("kubeunit-dev-kubepods.slice/pod1.slice");
+        let other = root.path().join("kubeunit.slice/kubeunit-other.slice");
+        for (dir, state) in [
+            (&ours, "THAWED"),
+            (&pod, "FROZEN"),
+            (&pod.join("cri-containerd-1.scope"), "FREEZING"),
+            (&other, "FROZEN"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("freezer.state"), state).unwrap();
+        }
+        let thawed = thaw_below_in(root.path(), "/kubeunit.slice/kubeunit-dev.slice");
+        assert_eq!(thawed, [pod.clone(), pod.join("cri-containerd-1.scope")]);
+        let state = |d: &Path| std::fs::read_to_string(d.join("freezer.state")).unwrap();
+        assert_eq!(state(&pod), "THAWED");
+        assert_eq!(state(&other), "FROZEN", "another environment's stays");
+        assert!(thaw_below_in(root.path(), "/missing").is_empty());
+    }
+
+    #[test]
+    fn the_freezer_dir_is_init_s_own_cgroup() {
+        let mountinfo = "\
+35 30 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+36 30 0:31 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
+";
+        let host = "7:freezer:/\n4:memory:/\n0::/\n";
+        assert_eq!(
+            freezer_of_init(mountinfo, host),
+            Some(PathBuf::from("/sys/fs/cgroup/freezer/"))
+        );
+        // In a container (no cgroup namespace): its own cgroup below the hierarchy's root.
+        let container = "7:freezer:/kubeunit-containers/node-a\n";
+        assert_eq!(
+            freezer_of_init(mountinfo, container),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/freezer/kubeunit-containers/node-a"
+            ))
+        );
+        // Mounted from the container's own cgroup down (a cgroup namespace's view).
+        let ns = "36 30 0:31 /kubeunit-containers/node-a /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer\n";
+        assert_eq!(
+            freezer_of_init(ns, container),
+            Some(PathBuf::from("/sys/fs/cgroup/freezer"))
+        );
+        // cgroup v2, or no freezer: none.
+        let v2 = "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(freezer_of_init(v2, "0::/init.scope\n"), None);
     }
 
     #[test]

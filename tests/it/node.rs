@@ -530,6 +530,23 @@ spec:
             .any(|l| l != &format!("{}: 0", l.split(':').next().unwrap())),
         "the running node shows up in the listing: {present:?}"
     );
+    // A pod's container left frozen, as a runc killed while it set the container's devices (or
+    // its failed freeze) leaves it on cgroup v1: stop thaws it, or its processes outlive the kill.
+    let frozen = n.c.sh(&format!(
+        "base=/sys/fs/cgroup/freezer$(awk -F: '$2 == \"freezer\" {{print $3}}' /proc/1/cgroup); \
+         scope=$(find \"$base\" -path '*{prefix}*' -name 'cri-containerd-*.scope' -type d | head -1); \
+         [ -n \"$scope\" ] && echo FROZEN >\"$scope/freezer.state\" && cat \"$scope/freezer.state\" && \
+         wc -l <\"$scope/cgroup.procs\"",
+        prefix = unit_prefix(&n.state)
+    ));
+    let said = String::from_utf8_lossy(&frozen.stdout).to_string();
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        frozen.status.success()
+            && matches!(lines.as_slice(), ["FROZEN" | "FREEZING", procs] if *procs != "0"),
+        "a pod's container frozen, with its processes: {}",
+        text(&frozen)
+    );
     let out = n.ku(&["stop"]);
     assert!(out.status.success(), "stop: {}", text(&out));
     assert!(!text(&out).contains("left behind"), "{}", text(&out));
