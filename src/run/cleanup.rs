@@ -1,4 +1,5 @@
-//! What `stop` removes after the units are gone: the component table's `after_stop` steps. Each step
+//! What `stop` removes after the units are gone: the component table's `after_stop` steps; and the
+//! pods' frozen cgroups thawed so that their kill takes (`kill_pods`). Each step
 //! is best effort and reports what it could not do; none of them touches anything that is not this
 //! environment's (paths below its own dirs, its own cgroups). The node's links, bridge and iptables
 //! rules need none: they live in the node's network namespace, which its unit deletes.
@@ -6,7 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::components::{Cleanup, Component};
+use crate::error::Error;
+use crate::spec::plan::NodePlan;
 use crate::spec::Plan;
+use crate::systemd::Systemd;
 
 /// What a cleanup step could not do; it goes into the stop report.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +162,21 @@ fn remove_links_into(dir: &Path, target: &Path) -> Result<(), CleanupError> {
         }
     }
     all_or("delete", failed)
+}
+
+/// SIGKILL to every process of a node's pods, their frozen cgroups thawed first (a frozen process
+/// takes no signal: `cleanup::thaw_below`), and once more after the kill for one a runc froze
+/// meanwhile (containerd's shims, and the runc they run, outlive containerd's unit until its own
+/// kill).
+pub async fn kill_pods(sd: &Systemd, node: &NodePlan) -> Result<(), Error> {
+    for _ in 0..2 {
+        let path = node.pods_cgroup.clone();
+        tokio::task::spawn_blocking(move || thaw_below(&path))
+            .await
+            .map_err(|e| Error::Internal(format!("thawing the pods' cgroups panicked: {e}")))?;
+        sd.kill_all(&node.pods_slice).await?;
+    }
+    Ok(())
 }
 
 /// Every cgroup below `path` in cgroup v1's freezer that is FROZEN or FREEZING, thawed; those thawed.

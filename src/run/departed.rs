@@ -85,7 +85,7 @@ pub async fn take_down(env: &Env, sd: &Systemd, names: &[String]) -> Result<Vec<
             }
             sd.reset_failed(&i.unit).await?;
         }
-        super::stop::kill_pods(sd, &node).await?;
+        cleanup::kill_pods(sd, &node).await?;
         sd.stop(&node.slice).await?;
         sd.reset_failed(&node.slice).await?;
         let data_dir = node.data_dir.clone();

@@ -11,7 +11,6 @@ use super::env::Env;
 use super::own_connections::{Outcome, Watches};
 use super::probe;
 use crate::error::Error;
-use crate::spec::plan::NodePlan;
 use crate::systemd::Systemd;
 
 #[derive(Debug, Serialize)]
@@ -180,22 +179,7 @@ async fn stop_node(env: &Env, sd: &Systemd, ending: Ending) -> Result<(), Error>
         };
     }
     for n in &env.plan.nodes {
-        kill_pods(sd, n).await?;
-    }
-    Ok(())
-}
-
-/// SIGKILL to every process of a node's pods, their frozen cgroups thawed first (a frozen process
-/// takes no signal: `cleanup::thaw_below`), and once more after the kill for one a runc froze
-/// meanwhile (containerd's shims, and the runc they run, outlive containerd's unit until its own
-/// kill).
-pub(super) async fn kill_pods(sd: &Systemd, node: &NodePlan) -> Result<(), Error> {
-    for _ in 0..2 {
-        let path = node.pods_cgroup.clone();
-        tokio::task::spawn_blocking(move || cleanup::thaw_below(&path))
-            .await
-            .map_err(|e| Error::Internal(format!("thawing the pods' cgroups panicked: {e}")))?;
-        sd.kill_all(&node.pods_slice).await?;
+        cleanup::kill_pods(sd, n).await?;
     }
     Ok(())
 }
