@@ -532,8 +532,12 @@ spec:
     );
     // A pod's container left frozen, as a runc killed while it set the container's devices (or
     // its failed freeze) leaves it on cgroup v1: stop thaws it, or its processes outlive the kill.
+    // Its freezer cgroup is below PID 1's, as runc puts it; in this container the freezer is
+    // mounted from the container's own cgroup down.
     let frozen = n.c.sh(&format!(
-        "base=/sys/fs/cgroup/freezer$(awk -F: '$2 == \"freezer\" {{print $3}}' /proc/1/cgroup); \
+        "root=$(awk '$5 == \"/sys/fs/cgroup/freezer\" {{print $4}}' /proc/self/mountinfo); \
+         init=$(awk -F: '$2 == \"freezer\" {{print $3}}' /proc/1/cgroup); \
+         base=/sys/fs/cgroup/freezer/${{init#\"$root\"}}; \
          scope=$(find \"$base\" -path '*{prefix}*' -name 'cri-containerd-*.scope' -type d | head -1); \
          [ -n \"$scope\" ] && echo FROZEN >\"$scope/freezer.state\" && cat \"$scope/freezer.state\" && \
          wc -l <\"$scope/cgroup.procs\"",
