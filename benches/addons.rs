@@ -1,5 +1,5 @@
-//! What the addons cost: `kubeunit start` of dev as it ships (metrics-server, local-path-provisioner,
-//! MetalLB, the Gateway API with Traefik, and their images) against dev without them (the in-tree hostPath class, as before they
+//! What the addons cost: `kubeunit start` of dev with every addon (the `apps` profile's: metrics-server,
+//! local-path-provisioner, MetalLB, the Gateway API with Traefik, and their images) against dev without them (the in-tree hostPath class, as before they
 //! came, and only the pause, CoreDNS and busybox images), on real systemd (PID 1 in a node
 //! container) and the pinned binaries. Per run: `start` until usable, then until the addons' Deployments are
 //! available, then, after a minute of settling, the environment's memory (the proportional set
@@ -77,6 +77,9 @@ fn main() {
             vec![
                 "network.podCIDR=10.90.0.0/16".into(),
                 "network.serviceCIDR=10.0.2.0/24".into(),
+                "addons.metricsServer=true".into(),
+                "addons.loadBalancer=true".into(),
+                "addons.gateway=true".into(),
             ],
             &[
                 "kube-system/metrics-server",
@@ -89,10 +92,7 @@ fn main() {
             vec![
                 "network.podCIDR=10.91.0.0/16".into(),
                 "network.serviceCIDR=10.0.3.0/24".into(),
-                "addons.metricsServer=false".into(),
                 "addons.storageProvisioner=host-path".into(),
-                "addons.loadBalancer=false".into(),
-                "addons.gateway=false".into(),
                 format!("images=[{}]", core_images.join(",")),
             ],
             &[][..],

@@ -64,18 +64,25 @@ results=$(cd "$results" && pwd)
 area_args() {
   gen_args=()
   case $1 in
-    loadbalancer) profile=multi; args=(--labels 'Feature: containsAny LoadBalancer') ;;
+    loadbalancer)
+      profile=multi
+      args=(--labels 'Feature: containsAny LoadBalancer')
+      gen_args=(--set addons.loadBalancer=true) ;;
     storage)
       profile=multi
       args=(--labels '' --e2e-arg "-storage.testdriver=$here/e2e-local-path-driver.yaml"
         --focus 'External Storage \[Driver: local-path\.rancher\.io\] \[Testpattern: (Dynamic PV \(default fs\)\] (subPath|volumes|volumeIO|read-write-once-pod|volume-stress) |Dynamic PV \(filesystem volmode\)\] (multiVolume .*same node|volumeMode should not mount)|Dynamic PV \(block volmode\)\] volumeMode should fail in binding|Dynamic PV \(delayed binding\)\] topology|Generic Ephemeral-volume \(default fs\) \(late-binding\)\] ephemeral)'
         --skip 'kubelet is down|expansion|different volume mode|clone|restored snapshot') ;;
-    metrics) profile=dev; args=(--labels '' --focus '\[sig-instrumentation\] (MetricsGrabber|Metrics should grab)') ;;
+    metrics)
+      profile=dev
+      args=(--labels '' --focus '\[sig-instrumentation\] (MetricsGrabber|Metrics should grab)')
+      gen_args=(--set addons.metricsServer=true) ;;
     hpa)
       profile=multi
       # One at a time: each spec's pods burn real CPU, and the HPA reads it; up to 5 pods of 500m each.
       args=(--labels '' --procs 1
-        --focus '\[Feature:HPA\] Horizontal pod autoscaling \(scale resource: CPU\) (Deployment \((Pod|Container) Resource\)|ReplicaSet)') ;;
+        --focus '\[Feature:HPA\] Horizontal pod autoscaling \(scale resource: CPU\) (Deployment \((Pod|Container) Resource\)|ReplicaSet)')
+      gen_args=(--set addons.metricsServer=true) ;;
     # Not SCTPConnectivity: "Marks tests that require a pod networking implementation that supports SCTP
     # traffic between pods" (test/e2e/feature/feature.go), and a kernel without SCTP has none (this machine's:
     # socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails with EPROTONOSUPPORT).

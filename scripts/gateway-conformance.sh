@@ -9,7 +9,7 @@
 #
 #   --state-dir DIR   a running environment with the gateway addon (default: bring up --profile's with
 #                     scripts/up.sh, with the suite's images loaded, and leave it running)
-#   --profile NAME    the profile it brings up (default: dev)
+#   --profile NAME    the profile it brings up (default: apps, dev with the gateway addon)
 #   --profiles LIST   the conformance profiles (default: GATEWAY-HTTP)
 #   --features LIST   extended features to test besides the core ones, comma-separated (default: none, the
 #                     core of GATEWAY-HTTP alone: Gateway, ReferenceGrant, HTTPRoute)
@@ -18,8 +18,8 @@
 #                     gateway-conformance-results/DATE-GATEWAY_API_VERSION)
 #
 # Examples:
-#   scripts/gateway-conformance.sh                                   # the core GATEWAY-HTTP profile on a fresh dev
-#   scripts/gateway-conformance.sh --run-test HTTPRouteSimpleSameNamespace --state-dir /var/lib/kubeunit/dev
+#   scripts/gateway-conformance.sh                                   # the core GATEWAY-HTTP profile on a fresh apps
+#   scripts/gateway-conformance.sh --run-test HTTPRouteSimpleSameNamespace --state-dir /var/lib/kubeunit/apps
 #
 # Exit status: 0 when the suite passed, 1 when a test failed, 2 on bad usage.
 set -euo pipefail
@@ -37,7 +37,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 bad() { echo "gateway-conformance.sh: $*" >&2; echo "  see: scripts/gateway-conformance.sh --help" >&2; exit 2; }
 die() { echo "gateway-conformance.sh: $*" >&2; exit 1; }
 
-build_only="" state="" profile=dev conformance_profiles=GATEWAY-HTTP features="" run_test="" results=""
+build_only="" state="" profile=apps conformance_profiles=GATEWAY-HTTP features="" run_test="" results=""
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to a running Kubernetes environment:
-#   scripts/up.sh [PROFILE] [extra `kubeunit gen` arguments...]      (PROFILE defaults to dev: a node)
+#   scripts/up.sh [PROFILE] [extra `kubeunit gen` arguments...]      (PROFILE defaults to dev: a node; apps: dev
+#                                                                     with metrics-server, MetalLB and Traefik)
 #   KUBEUNIT_KUBERNETES=v1.35.4 scripts/up.sh                        (another pinned Kubernetes)
 # Offline (KUBEUNIT_OFFLINE=1): pods reach nothing beyond this machine and CoreDNS answers for the cluster only,
 # so that no packet or query leaves it; `KUBEUNIT_OFFLINE=0 scripts/up.sh dev --set network.egress=on
@@ -46,7 +47,20 @@ fi
 bin_dir=$cache/bin/kubernetes-$k8s_version
 etcd_bin=$cache/bin/etcd-$ETCD_VERSION/etcd
 images_dir=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
-images=$(find "$images_dir" -name '*.tar' | sort | paste -sd, -)
+# The archives of the addons this profile turns off stay out: start imports every archive it is given, before
+# the kubelet starts (Traefik's alone is 178 MB).
+enabled=$("$kubeunit" profile show "$profile" "$@" |
+  awk '/^addons:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  (metricsServer|loadBalancer|gateway): true$/ {sub(":", "", $1); print $1}')
+images=$(find "$images_dir" -name '*.tar' | sort | while read -r archive; do
+  case $(basename "$archive") in
+    metrics-server.tar) addon=metricsServer ;;
+    metallb-*.tar) addon=loadBalancer ;;
+    traefik.tar) addon=gateway ;;
+    *) addon="" ;;
+  esac
+  [ -z "$addon" ] || printf '%s\n' "$enabled" | grep -qx "$addon" || continue
+  echo "$archive"
+done | paste -sd, -)
 
 state_base=/var/lib/kubeunit
 if ! host_has_systemd; then

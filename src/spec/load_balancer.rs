@@ -305,7 +305,7 @@ mod tests {
             assert_ne!(auto_pool(a), auto_pool(b), "{a} {b}");
         }
         // Each environment's bridge is its own and fits an interface name.
-        let (_, p) = load::layered("dev", &[]).unwrap();
+        let (_, p) = load::layered("apps", &[]).unwrap();
         let a = LoadBalancer::of(&p, "dev", &[]).unwrap().unwrap();
         let b = LoadBalancer::of(&p, "dev_1", &[]).unwrap().unwrap();
         assert_ne!((a.pool, &a.segment), (b.pool, &b.segment));
@@ -316,10 +316,13 @@ mod tests {
     #[test]
     fn without_a_node_the_addon_is_off() {
         let (_, p) =
-            load::layered("dev", &["components.node-network.enabled=false".into()]).unwrap();
-        assert_eq!(LoadBalancer::of(&p, "dev", &[]).unwrap(), None);
+            load::layered("apps", &["components.node-network.enabled=false".into()]).unwrap();
+        assert_eq!(LoadBalancer::of(&p, "apps", &[]).unwrap(), None);
+        let (_, p) = load::layered("apps", &[]).unwrap();
+        assert!(LoadBalancer::of(&p, "apps", &[]).unwrap().is_some());
+        // dev leaves it off.
         let (_, p) = load::layered("dev", &[]).unwrap();
-        assert!(LoadBalancer::of(&p, "dev", &[]).unwrap().is_some());
+        assert_eq!(LoadBalancer::of(&p, "dev", &[]).unwrap(), None);
     }
 
     #[test]

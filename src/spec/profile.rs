@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("base", include_str!("../../profiles/base.yaml")),
     ("dev", include_str!("../../profiles/dev.yaml")),
+    ("apps", include_str!("../../profiles/apps.yaml")),
     (
         "control-plane",
         include_str!("../../profiles/control-plane.yaml"),

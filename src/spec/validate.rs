@@ -988,11 +988,11 @@ mod tests {
 
     #[test]
     fn a_gateway_needs_the_load_balancer() {
-        let errs = errors(&["addons.loadBalancer=false"]);
+        let errs = errors(&["addons.gateway=true"]);
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert_eq!(errs[0].field, "addons.gateway");
         assert_eq!(
-            errors(&["addons.loadBalancer=false", "addons.gateway=false"]),
+            errors(&["addons.loadBalancer=true", "addons.gateway=true"]),
             vec![]
         );
     }

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::container::{dev_args, gen_in, Container};
+use crate::common::container::{dev_args, gen_in, with_every_addon, Container};
 use crate::common::ports::Ports;
 use crate::common::*;
 
@@ -55,7 +55,8 @@ fn a_conformance_subset_passes_on_cis() {
             &format!("--bind-ro={}", gateway_suite.display()),
         ],
     );
-    let mut args = dev_args(&version);
+    // Every addon: the Gateway API's conformance runs on it too.
+    let mut args = with_every_addon(dev_args(&version));
     args[1] = "cis".into();
     let mut images = archives(&built_dir("images-"));
     images.extend(archives(&e2e_images));

@@ -1724,3 +1724,53 @@ fn a_state_dir_from_before_the_caches_keeps_its_auto_ports() {
     }
     assert_eq!(after.get("registryCache"), Some(&5001));
 }
+
+/// dev is lean: CoreDNS, the default StorageClass and the registry; metrics-server, MetalLB and the
+/// Gateway API are one key each, and the `apps` profile has them all.
+#[test]
+fn dev_leaves_the_heavy_addons_off_and_apps_has_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let addons = |dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir.join("addons"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let heavy = [
+        "30-metrics-server.yaml",
+        "40-metallb.yaml",
+        "50-gateway-api-crds.yaml",
+    ];
+    let dev = tmp.path().join("dev");
+    gen_dev(&dev, &[]);
+    let on = addons(&dev);
+    assert!(on.contains("10-coredns.yaml"), "{on:?}");
+    assert!(on.contains("20-storageclass.yaml"), "{on:?}");
+    for a in heavy {
+        assert!(!on.contains(a), "dev renders {a}: {on:?}");
+    }
+    let one = tmp.path().join("one");
+    gen_dev(&one, &["--set", "addons.loadBalancer=true"]);
+    assert!(
+        addons(&one).contains("40-metallb.yaml"),
+        "{:?}",
+        addons(&one)
+    );
+    let apps = tmp.path().join("apps");
+    let bin = executable_bin_dir(tmp.path());
+    gen_ok(
+        &apps,
+        &[
+            "--profile",
+            "apps",
+            "--seed",
+            "7",
+            "--bin-dir",
+            bin.to_str().unwrap(),
+        ],
+    );
+    let all = addons(&apps);
+    for a in heavy {
+        assert!(all.contains(a), "apps lacks {a}: {all:?}");
+    }
+}

@@ -52,6 +52,13 @@ const CASES: &[(&str, &[&str])] = &[
             "etcd.snapshot.schedule=Mon..Fri *-*-* 02:30:00",
             "--set",
             "etcd.snapshot.retention=3",
+            // The addons dev leaves off (the `apps` profile's).
+            "--set",
+            "addons.metricsServer=true",
+            "--set",
+            "addons.loadBalancer=true",
+            "--set",
+            "addons.gateway=true",
         ],
     ),
 ];

@@ -132,7 +132,7 @@ fn assert_up_then_gone(lines: &[(String, String)], all: &str, bridge: &str) {
 #[test]
 fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = multi_state(tmp.path(), &[]);
+    let dir = multi_state(tmp.path(), &["addons.loadBalancer=true"]);
     let (bridge, _) = load_balancer_of(&dir);
     let (lines, all) = sandbox(&dir, SEQUENTIAL);
     assert_eq!(
@@ -148,7 +148,7 @@ fn two_nodes_share_the_segment_and_the_last_one_down_removes_it() {
 #[test]
 fn a_killed_up_and_nodes_at_once_leave_one_segment_then_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = multi_state(tmp.path(), &[]);
+    let dir = multi_state(tmp.path(), &["addons.loadBalancer=true"]);
     let (bridge, _) = load_balancer_of(&dir);
     let body = format!("{KILLED_THEN_UP_AT_ONCE}report_up\n{DOWN_AT_ONCE}report_down\n");
     let (lines, all) = sandbox(&dir, &body);
@@ -172,6 +172,8 @@ fn the_pool_never_leaves_whatever_egress_says() {
                 "network.advertiseAddress=192.0.2.10",
                 "--set",
                 "network.egress=on",
+                "--set",
+                "addons.loadBalancer=true",
             ])
             .args(extra)
             .arg("--state-dir")

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::container::{dev_args, gen_in, Container, Env};
+use crate::common::container::{dev_args, gen_in, with_every_addon, Container, Env};
 use crate::common::ports::Ports;
 use crate::common::*;
 
@@ -203,7 +203,8 @@ fn segment_port(netns: &str) -> String {
 }
 
 fn multi_args(version: &str, pods: &str, services: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = dev_args(version);
+    // Every addon: LoadBalancer Services across nodes, metrics-server's pod in the drain.
+    let mut args = with_every_addon(dev_args(version));
     args[1] = "multi".into();
     for set in [
         format!("network.podCIDR={pods}"),

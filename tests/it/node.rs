@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::container::{dev_args, gen_in, offline_image_refs, Container, Env};
+use crate::common::container::{
+    dev_args, gen_in, offline_image_refs, with_every_addon, Container, Env,
+};
 use crate::common::ports::Ports;
 use crate::common::*;
 
@@ -90,7 +92,8 @@ fn node_end_to_end(version: &str) {
     let _turn = node_lock();
     let c = Container::boot_node(&format!("node-{}", version.replace('.', "")));
     let ports = Ports::allocate();
-    let state = gen_in(&c, "dev", &ports, &dev_args(version));
+    // Every addon: this test checks LoadBalancer Services, Gateways and HPAs on the node.
+    let state = gen_in(&c, "dev", &ports, &with_every_addon(dev_args(version)));
     let kubectl = cache_dir()
         .join("bin")
         .join(format!("kubernetes-{version}"))

@@ -390,6 +390,15 @@ pub fn dev_args(version: &str) -> Vec<String> {
     args
 }
 
+/// `args` with every addon dev leaves off (the `apps` profile's: metrics-server, MetalLB, the Gateway
+/// API with Traefik), for a test of them on dev or a profile that extends it.
+pub fn with_every_addon(mut args: Vec<String>) -> Vec<String> {
+    for addon in ["metricsServer", "loadBalancer", "gateway"] {
+        args.extend(["--set".into(), format!("addons.{addon}=true")]);
+    }
+    args
+}
+
 /// Properties that describe a unit's runtime state or origin, not its configuration.
 pub fn volatile(k: &str) -> bool {
     is_command(k)
