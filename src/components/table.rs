@@ -2147,6 +2147,12 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("secure-port", port::APISERVER.of(plan).to_string()),
         flag("allow-privileged", "true"),
         flag("profiling", "false"),
+        // On SIGTERM, once the requests in flight drained, its HTTP server gets 2 s to close its
+        // connections, not --request-timeout's 60 s (secure_serving.go's server.Shutdown): the
+        // pods' watches held it until systemd's 30 s stop timeout killed it, so each restart and
+        // upgrade left the API unanswered for 34 to 38 s. Requests meanwhile get 429 with
+        // Retry-After and `Connection: close`, which clients follow.
+        flag("shutdown-send-retry-after", "true"),
         flag(
             "authorization-mode",
             prof.apiserver.authorization_mode.join(","),
