@@ -1262,6 +1262,7 @@ pub const COMPONENTS: &[Component] = &[
                     "env": plan.name(),
                     "bind": host_port(plan.node().link.host.into(), port),
                     "servers": servers,
+                    "ca": plan.path(&paths::cert("ca")),
                 }),
             ))
         })],
@@ -2165,6 +2166,17 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("tls-cert-file", p(&paths::cert("apiserver"))),
         flag("tls-private-key-file", p(&paths::key("apiserver"))),
     ];
+    let control_plane_hosts = plan
+        .hosts
+        .iter()
+        .filter(|h| h.roles.contains(&HostRole::ControlPlane))
+        .count();
+    if control_plane_hosts > 1 {
+        // Behind the other hosts' HAProxy: /readyz fails at once on SIGTERM while it goes on
+        // serving this long, which covers HAProxy's two checks a second apart (haproxy.cfg), so no
+        // request reaches it once it stops listening.
+        flags.push(flag("shutdown-delay-duration", "3s"));
+    }
     flags.extend(datastore_flags(plan));
     flags.extend([
         flag("kubelet-certificate-authority", p(&paths::cert("ca"))),
