@@ -2139,6 +2139,28 @@ fn datastore_flags(plan: &Plan) -> Vec<(String, String)> {
     flags
 }
 
+/// How kube-apiserver ends on SIGTERM.
+fn apiserver_shutdown_flags(plan: &Plan) -> Vec<(String, String)> {
+    // Once the requests in flight drained, its HTTP server gets 2 s to close its connections, not
+    // --request-timeout's 60 s (secure_serving.go's server.Shutdown): the pods' watches held it
+    // until systemd's 30 s stop timeout killed it, so each restart and upgrade left the API
+    // unanswered for 34 to 38 s. Requests meanwhile get 429 with Retry-After and `Connection:
+    // close`, which clients follow.
+    let mut flags = vec![flag("shutdown-send-retry-after", "true")];
+    let control_plane_hosts = plan
+        .hosts
+        .iter()
+        .filter(|h| h.roles.contains(&HostRole::ControlPlane))
+        .count();
+    if control_plane_hosts > 1 {
+        // Behind the other hosts' HAProxy: /readyz fails at once on SIGTERM while it goes on
+        // serving this long, which covers HAProxy's two checks a second apart (haproxy.cfg), so no
+        // request reaches it once it stops listening.
+        flags.push(flag("shutdown-delay-duration", "3s"));
+    }
+    flags
+}
+
 fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
     let p = |r: &str| plan.path(r);
     let prof = &plan.profile;
@@ -2148,12 +2170,6 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("secure-port", port::APISERVER.of(plan).to_string()),
         flag("allow-privileged", "true"),
         flag("profiling", "false"),
-        // On SIGTERM, once the requests in flight drained, its HTTP server gets 2 s to close its
-        // connections, not --request-timeout's 60 s (secure_serving.go's server.Shutdown): the
-        // pods' watches held it until systemd's 30 s stop timeout killed it, so each restart and
-        // upgrade left the API unanswered for 34 to 38 s. Requests meanwhile get 429 with
-        // Retry-After and `Connection: close`, which clients follow.
-        flag("shutdown-send-retry-after", "true"),
         flag(
             "authorization-mode",
             prof.apiserver.authorization_mode.join(","),
@@ -2166,17 +2182,7 @@ fn apiserver_flags(plan: &Plan) -> Vec<(String, String)> {
         flag("tls-cert-file", p(&paths::cert("apiserver"))),
         flag("tls-private-key-file", p(&paths::key("apiserver"))),
     ];
-    let control_plane_hosts = plan
-        .hosts
-        .iter()
-        .filter(|h| h.roles.contains(&HostRole::ControlPlane))
-        .count();
-    if control_plane_hosts > 1 {
-        // Behind the other hosts' HAProxy: /readyz fails at once on SIGTERM while it goes on
-        // serving this long, which covers HAProxy's two checks a second apart (haproxy.cfg), so no
-        // request reaches it once it stops listening.
-        flags.push(flag("shutdown-delay-duration", "3s"));
-    }
+    flags.extend(apiserver_shutdown_flags(plan));
     flags.extend(datastore_flags(plan));
     flags.extend([
         flag("kubelet-certificate-authority", p(&paths::cert("ca"))),
