@@ -888,6 +888,8 @@ fn two_node_environments_run_side_by_side() {
         .map(|((name, ports), (pods, services))| {
             let mut args = dev_args(&version);
             args.extend(["--set".into(), format!("name={name}")]);
+            // Each one's LoadBalancer Services on its own segment (below).
+            args.extend(["--set".into(), "addons.loadBalancer=true".into()]);
             args.extend(["--set".into(), format!("network.podCIDR={pods}")]);
             args.extend(["--set".into(), format!("network.serviceCIDR={services}")]);
             Node {
