@@ -386,6 +386,24 @@ impl Systemd {
         Ok(units.into_iter().map(|u| u.0).collect())
     }
 
+    /// The failed units matching a glob, each with the slice it is in (its `Slice` property).
+    pub async fn failed_units(&self, pattern: &str) -> Result<Vec<(String, String)>, SystemdError> {
+        let units = self
+            .manager
+            .list_units_by_patterns(vec!["failed".into()], vec![pattern.to_string()])
+            .await
+            .map_err(call(format!("ListUnitsByPatterns {pattern}")))?;
+        let mut out = Vec::new();
+        for unit in units {
+            let props = self.all_properties(&unit.0).await?;
+            let slice = prop::<&str>(&props, "Slice")
+                .unwrap_or_default()
+                .to_string();
+            out.push((unit.0, slice));
+        }
+        Ok(out)
+    }
+
     /// SIGKILL every process left in a unit's cgroup (a slice's: its whole subtree), stopped or not.
     /// Nothing left to signal is no error: systemd 252 answers an empty or vanishing cgroup with
     /// IOError ("Failed to send signal SIGKILL to auxiliary processes").

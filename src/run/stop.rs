@@ -94,6 +94,7 @@ fn unit_names(env: &Env) -> Vec<String> {
 /// sees no unit left, and a following start can reuse the names. The slice goes last, after what is
 /// below it (the kubelets' pod slices).
 pub async fn unloaded(env: &Env, sd: &Systemd) -> Result<(), Error> {
+    reset_failed_below(env, sd).await?;
     let names = unit_names(env);
     let all: Vec<&str> = names
         .iter()
@@ -101,6 +102,23 @@ pub async fn unloaded(env: &Env, sd: &Systemd) -> Result<(), Error> {
         .chain([env.slice.name.as_str()])
         .collect();
     sd.collect(&all, Duration::from_secs(10)).await?;
+    Ok(())
+}
+
+/// A failed unit below the environment's slice keeps it loaded, and the next `start` then finds
+/// the slice's name taken ("Unit ... was already loaded"; seen once after `destroy` of a node
+/// whose pods were starting): the kubelet's pod slices and runc's container scopes below it are
+/// no unit of the table, so their failed state is cleared here. Only units in a slice of this
+/// environment (named after its slice) are touched.
+async fn reset_failed_below(env: &Env, sd: &Systemd) -> Result<(), Error> {
+    let below = format!("{}-", env.slice.name.trim_end_matches(".slice"));
+    for pattern in ["*.scope", "*.slice"] {
+        for (name, slice) in sd.failed_units(pattern).await? {
+            if name.starts_with(&below) || slice.starts_with(&below) || slice == env.slice.name {
+                sd.reset_failed(&name).await?;
+            }
+        }
+    }
     Ok(())
 }
 
