@@ -596,8 +596,10 @@ spec:
     let out = n.ku(&["start"]);
     assert!(
         out.status.success(),
-        "start after a running destroy: {}",
-        text(&out)
+        "start after a running destroy: {}\nunits still loaded (what keeps the slice):\n{}",
+        text(&out),
+        text(&n.c.sh("systemctl list-units --all --no-legend --no-pager \
+             'kubeunit-*' '*.scope' | grep -v 'session-\\|init.scope'"))
     );
     let out = n.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
