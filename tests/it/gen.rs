@@ -1757,18 +1757,7 @@ fn dev_leaves_the_heavy_addons_off_and_apps_has_them() {
         addons(&one)
     );
     let apps = tmp.path().join("apps");
-    let bin = executable_bin_dir(tmp.path());
-    gen_ok(
-        &apps,
-        &[
-            "--profile",
-            "apps",
-            "--seed",
-            "7",
-            "--bin-dir",
-            bin.to_str().unwrap(),
-        ],
-    );
+    gen_profile(&apps, Path::new("apps"));
     let all = addons(&apps);
     for a in heavy {
         assert!(all.contains(a), "apps lacks {a}: {all:?}");
