@@ -113,6 +113,17 @@ export KUBEUNIT_OFFLINE=1
 unset KUBEUNIT_UPDATE_GOLDEN
 # cargo's target dir in the cache: CI's fresh clone compiles only kubeunit, not its dependencies again.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache/target}
+# kubeunit's own artifacts built from another checkout (CI's clone) look fresh to cargo when this tree's
+# files are older than that build: cargo compares mtimes of paths relative to the package. Their tests
+# would read that checkout's files (CARGO_MANIFEST_DIR is compiled in). So kubeunit alone is rebuilt
+# when the checkout changes; the dependencies stay.
+checkout_mark=$CARGO_TARGET_DIR/.kubeunit-checkout
+if [ -d "$CARGO_TARGET_DIR" ] && [ "$(cat "$checkout_mark" 2>/dev/null)" != "$PWD" ]; then
+  echo "==> kubeunit was last built here from $(cat "$checkout_mark" 2>/dev/null || echo 'an unknown checkout'): rebuilding it from $PWD"
+  cargo clean --quiet -p kubeunit
+fi
+mkdir -p "$CARGO_TARGET_DIR"
+echo "$PWD" >"$checkout_mark"
 start=$SECONDS
 newest=${KUBERNETES_VERSIONS%% *}
 
