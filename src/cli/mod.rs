@@ -17,6 +17,7 @@ mod import;
 mod install;
 mod kube_bench;
 mod kubeconfig;
+mod list;
 mod logs;
 mod man;
 mod profile;
@@ -69,6 +70,9 @@ pub enum Command {
     /// Per component: unit state, PID, memory, restarts, uptime and health.
     #[command(after_help = status::AFTER_HELP)]
     Status(status::Args),
+    /// The environments on this host: running or not, version, nodes, API address and state dir.
+    #[command(after_help = list::AFTER_HELP)]
+    List(list::Args),
     /// Show component logs from journald (all components when none is named).
     #[command(after_help = logs::AFTER_HELP)]
     Logs(logs::Args),
@@ -160,6 +164,7 @@ pub fn run() -> i32 {
         Command::Start(args) => block_on(start::exec(args)),
         Command::Stop(args) => block_on(stop::exec(args)),
         Command::Status(args) => block_on(status::exec(args)),
+        Command::List(args) => block_on(list::exec(args)),
         Command::Logs(args) => logs::exec(args),
         Command::Restart(args) => block_on(restart::exec(args)),
         Command::Upgrade(args) => block_on(upgrade::exec(args)),

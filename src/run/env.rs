@@ -127,6 +127,31 @@ pub async fn running_units(env: &Env, sd: &crate::systemd::Systemd) -> Result<us
     Ok(n)
 }
 
+/// How many of the environment's services are active (or activating), of how many: what `kubeunit
+/// list` says of it. A scheduled one (etcd's snapshots) runs only now and then: it is not counted.
+pub async fn units_up(env: &Env, sd: &crate::systemd::Systemd) -> Result<(usize, usize), Error> {
+    let mut up = 0;
+    let mut total = 0;
+    for (i, unit) in env
+        .units
+        .iter()
+        .filter(|(i, _)| env.timer(&i.name).is_none())
+    {
+        total += 1;
+        let debug = sd.state(&i.debug_unit()).await?;
+        let main = sd.state(&unit.name).await?;
+        // A component under dlv (`kubeunit debug`) runs as its debug unit instead.
+        if [debug, main]
+            .iter()
+            .flatten()
+            .any(|s| !s.active_state.is_stopped())
+        {
+            up += 1;
+        }
+    }
+    Ok((up, total))
+}
+
 #[cfg(test)]
 impl Env {
     /// gen a built-in profile with `sets` into a temp dir and load it as `start` does.

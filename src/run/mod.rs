@@ -33,8 +33,8 @@ pub mod usable;
 mod versions;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
-pub use env::{installed, journal_tail, running_units, Env};
+pub use env::{installed, journal_tail, running_units, units_up, Env};
 pub use restart::restart;
 pub use start::{start, Progress, StartReport, Timing, Until};
-pub use status::{certificates_expiring, status, ComponentStatus};
+pub use status::{certificates_expiring, kubernetes_version, status, ComponentStatus};
 pub use stop::{stop, stop_with, Ending, StopReport};

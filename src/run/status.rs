@@ -64,6 +64,23 @@ pub fn certificates_expiring(env: &Env) -> Result<Vec<CertExpiry>, Error> {
     Ok(certs::expiring(&all).into_iter().cloned().collect())
 }
 
+/// The Kubernetes release the environment's unit files run: what the API server's binary (on a
+/// host without one, the kubelet's) reports, as `upgrade` asks it. `None` when there is neither, or
+/// the binary cannot say.
+pub fn kubernetes_version(env: &Env) -> Option<String> {
+    let (i, unit) = ["kube-apiserver", "kubelet"]
+        .iter()
+        .find_map(|name| env.units.iter().find(|(i, _)| i.component.name == *name))?;
+    let (path, argv, _) = unit.exec_start()?;
+    super::versions::of_binary(
+        std::path::Path::new(path),
+        &super::versions::leading(argv),
+        i.component.go_module,
+    )
+    .ok()
+    .map(|v| v.word)
+}
+
 pub async fn status(env: &Env, sd: &Systemd) -> Result<Vec<ComponentStatus>, Error> {
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -143,16 +143,6 @@ fn in_skew_order(env: &Env) -> Vec<&(Instance<'static>, UnitFile)> {
     units
 }
 
-/// A command line's leading arguments: those before its first flag (a multi-call binary's
-/// component, as `preflight` asks it).
-fn leading(argv: &[String]) -> Vec<String> {
-    argv.iter()
-        .skip(1)
-        .take_while(|a| !a.starts_with('-'))
-        .cloned()
-        .collect()
-}
-
 /// Ask every versioned instance what it runs and what its new binary is, and say what an upgrade
 /// does. Refused (exit 2, nothing changed) when a new binary is missing or reports no version or
 /// another than the profile pins, and when going to it is not an upgrade the skew policy supports.
@@ -167,7 +157,7 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
                 let (path, argv, _) = unit.exec_start().ok_or_else(|| {
                     Error::Internal(format!("{}: a unit file without ExecStart=", unit.name))
                 })?;
-                (PathBuf::from(path), leading(argv))
+                (PathBuf::from(path), versions::leading(argv))
             }
             Targets::Profile(p) => (c.binary_path_in(p), p.component(c.name).binary_args.clone()),
         };
@@ -519,7 +509,7 @@ async fn running_version(
 ) -> Result<Option<Version>, Error> {
     let lead = unit
         .exec_start()
-        .map(|(_, argv, _)| leading(argv))
+        .map(|(_, argv, _)| versions::leading(argv))
         .unwrap_or_default();
     Ok(sd
         .state(&unit.name)

@@ -172,6 +172,16 @@ pub fn skew_refusal(version: &Version, api: &Version, skew: Skew) -> Option<Stri
     None
 }
 
+/// A command line's leading arguments: those before its first flag (a multi-call binary's
+/// component, as `preflight` asks it).
+pub fn leading(argv: &[String]) -> Vec<String> {
+    argv.iter()
+        .skip(1)
+        .take_while(|a| !a.starts_with('-'))
+        .cloned()
+        .collect()
+}
+
 /// What the binary at `path` (with its leading arguments: a multi-call binary's component) is:
 /// its build info's release when its main module is `module`, else what `--version` prints. The
 /// error says why there is no answer (it cannot be run, or printed no version).

@@ -19,6 +19,23 @@ pub enum Found {
     Ours,
 }
 
+/// The state dirs directly below `home` (`kubeunit list`'s default place: /var/lib/kubeunit), by
+/// name. What is no state dir of ours there (another tool's directory, a file) is passed over; a
+/// missing or unreadable home holds none.
+pub fn generated_below(home: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(home) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|d| matches!(inspect(d), Ok(Found::Ours)))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
@@ -238,6 +255,24 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn state_dirs_below_a_home_are_found_by_name_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path();
+        for (dir, file) in [("b", MANIFEST), ("a", JOURNAL), ("other", "notes.txt")] {
+            std::fs::create_dir(home.join(dir)).unwrap();
+            std::fs::set_permissions(home.join(dir), std::fs::Permissions::from_mode(0o700))
+                .unwrap();
+            std::fs::write(home.join(dir).join(file), "{}").unwrap();
+        }
+        std::fs::create_dir(home.join("empty")).unwrap();
+        std::fs::write(home.join("file"), "").unwrap();
+        symlink(home.join("b"), home.join("link")).unwrap();
+        // A link to a state dir is that dir again, under another name: not listed twice.
+        assert_eq!(generated_below(home), vec![home.join("a"), home.join("b")]);
+        assert!(generated_below(&home.join("missing")).is_empty());
     }
 
     #[test]

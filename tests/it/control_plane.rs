@@ -1497,6 +1497,57 @@ fn two_state_dirs_of_one_profile_run_side_by_side_on_auto_ports() {
         text(&kubectl(&b, &["get", "--raw", "/readyz"])).trim(),
         "ok"
     );
+    // `list`: a stopped, b running, and one in the default place (/var/lib/kubeunit) never
+    // started; each with its version and API address.
+    let mut argv = vec!["gen", "--set", "name=listed"];
+    argv.extend(args.iter().map(String::as_str));
+    let out = c.kubeunit(&argv);
+    assert!(out.status.success(), "gen listed: {}", text(&out));
+    let (sa, sb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let list =
+        |output: &str| c.kubeunit(&["list", "-o", output, "--state-dir", sa, "--state-dir", sb]);
+    let out = list("json");
+    assert!(out.status.success(), "{}", text(&out));
+    let rows: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let row = |dir: &str| -> serde_json::Value {
+        let found = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["stateDir"] == dir);
+        found
+            .unwrap_or_else(|| panic!("{dir} not listed: {rows}"))
+            .clone()
+    };
+    let (ra, rb, rl) = (row(sa), row(sb), row("/var/lib/kubeunit/listed"));
+    assert_eq!(rows.as_array().map(Vec::len), Some(3), "{rows}");
+    assert_eq!(
+        (&ra["status"], &ra["unitsUp"]),
+        (&"stopped".into(), &0.into()),
+        "{ra}"
+    );
+    assert_eq!(
+        (&rb["status"], &rb["unitsUp"]),
+        (&"running".into(), &4.into()),
+        "{rb}"
+    );
+    assert_eq!(
+        (&rl["status"], &rl["name"]),
+        (&"stopped".into(), &"listed".into()),
+        "{rl}"
+    );
+    for (r, ports) in [(&ra, &pa), (&rb, &pb)] {
+        assert_eq!(r["version"], version.as_str(), "{r}");
+        let api = format!("https://127.0.0.1:{}", ports["apiserver"]);
+        assert_eq!((&r["api"], &r["units"]), (&api.into(), &4.into()), "{r}");
+    }
+    let table = text(&list("text"));
+    for (dir, status) in [(sa, "stopped"), (sb, "running")] {
+        let line = table.lines().find(|l| l.ends_with(dir));
+        let line = line.unwrap_or_else(|| panic!("{dir} not in:\n{table}"));
+        assert!(line.contains(status) && line.contains(&version), "{table}");
+    }
     // ...and a starts again beside it, with its data.
     let out = ku(&a, &["start"]);
     assert!(out.status.success(), "{}", text(&out));

@@ -101,8 +101,8 @@ fn parses(words: &[String]) -> Result<(), String> {
     Err(e.to_string().lines().next().unwrap_or_default().to_string())
 }
 
-#[test]
-fn every_kubeunit_command_in_the_docs_parses() {
+/// README.md and every page of docs/.
+fn pages() -> Vec<std::path::PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut pages = vec![root.join("README.md")];
     let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
@@ -112,6 +112,105 @@ fn every_kubeunit_command_in_the_docs_parses() {
         .collect();
     docs.sort();
     pages.extend(docs);
+    pages
+}
+
+/// The prose of a Markdown page: its lines outside fenced blocks, inline code spans blanked.
+fn prose(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            let kept = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+            lines.push(kept);
+        }
+    }
+    lines
+}
+
+/// A word that reads as a git commit (7 to 40 hex digits, with a digit and a letter: `d219d98`).
+fn commit_like(word: &str) -> bool {
+    (7..=40).contains(&word.len())
+        && word.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
+        && word.chars().any(|c| c.is_ascii_digit())
+        && word.chars().any(|c| c.is_ascii_alphabetic())
+}
+
+/// A date (`2026-12-06`) or a record's timestamp (`20261206T2310Z`) in `text`.
+fn dated(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let digits = |from: usize, n: usize| {
+        b.get(from..from + n)
+            .is_some_and(|s| s.iter().all(u8::is_ascii_digit))
+    };
+    (0..b.len()).find_map(|i| {
+        let date = digits(i, 4)
+            && b.get(i + 4) == Some(&b'-')
+            && digits(i + 5, 2)
+            && b.get(i + 7) == Some(&b'-')
+            && digits(i + 8, 2);
+        let stamp = digits(i, 8) && b.get(i + 8) == Some(&b'T') && digits(i + 9, 4);
+        (date || stamp).then(|| text[i..].chars().take(13).collect())
+    })
+}
+
+/// The docs say what is true now: history (which run, at which commit, on which day) lives in
+/// docs/benchmarks.md and benches/results/, so no other page names a commit, or a date outside code.
+#[test]
+fn no_commit_or_dated_run_outside_the_benchmarks_page() {
+    let mut found = Vec::new();
+    for page in pages()
+        .iter()
+        .filter(|p| !p.ends_with("docs/benchmarks.md"))
+    {
+        let text = std::fs::read_to_string(page).unwrap();
+        for word in text
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| commit_like(w))
+        {
+            found.push(format!("{}: commit-like {word:?}", page.display()));
+        }
+        for line in prose(&text) {
+            if let Some(date) = dated(&line) {
+                found.push(format!(
+                    "{}: dated {date:?} in: {}",
+                    page.display(),
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "history belongs in docs/benchmarks.md:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn history_is_found_where_it_hides() {
+    assert!(commit_like("d219d98") && commit_like("4f233c7"));
+    assert!(!commit_like("deadbee") && !commit_like("1234567") && !commit_like("sha256"));
+    assert!(
+        !commit_like(&"a1".repeat(32)),
+        "a sha256 digest is no commit"
+    );
+    assert_eq!(dated("at 2026-12-06, 26 min"), Some("2026-12-06, 2".into()));
+    assert_eq!(
+        dated("suite-full-20261207T0145Z.txt"),
+        Some("20261207T0145".into())
+    );
+    assert_eq!(dated("v1.36.3 in 2026 minutes"), None);
+    let page =
+        "Run `gen --set pki.epoch=2026-01-01T00:00:00Z`.\n```\n2026-01-01\n```\nOn 2026-01-02.";
+    assert_eq!(prose(page).iter().filter_map(|l| dated(l)).count(), 1);
+}
+
+#[test]
+fn every_kubeunit_command_in_the_docs_parses() {
+    let pages = pages();
     let (mut checked, mut failures) = (0, Vec::new());
     for page in &pages {
         let text = std::fs::read_to_string(page).unwrap();
