@@ -381,19 +381,31 @@ fn profile_reference(base: &str) -> String {
             items.clear();
         }
     };
-    for line in base.lines() {
+    // Whether the line above says something of its key (a comment after it, or one continuing that).
+    let mut commented = false;
+    for (n, line) in base.lines().enumerate() {
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
         if trimmed.is_empty() {
+            commented = false;
             continue;
         }
         if let Some(comment) = trimmed.strip_prefix('#') {
             match rows.last_mut() {
                 None => intro.push(comment.trim().to_string()),
-                Some(row) => row.what.push(comment.trim().to_string()),
+                // A comment line goes on with the key above's own: one under a key without one
+                // would land on that key's row, whatever it speaks of.
+                Some(row) if commented => row.what.push(comment.trim().to_string()),
+                Some(row) => panic!(
+                    "profiles/base.yaml:{}: a comment line under `{}`, which has no comment of its own: \
+                     say it after the key it is about, on its line",
+                    n + 1,
+                    row.key
+                ),
             }
             continue;
         }
+        commented = trimmed.contains(" #");
         if let Some(item) = trimmed.strip_prefix("- ") {
             items.push(item.trim().to_string());
             continue;
@@ -422,8 +434,7 @@ fn profile_reference(base: &str) -> String {
     out.push_str(&intro.join(" "));
     out.push_str(
         "\n\nA profile states only what differs from these (`extends:` another profile), and `--set KEY=VALUE` \
-         sets one key for one `gen` (dotted, as in the table). `kubeunit profile show NAME` prints a profile \
-         resolved.\n\n| key | default | what |\n|---|---|---|\n",
+         sets one key for one `gen` (dotted, as in the table).\n\n| key | default | what |\n|---|---|---|\n",
     );
     for row in &rows {
         let default = if row.default.is_empty() {
