@@ -2,6 +2,7 @@
 //! environment and a systemd (`Target`), output formats and exit codes (0 ok, 1 failed check,
 //! operation or I/O, 2 bad input; `status` 3 when something is unhealthy).
 
+mod addons;
 mod certs;
 mod cmdline;
 mod common;
@@ -110,6 +111,12 @@ pub enum Command {
         #[command(subcommand)]
         command: images::Command,
     },
+    /// Addons: list them, enable or disable one (on a running environment too).
+    #[command(after_help = addons::AFTER_HELP)]
+    Addons {
+        #[command(subcommand)]
+        command: addons::Command,
+    },
     /// Certificates: when they expire (check-expiration), and renewing leaf certificates (renew).
     #[command(after_help = certs::AFTER_HELP)]
     Certs {
@@ -176,6 +183,7 @@ pub fn run() -> i32 {
         Command::Wait(args) => wait::exec(args),
         Command::Hook(args) => hook::exec(args),
         Command::Images { command } => block_on(images::exec(command)),
+        Command::Addons { command } => block_on(addons::exec(command)),
         Command::Certs { command } => block_on(certs::exec(command)),
         Command::Destroy(args) => block_on(destroy::exec(args)),
         Command::Snapshot { command } => block_on(snapshot::exec(command)),

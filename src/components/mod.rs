@@ -26,8 +26,8 @@ pub use component::{
 };
 pub use instance::{instances_of, Instance};
 pub use table::{
-    api_urls, apiserver_url, etcd_url, node_apiserver_url, port, COMPONENTS, NODE_NETWORK_SCRIPT,
-    NODE_OBJECT_FILE, SCHEDULED_SNAPSHOT_PREFIX,
+    api_urls, apiserver_url, etcd_url, node_apiserver_url, node_network_copy, port, COMPONENTS,
+    NODE_NETWORK_SCRIPT, NODE_OBJECT_FILE, SCHEDULED_SNAPSHOT_PREFIX,
 };
 
 /// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.

@@ -2014,7 +2014,7 @@ fn cluster_nets(plan: &Plan) -> Vec<String> {
 }
 
 /// Where node-network's `up` copies its script, whose `down` its unit's ExecStopPost= runs.
-fn node_network_copy(plan: &Plan) -> std::path::PathBuf {
+pub fn node_network_copy(plan: &Plan) -> std::path::PathBuf {
     plan.node().run_dir.join("node-network.sh")
 }
 

@@ -59,16 +59,41 @@ pub fn documents(state_dir: &Path) -> Result<Vec<(String, Value)>, Error> {
         let rel = paths::addon(&name);
         let file = state_dir.join(&rel);
         let text = root.read_string(&rel).map_err(Error::io(&file, "read"))?;
-        for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
-            let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| Error::Artifact {
-                path: file.clone(),
-                message: format!("document {}: {e}", i + 1),
-                fix: "fix the YAML or regenerate it with `kubeunit gen`".into(),
-            })?;
-            if !v.is_null() {
-                docs.push((file.display().to_string(), v));
-            }
+        docs.extend(parse(&file, &text)?);
+    }
+    Ok(docs)
+}
+
+/// The documents of one addon file, each with the file's name.
+fn parse(file: &Path, text: &str) -> Result<Vec<(String, Value)>, Error> {
+    let mut docs = Vec::new();
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| Error::Artifact {
+            path: file.to_path_buf(),
+            message: format!("document {}: {e}", i + 1),
+            fix: "fix the YAML or regenerate it with `kubeunit gen`".into(),
+        })?;
+        if !v.is_null() {
+            docs.push((file.display().to_string(), v));
         }
+    }
+    Ok(docs)
+}
+
+/// The addon documents of a state dir rendered in memory (`pipeline::render`), as `documents`
+/// reads them once written: what a `gen` would leave.
+pub fn documents_of(plan: &Plan, tree: &crate::state::Tree) -> Result<Vec<(String, Value)>, Error> {
+    let prefix = format!("{}/", paths::ADDONS);
+    let mut docs = Vec::new();
+    for (rel, artifact) in tree.range(prefix.clone()..) {
+        let Some(name) = rel.strip_prefix(&prefix) else {
+            break;
+        };
+        if name.contains('/') || !name.ends_with(".yaml") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&artifact.bytes);
+        docs.extend(parse(&plan.state_dir.join(rel), &text)?);
     }
     Ok(docs)
 }
@@ -127,6 +152,49 @@ pub fn apply(plan: &Plan) -> Result<Vec<String>, Error> {
         applied.push(path);
     }
     Ok(applied)
+}
+
+/// Delete the objects of `docs`, last first (a namespace after what is in it), as `kubectl delete -f`
+/// does: one that is gone already counts as deleted. Retries for a short while on answers that
+/// mean "not now". Returns their API paths.
+pub fn delete(plan: &Plan, docs: &[(String, Value)]) -> Result<Vec<String>, Error> {
+    if docs.is_empty() {
+        return Ok(vec![]);
+    }
+    let agent =
+        super::probe::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(10))?;
+    let mut deleted = Vec::new();
+    for (file, doc) in docs.iter().rev() {
+        let path = object_url(doc).map_err(|e| Error::Artifact {
+            path: file.into(),
+            message: e.to_string(),
+            fix: "regenerate it with `kubeunit gen`".into(),
+        })?;
+        let url = format!("{}{path}", crate::components::apiserver_url(plan));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, text) = match agent.delete(&url).call() {
+                Ok(mut r) => (
+                    r.status().as_u16(),
+                    r.body_mut().read_to_string().unwrap_or_default(),
+                ),
+                Err(e) => (0, e.to_string()),
+            };
+            match status {
+                200 | 202 | 404 => break,
+                0 | 409 | 429 | 500..=599 if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(200))
+                }
+                _ => {
+                    return Err(Error::Addon(format!(
+                        "deleting {path} (from {file}): HTTP {status}: {text}"
+                    )))
+                }
+            }
+        }
+        deleted.push(path);
+    }
+    Ok(deleted)
 }
 
 /// Server-side apply `doc` at `path`, retrying for a short while on answers that mean "not yet".

@@ -2,6 +2,7 @@
 //! `--set`), validation, the host facts gathered at the edge, and the plan resolved from them.
 //! Nothing here knows about components beyond their settings in the profile.
 
+pub mod addons;
 pub mod auto;
 pub mod calendar;
 pub mod dual_stack;

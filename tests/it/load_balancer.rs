@@ -333,3 +333,133 @@ fn across_hosts_a_killed_up_then_the_hosts_network_reaches_the_node_and_down_lea
     assert_eq!(got("after the down"), "macvlans 0, routes 0", "{all}");
     assert_eq!(got("after down"), "as before", "{all}");
 }
+
+/// `kubeunit addons enable loadbalancer` on a running dev (which leaves it off): MetalLB runs, a
+/// LoadBalancer Service waiting for an address gets one of the pool, routed from this host onto the
+/// segment, and it answers from this host. `disable` deletes MetalLB's objects and removes the
+/// segment and its routes while the node runs on; the node's `stop` afterwards leaves nothing.
+#[test]
+fn addons_enable_loadbalancer_on_a_running_dev_and_disable_removes_it_and_its_routes() {
+    use crate::common::container::{dev_args, gen_in, Container, Env};
+    use std::time::Duration;
+    let _turn = node_lock();
+    let c = Container::boot_node("addons-lb");
+    let ports = crate::common::ports::Ports::allocate();
+    let version = pinned("KUBERNETES_VERSIONS")[0].clone();
+    let state = gen_in(&c, "dev", &ports, &dev_args(&version));
+    let kubectl = cache_dir()
+        .join("bin")
+        .join(format!("kubernetes-{version}"))
+        .join("kubectl");
+    let n = Env {
+        c: &c,
+        state,
+        kubectl,
+    };
+    let out = n.ku(&["start", "--timeout", "180"]);
+    assert!(out.status.success(), "start: {}", text(&out));
+    assert_eq!(
+        load_balancer_of(&n.state).0,
+        "",
+        "dev leaves the load balancer off"
+    );
+    n.create_web(1);
+    n.kubectl_ok(&["rollout", "status", "deploy/web", "--timeout=120s"]);
+    n.kubectl_ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--name=web-lb",
+        "--type=LoadBalancer",
+        "--port=80",
+        "--target-port=8080",
+    ]);
+
+    // Refused before anything changes: an unknown addon, and the gateway without it.
+    let before = std::fs::read(n.state.join("manifest.json")).unwrap();
+    for (args, says) in [
+        (["addons", "enable", "lb"], "no addon \"lb\""),
+        (
+            ["addons", "enable", "gateway"],
+            "kubeunit addons enable loadbalancer first",
+        ),
+    ] {
+        let out = n.ku(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    assert_eq!(
+        std::fs::read(n.state.join("manifest.json")).unwrap(),
+        before
+    );
+
+    let out = n.ku(&["addons", "enable", "loadbalancer"]);
+    assert!(out.status.success(), "enable: {}", text(&out));
+    assert!(
+        text(&out).contains("LoadBalancer segment made on node dev"),
+        "{}",
+        text(&out)
+    );
+    let (bridge, pool) = load_balancer_of(&n.state);
+    assert!(
+        bridge.starts_with("kb-") && pool.ends_with("/28"),
+        "{bridge} {pool}"
+    );
+    let listed = n.ku_ok(&["addons", "list", "-o", "json"]);
+    assert!(listed.contains("\"enabled\": true"), "{listed}");
+    let address = external_ip_of(
+        |a| n.kubectl_ok(a),
+        "web-lb",
+        &pool,
+        Duration::from_secs(180),
+    );
+    let route = text(&c.run(&["ip", "route", "get", &address]));
+    assert!(
+        route.contains(&format!("dev {bridge} ")),
+        "{address}: {route}"
+    );
+    wait_for_saying("host -> LoadBalancer", Duration::from_secs(60), || {
+        let (_, answer) = http_get_from(&c, &address, "/index.html");
+        (answer.contains("hello"), answer)
+    });
+    // Again: nothing changes, nothing fails.
+    let out = n.ku(&["addons", "enable", "loadbalancer"]);
+    assert!(out.status.success(), "enable again: {}", text(&out));
+    assert!(text(&out).contains("(it was already)"), "{}", text(&out));
+
+    let out = n.ku(&["addons", "disable", "loadbalancer"]);
+    assert!(out.status.success(), "disable: {}", text(&out));
+    assert!(
+        text(&out).contains("removed, with its routes"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(load_balancer_of(&n.state).0, "", "the state dir says off");
+    let gone = c.sh(&format!(
+        "ip -br link show dev {bridge} 2>/dev/null; ip route show table all | grep -F '{pool}'"
+    ));
+    assert_eq!(
+        text(&gone).trim(),
+        "",
+        "segment and routes left:\n{}",
+        text(&gone)
+    );
+    let route = text(&c.run(&["ip", "route", "get", &address]));
+    assert!(!route.contains(&bridge), "{address}: {route}");
+    wait_for("MetalLB's namespace gone", Duration::from_secs(120), || {
+        !n.kubectl(&["get", "namespace", "metallb-system"])
+            .status
+            .success()
+    });
+    // The node runs on: the Service's pods still answer inside the cluster's network.
+    n.kubectl_ok(&["rollout", "status", "deploy/web", "--timeout=60s"]);
+
+    let out = n.ku(&["stop"]);
+    assert!(out.status.success(), "stop: {}", text(&out));
+    let left = c.sh(&format!(
+        "ip -br link | grep -E '^(kb-|kl-)'; ip route show table all | grep -F '{pool}'"
+    ));
+    assert_eq!(text(&left).trim(), "", "after stop:\n{}", text(&left));
+    let out = n.ku(&["destroy"]);
+    assert!(out.status.success(), "destroy: {}", text(&out));
+}
