@@ -580,28 +580,103 @@ fn dev_comes_up_from_the_fetched_binaries() {
         "nothing started"
     );
 
-    // Fetch (on this host, into the container's cache), then the same gen and start.
+    // Then README.md's connected quick start, command by command, against the simulated internet:
+    // a command this test does not know how to follow fails it, so the README cannot drift.
+    let mut fetched = String::new();
+    let mut started = String::new();
     let t0 = std::time::Instant::now();
-    let out = run(m.command("dev", &[]).env("KUBEUNIT_CACHE_DIR", &cache));
-    assert!(out.status.success(), "fetch: {}", text(&out));
-    let fetched = t0.elapsed();
-    assert_same_as_built(&cache);
-    gen();
-    let unit =
-        std::fs::read_to_string(state.join("units").join(unit(&state, "kube-apiserver"))).unwrap();
-    assert!(
-        unit.contains(&format!("ExecStart={}/bin/kubernetes-", cache.display())),
-        "{unit}"
-    );
-    let out = env.ku(&["start", "--timeout", "180"]);
-    let t = text(&out);
-    assert!(out.status.success(), "start: {t}");
-    assert!(t.contains("CoreDNS ready behind kube-dns"), "{t}");
-    eprintln!(
-        "from an empty cache to DNS answering: fetch {:.1}s, then gen and start: {:.1}s in all",
-        fetched.as_secs_f64(),
-        t0.elapsed().as_secs_f64()
-    );
+    for line in readme_connected_quick_start() {
+        match line.as_str() {
+            // The kubeunit under test is this build.
+            "cargo install --path ." => {}
+            // From the release mirror, on this host into the container's cache.
+            "kubeunit fetch" => {
+                let out = run(m.command("dev", &[]).env("KUBEUNIT_CACHE_DIR", &cache));
+                assert!(out.status.success(), "fetch: {}", text(&out));
+                fetched = text(&out);
+                assert_same_as_built(&cache);
+            }
+            // dev with the simulated registries as its mirrors (connected.yaml extends dev).
+            "kubeunit gen --profile dev && kubeunit start" => {
+                gen();
+                let unit = std::fs::read_to_string(
+                    state.join("units").join(unit(&state, "kube-apiserver")),
+                )
+                .unwrap();
+                assert!(
+                    unit.contains(&format!("ExecStart={}/bin/kubernetes-", cache.display())),
+                    "{unit}"
+                );
+                let out = env.ku(&["start", "--timeout", "180"]);
+                started = text(&out);
+                assert!(out.status.success(), "start: {started}");
+                assert!(
+                    started.contains("CoreDNS ready behind kube-dns"),
+                    "{started}"
+                );
+                eprintln!(
+                    "from an empty cache to DNS answering: {:.1}s",
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            // As start printed it, for this state dir.
+            l if l.starts_with("export KUBECONFIG=/var/lib/kubeunit/dev/") => {
+                let printed = format!(
+                    "export KUBECONFIG={}",
+                    state.join("kubeconfig/admin.kubeconfig").display()
+                );
+                assert!(
+                    started.contains(&printed),
+                    "start did not print {printed:?}:\n{started}"
+                );
+            }
+            // kubectl where fetch put it, in the directory its listing names.
+            l if l.starts_with("export PATH=~/.cache/kubeunit/bin/kubernetes-") => {
+                let dir = format!("bin/kubernetes-{}", k8s());
+                assert!(
+                    l.contains(&format!("/{dir}:")),
+                    "README names another version: {l}"
+                );
+                assert!(fetched.contains(&dir), "fetch listed no {dir}:\n{fetched}");
+                assert!(cache.join(&dir).join("kubectl").is_file());
+            }
+            "kubectl create deployment web --image=nginx" => {
+                env.kubectl_ok(&["create", "deployment", "web", "--image=nginx"]);
+                wait_for(
+                    "the pod of docker.io's nginx Running",
+                    std::time::Duration::from_secs(120),
+                    || {
+                        let phases = env.kubectl_ok(&[
+                            "get",
+                            "pods",
+                            "-l",
+                            "app=web",
+                            "-o",
+                            "jsonpath={.items[*].status.phase}",
+                        ]);
+                        phases == "Running"
+                    },
+                );
+                let asked = m.net.requests(Site::DockerHub);
+                assert!(
+                    asked
+                        .iter()
+                        .any(|r| r.contains("/v2/library/nginx/manifests/latest")),
+                    "{asked:?}"
+                );
+                // The README's lifecycle: `kubeunit list` shows it running.
+                let listed = env.ku_ok(&["list", "-o", "json"]);
+                assert!(listed.contains("\"status\": \"running\""), "{listed}");
+            }
+            "kubeunit destroy --all" => {
+                env.ku_ok(&["destroy", "--all"]);
+                assert!(!state.exists(), "destroy --all left {}", state.display());
+                assert_eq!(c.list_units(&format!("{}*", unit_prefix(&state))), "");
+            }
+            other => panic!("README.md's connected quick start has {other:?}: follow it here"),
+        }
+    }
+    assert!(!started.is_empty(), "the quick start started nothing");
     let asked = m.net.registry_requests();
     for repo in ["/v2/pause/manifests/", "/v2/coredns/coredns/manifests/"] {
         assert!(
@@ -609,28 +684,25 @@ fn dev_comes_up_from_the_fetched_binaries() {
             "{repo} not pulled: {asked:?}"
         );
     }
-    // What a user runs first: a public image by its short name.
-    env.kubectl_ok(&[
-        "run",
-        "web",
-        "--image=nginx",
-        "--command",
-        "--",
-        "sleep",
-        "3600",
-    ]);
-    wait_for(
-        "the pod of docker.io's nginx Running",
-        std::time::Duration::from_secs(120),
-        || env.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.status.phase}"]) == "Running",
-    );
-    let asked = m.net.requests(Site::DockerHub);
-    assert!(
-        asked
-            .iter()
-            .any(|r| r.contains("/v2/library/nginx/manifests/latest")),
-        "{asked:?}"
-    );
-    env.ku_ok(&["stop"]);
     assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+/// The commands of README.md's connected quick start (its first shell block), comments cut.
+fn readme_connected_quick_start() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("## Quick start, connected")
+        .nth(1)
+        .expect("README.md has a section \"Quick start, connected\"");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next());
+    block
+        .expect("a sh block in it")
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or_default().trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
 }
