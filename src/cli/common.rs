@@ -117,15 +117,17 @@ pub fn lock_wait() -> Result<Duration, Error> {
     }
 }
 
-/// Whether `gen` makes the environment offline whatever its profile says: `$KUBEUNIT_OFFLINE` is
-/// `1` (or `true`); unset, empty, `0` or `false`: as the profile says.
-pub fn offline() -> Result<bool, Error> {
+/// What `$KUBEUNIT_OFFLINE` says: `1` (or `true`) offline, whatever the profile says; `0` (or
+/// `false`) as the profile says, and an environment made offline before may go online; unset or
+/// empty: nothing (an offline state dir stays offline).
+pub fn offline() -> Result<Option<bool>, Error> {
     let Some(v) = std::env::var_os("KUBEUNIT_OFFLINE") else {
-        return Ok(false);
+        return Ok(None);
     };
     match v.to_string_lossy().trim() {
-        "1" | "true" => Ok(true),
-        "" | "0" | "false" => Ok(false),
+        "1" | "true" => Ok(Some(true)),
+        "0" | "false" => Ok(Some(false)),
+        "" => Ok(None),
         other => Err(Error::Usage {
             message: format!("KUBEUNIT_OFFLINE={other:?} is neither 1 nor 0"),
             fix: "set KUBEUNIT_OFFLINE=1 for an environment that reaches nothing beyond this machine, or unset it".into(),

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::common::{print_json, Output};
+use super::common::{offline, print_json, Output};
 use crate::error::Error;
 use crate::fetch::{self, Event};
 use crate::pipeline::{self, binaries};
@@ -21,7 +21,8 @@ Each file is checked against the checksum file its project publishes next to it 
 it was. A set already in the cache is checked against what was fetched and not downloaded again.
 Sources: kubernetes (https://dl.k8s.io/release), etcd, containerd, runc, cni-plugins and registry
 (their GitHub release downloads). The cache: $KUBEUNIT_CACHE_DIR, else $XDG_CACHE_HOME/kubeunit,
-else ~/.cache/kubeunit. SSL_CERT_FILE names CA certificates to trust instead of the usual roots.";
+else ~/.cache/kubeunit. SSL_CERT_FILE names CA certificates to trust instead of the usual roots.
+Offline (KUBEUNIT_OFFLINE=1, or the profile's offline: true) it is refused, exit 2.";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -58,6 +59,19 @@ pub struct Args {
 
 pub fn exec(args: Args) -> Result<i32, Error> {
     let profile = pipeline::profile(&args.profile, &args.sets)?;
+    // Offline is a promise that nothing leaves this machine: fetch would break it.
+    let env_offline = offline()? == Some(true);
+    if env_offline || profile.offline {
+        let why = if env_offline {
+            "KUBEUNIT_OFFLINE=1"
+        } else {
+            "the profile's offline: true"
+        };
+        return Err(Error::Usage {
+            message: format!("offline ({why}): kubeunit fetch downloads from the internet"),
+            fix: "on a connected machine run KUBEUNIT_OFFLINE=0 kubeunit fetch (and --set offline=false for a profile that says offline); offline, give gen the binaries with --bin-dir DIR".into(),
+        });
+    }
     let mut flags = BTreeMap::new();
     for m in &args.mirrors {
         let Some((source, url)) = m.split_once('=') else {

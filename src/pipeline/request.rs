@@ -28,8 +28,10 @@ pub struct GenRequest {
     pub check: bool,
     pub out: Option<PathBuf>,
     pub hermetic: bool,
-    /// `KUBEUNIT_OFFLINE`: the profile's `offline: true`, whatever it says.
-    pub offline: bool,
+    /// `KUBEUNIT_OFFLINE`: `Some(true)` the profile's `offline: true`, whatever it says;
+    /// `Some(false)` as the profile says; `None` as well, except that a state dir made offline
+    /// stays offline (`keep_offline`).
+    pub offline: Option<bool>,
     /// How long to wait for another command's lock on the state dir.
     pub lock_wait: Duration,
 }
@@ -101,8 +103,10 @@ pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome
     if req.check && req.profile.is_none() && dir.join(paths::PROFILE).exists() {
         profile = super::resolved_profile(&dir)?;
     }
-    profile.offline |= req.offline;
-    let picked = resolve_ports(req, &mut profile, &dir)?;
+    profile.offline |= req.offline == Some(true);
+    let recorded = recorded_profile(req, &dir);
+    let offline_change = keep_offline(req, &mut profile, recorded.as_ref());
+    let picked = resolve_ports(req, &mut profile, &dir, recorded.as_ref())?;
     let facts = host_facts(req, &profile)?;
     if !profile.hosts.is_empty() && profile.host.is_empty() && !req.check {
         return gen_hosts(req, profile, &dir, &facts, on_wait).map(GenOutcome::Hosts);
@@ -130,6 +134,7 @@ pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome
         super::gen(&plan, &opts, out.as_deref(), req.lock_wait, on_wait)?;
     summary.notes.extend(validity_warning(&plan, &generated));
     summary.notes.extend(offline_note(&plan));
+    summary.notes.extend(offline_change);
     if let Some((first, size)) = picked {
         summary.notes.push(format!(
             "ports: auto picked {first}-{} (free now; recorded in profile.yaml, kept by a later gen with ports: auto)",
@@ -144,12 +149,51 @@ pub fn gen(req: &GenRequest, on_wait: &mut dyn FnMut(&str)) -> Result<GenOutcome
     })))
 }
 
+/// The profile the state dir recorded (with --out: the new dir's, which records nothing yet).
+fn recorded_profile(req: &GenRequest, dir: &Path) -> Option<Profile> {
+    let recorded_in = req.out.as_deref().unwrap_or(dir);
+    recorded_in
+        .join(paths::PROFILE)
+        .exists()
+        .then(|| super::resolved_profile(recorded_in).ok())
+        .flatten()
+}
+
+/// Offline is sticky: a state dir made offline stays offline when it is rendered again from a
+/// profile that does not say otherwise (`offline: false` is every built-in profile's default), until
+/// `KUBEUNIT_OFFLINE=0` or `--set offline=false` says so. A change either way is a note.
+fn keep_offline(
+    req: &GenRequest,
+    profile: &mut Profile,
+    recorded: Option<&Profile>,
+) -> Option<String> {
+    let was = recorded?.offline;
+    let said = req.offline.is_some()
+        || req.sets.iter().any(|s| {
+            s.split_once('=')
+                .is_some_and(|(k, _)| k.trim() == "offline")
+        });
+    if was && !profile.offline && !said {
+        profile.offline = true;
+    }
+    match (was, profile.offline) {
+        (false, true) => Some(
+            "offline now (it was online): nothing leaves this machine, network.egress off and addons.corednsForward \"\"".into(),
+        ),
+        (true, false) => Some(
+            "online now (it was offline): network.egress and addons.corednsForward as the profile says; KUBEUNIT_OFFLINE=1 makes it offline again".into(),
+        ),
+        _ => None,
+    }
+}
+
 /// `ports: auto`: what the state dir recorded, else a free block now (its first port and size).
 /// `--hermetic` cannot tell which ports are free.
 fn resolve_ports(
     req: &GenRequest,
     profile: &mut Profile,
     dir: &Path,
+    recorded: Option<&Profile>,
 ) -> Result<Option<(u16, u16)>, Error> {
     if req.hermetic && profile.ports == PortSpec::Auto {
         return Err(Error::field(
@@ -162,14 +206,8 @@ fn resolve_ports(
             ),
         ));
     }
-    // `auto` keeps what the state dir recorded (with --out: the new dir records nothing yet).
-    let recorded_in = req.out.as_deref().unwrap_or(dir);
-    let recorded = recorded_in
-        .join(paths::PROFILE)
-        .exists()
-        .then(|| super::resolved_profile(recorded_in).ok())
-        .flatten();
-    auto::keep_recorded(profile, recorded.as_ref());
+    // `auto` keeps what the state dir recorded.
+    auto::keep_recorded(profile, recorded);
     if profile.ports != PortSpec::Auto {
         return Ok(None);
     }
@@ -319,7 +357,7 @@ fn offline_note(plan: &Plan) -> Option<String> {
         return None;
     }
     Some(format!(
-        "offline (KUBEUNIT_OFFLINE=1 or offline: true): {} overridden, so that nothing leaves this machine (network.egress off, addons.corednsForward \"\"); unset KUBEUNIT_OFFLINE and set offline: false to let them out",
+        "offline (KUBEUNIT_OFFLINE=1 or offline: true): {} overridden, so that nothing leaves this machine (network.egress off, addons.corednsForward \"\"); KUBEUNIT_OFFLINE=0 or --set offline=false (and the profile's offline: false) lets them out",
         asked.join(" and ")
     ))
 }

@@ -204,13 +204,62 @@ fn offline_forces_egress_off_and_no_forwarding_and_is_recorded() {
     assert_eq!(script_var(&zero, "egress"), "on");
 }
 
+/// Offline is sticky: a state dir made offline, rendered again from the same profile (as `upgrade
+/// --profile dev --set versions.kubernetes=...` does) with the switch unset, stays offline: its
+/// registry hosts files, egress and CoreDNS forwarding are what they were. KUBEUNIT_OFFLINE=0 (or
+/// `--set offline=false`) takes it online, and gen says so.
+#[test]
+fn an_offline_state_dir_stays_offline_until_it_is_told_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let hosts = |dir: &Path| {
+        let hosts = dir.join("config/registry-hosts");
+        let mut files: Vec<(String, String)> = walkdir::WalkDir::new(&hosts)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                (
+                    e.path().display().to_string(),
+                    std::fs::read_to_string(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let coredns = |dir: &Path| std::fs::read_to_string(dir.join("addons/10-coredns.yaml")).unwrap();
+    gen_ok(&dir, &[], &[("KUBEUNIT_OFFLINE", "1")]);
+    let (offline_hosts, offline_dns) = (hosts(&dir), coredns(&dir));
+    assert_eq!(script_var(&dir, "egress"), "off");
+    for sets in [&[][..], &["--set", "versions.kubernetes=v1.36"][..]] {
+        let said = gen_ok(&dir, sets, &[]);
+        assert!(!said.contains("online now"), "{said}");
+        assert_eq!(recorded(&dir)["offline"].as_bool(), Some(true), "{sets:?}");
+        assert_eq!(script_var(&dir, "egress"), "off", "{sets:?}");
+        assert_eq!(hosts(&dir), offline_hosts, "{sets:?}");
+        assert_eq!(coredns(&dir), offline_dns, "{sets:?}");
+    }
+    let said = gen_ok(&dir, &[], &[("KUBEUNIT_OFFLINE", "0")]);
+    assert!(said.contains("online now (it was offline)"), "{said}");
+    assert_eq!(recorded(&dir)["offline"].as_bool(), Some(false));
+    assert_ne!(
+        hosts(&dir),
+        offline_hosts,
+        "online: the registry caches are in the hosts files"
+    );
+    // And back: said too.
+    let said = gen_ok(&dir, &["--set", "offline=true"], &[]);
+    assert!(said.contains("offline now (it was online)"), "{said}");
+}
+
 /// The sandbox of `the_rendered_script_lets_out_what_egress_says`, run in a network and mount
 /// namespace of its own (a private /run): an uplink `ku-sim0` (198.19.255.242/30; named like a node link,
 /// which it is not: its other end is in no kubeunit-* namespace) whose default route
 /// leads to a simulated internet (namespace `inet`: the gateway 198.19.255.241, and HTTP on
 /// 198.19.255.100 and 198.19.255.200); node-network.sh `up`, dials, `down`. Prints `key: value` lines.
 const SANDBOX: &str = r#"set -u
-script=$1 host_forwards=$2
+script=$1 host_forwards=$2 other_tool=${3:-0}
 mount -t tmpfs kubeunit-it /run
 echo "$host_forwards" >/proc/sys/net/ipv4/ip_forward
 ip link set lo up
@@ -249,7 +298,10 @@ ip netns exec "$ns" python3 -m http.server 8001 >/dev/null 2>&1 &
 listening "$ns" "$node" 8001
 ip -n inet route add "$node/32" via 198.19.255.242
 echo "inbound: $(dial inet "$node" 8001)"
+# Another tool (Docker) turns this host's forwarding on while the node runs.
+[ "$other_tool" = 0 ] || echo 1 >/proc/sys/net/ipv4/ip_forward
 sh "$script" down >/run/down.log 2>&1 || { echo "down: failed"; cat /run/down.log; }
+echo "forwarding after down: $(cat /proc/sys/net/ipv4/ip_forward) $(cat /proc/sys/net/ipv4/conf/ku-sim0/forwarding)"
 host_state >/run/after
 rmdir /run/kubeunit 2>/dev/null || true
 if cmp -s /run/before /run/after; then echo "after down: as before"; else echo "after down: changed"; diff /run/before /run/after; fi
@@ -258,9 +310,21 @@ kill $(jobs -p) 2>/dev/null
 
 /// Run the sandbox on the node-network.sh of `dir`; its `key: value` lines, and all it printed.
 fn sandbox(dir: &Path, host_forwards: bool) -> (BTreeMap<String, String>, String) {
+    sandbox_with(dir, host_forwards, false)
+}
+
+/// `sandbox`, and with `other_tool` net.ipv4.ip_forward turned on while the node runs.
+fn sandbox_with(
+    dir: &Path,
+    host_forwards: bool,
+    other_tool: bool,
+) -> (BTreeMap<String, String>, String) {
     let script = dir.join("config/node-network.sh");
-    let forwards: &std::ffi::OsStr = if host_forwards { "1" } else { "0" }.as_ref();
-    let out = in_net_sandbox(SANDBOX, &[script.as_os_str(), forwards]);
+    let flag = |on: bool| -> &std::ffi::OsStr { if on { "1" } else { "0" }.as_ref() };
+    let out = in_net_sandbox(
+        SANDBOX,
+        &[script.as_os_str(), flag(host_forwards), flag(other_tool)],
+    );
     let t = text(&out);
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -268,6 +332,33 @@ fn sandbox(dir: &Path, host_forwards: bool) -> (BTreeMap<String, String>, String
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     (lines, t)
+}
+
+/// Another tool (Docker) turning on this host's forwarding while a node holds an uplink's keeps
+/// it on after the node lets go: the release writes back only what kubeunit changed.
+#[test]
+fn forwarding_another_tool_turned_on_during_a_hold_stays_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    gen_ok(&dir, &["--set", "network.egress=on"], &[]);
+    let (lines, t) = sandbox_with(&dir, false, true);
+    assert_eq!(
+        lines.get("forwarding").map(String::as_str),
+        Some("0 1"),
+        "{t}"
+    );
+    assert_eq!(
+        lines.get("forwarding after down").map(String::as_str),
+        Some("1 1"),
+        "{t}"
+    );
+    // Without the other tool, the uplink's forwarding goes back to what it was.
+    let (lines, t) = sandbox_with(&dir, false, false);
+    assert_eq!(
+        lines.get("forwarding after down").map(String::as_str),
+        Some("0 0"),
+        "{t}"
+    );
 }
 
 /// node-network.sh as gen renders it, run for real (in namespaces of its own): each egress value

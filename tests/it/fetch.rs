@@ -42,7 +42,9 @@ impl Mirror {
             .args(args)
             .env("KUBEUNIT_CACHE_DIR", &self.cache)
             .env("SSL_CERT_FILE", self.net.ca_pem())
-            .env("KUBEUNIT_FETCH_TIMEOUT", "5");
+            .env("KUBEUNIT_FETCH_TIMEOUT", "5")
+            // Online, toward the simulated internet only (scripts/test.sh exports 1).
+            .env("KUBEUNIT_OFFLINE", "0");
         for (source, _) in BASES {
             cmd.env_remove(format!(
                 "KUBEUNIT_MIRROR_{}",
@@ -451,6 +453,17 @@ fn bad_input_is_refused_before_any_request() {
             vec![],
             vec![("SSL_CERT_FILE", file.display().to_string())],
             "SSL_CERT_FILE",
+        ),
+        // Offline stays offline: fetch asks nothing.
+        (
+            vec![],
+            vec![("KUBEUNIT_OFFLINE", "1".into())],
+            "offline (KUBEUNIT_OFFLINE=1)",
+        ),
+        (
+            vec!["--set".into(), "offline=true".into()],
+            vec![],
+            "offline (the profile's offline: true)",
         ),
     ];
     for (args, env, words) in cases {
