@@ -135,6 +135,10 @@ pub struct RegistryConfig {
     pub auth: Option<RegistryAuth>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<RegistryTls>,
+    /// Send `auth` over plain http:// all the same (an upstream on a network you trust): without
+    /// it an http:// endpoint of this host with credentials is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_cleartext: bool,
 }
 
 /// Credentials for an upstream. The password is a secret: `gen` writes it into a 0600 file of

@@ -133,6 +133,19 @@ pub fn errors(p: &Profile) -> Vec<FieldError> {
                     "write e.g. https://mirror.example or https://mirror.example:5000",
                 ));
             }
+            // Credentials in cleartext: anyone on the path reads them.
+            let host = e.strip_prefix("http://").and_then(|_| authority(e));
+            let config = host.and_then(|h| p.registries.configs.get(h));
+            if let Some((host, config)) = host.zip(config) {
+                if config.auth.is_some() && !config.allow_cleartext {
+                    errs.push(FieldError::new(
+                        format!("{field}.endpoint[{i}]"),
+                        e,
+                        format!("plain http:// to an upstream with credentials (registries.configs.{host}.auth): they would cross the network in cleartext"),
+                        format!("use https://{host}, or set registries.configs.{host}.allowCleartext: true for a network you trust"),
+                    ));
+                }
+            }
         }
     }
     for (host, config) in &p.registries.configs {
@@ -318,6 +331,41 @@ mod tests {
         assert!(upstreams(&profile(&["offline=true"])).is_empty());
         assert!(upstreams(&profile(&["components.registry.enabled=false"])).is_empty());
         assert_eq!(upstreams(&profile(&[])).len(), DEFAULT_UPSTREAMS.len());
+    }
+
+    #[test]
+    fn credentials_over_plain_http_are_refused_unless_allowed() {
+        let mut p = profile(&[]);
+        mirror(&mut p, "docker.io", &["http://hub.example:5000"]);
+        mirror(&mut p, "quay.io", &["https://quay.example"]);
+        let auth = crate::spec::profile::RegistryAuth {
+            username: "u".into(),
+            password: "secret".into(),
+            ..Default::default()
+        };
+        for host in ["hub.example:5000", "quay.example"] {
+            p.registries.configs.insert(
+                host.into(),
+                crate::spec::profile::RegistryConfig {
+                    auth: Some(auth.clone()),
+                    ..Default::default()
+                },
+            );
+        }
+        let errs = errors(&p);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let e = format!("{:?}", errs[0]);
+        assert!(
+            e.contains("registries.mirrors.docker.io.endpoint[0]")
+                && e.contains("registries.configs.hub.example:5000.allowCleartext"),
+            "{e}"
+        );
+        p.registries
+            .configs
+            .get_mut("hub.example:5000")
+            .unwrap()
+            .allow_cleartext = true;
+        assert!(errors(&p).is_empty(), "{:?}", errors(&p));
     }
 
     #[test]
