@@ -49,6 +49,15 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub timeout: u64,
+    /// Give up on one file's download after this long in all (a server that trickles).
+    #[arg(
+        long,
+        env = "KUBEUNIT_FETCH_DEADLINE",
+        value_name = "SECONDS",
+        default_value_t = 900,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub deadline: u64,
     /// The cache [default: $KUBEUNIT_CACHE_DIR, $XDG_CACHE_HOME/kubeunit, ~/.cache/kubeunit].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -97,6 +106,7 @@ pub fn exec(args: Args) -> Result<i32, Error> {
         cache,
         wanted: binaries::fetch_wanted(&profile, &flags)?,
         timeout: Duration::from_secs(args.timeout),
+        deadline: Duration::from_secs(args.deadline),
         refresh: args.refresh,
     };
     let mut progress = Progress::new();
@@ -148,6 +158,20 @@ impl Progress {
                 wanted.source.name,
                 wanted.version,
                 dir.display()
+            ),
+            Event::Waiting {
+                wanted,
+                lock,
+                holder,
+            } => eprintln!(
+                "kubeunit: waiting for {} {}: {} holds its lock ({}); this fetch goes on when it is done",
+                wanted.source.name,
+                wanted.version,
+                match holder {
+                    Some(pid) => format!("another fetch (PID {pid})"),
+                    None => "another fetch".to_string(),
+                },
+                lock.display()
             ),
             Event::Downloading { url } => {
                 self.last_shown = 0;

@@ -77,22 +77,48 @@ pub struct SetLock {
     _file: File,
 }
 
-/// Take the lock of one set, waiting for another fetch of it to finish.
-pub fn lock(cache: &Path, source: &str, version: &str) -> Result<SetLock, FetchError> {
+/// Take the lock of one set, waiting for another fetch of it to finish. `waiting` hears, before
+/// the wait, the PID the holder wrote into the lock file (when it could be read): a second fetch
+/// says whose turn it waits for instead of hanging silently.
+pub fn lock(
+    cache: &Path,
+    source: &str,
+    version: &str,
+    waiting: &mut dyn FnMut(&Path, Option<u32>),
+) -> Result<SetLock, FetchError> {
     let dir = cache.join("bin");
     make_dir(cache)?;
     make_dir(&dir)?;
     let path = dir.join(format!(".{source}-{version}.lock"));
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| FetchError::io(&path, "open", e))?;
-    flock(&file, FlockOperation::LockExclusive)
-        .map_err(|e| FetchError::io(&path, "lock", e.into()))?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            let mut text = String::new();
+            let holder = file
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse().ok());
+            waiting(&path, holder);
+            flock(&file, FlockOperation::LockExclusive)
+                .map_err(|e| FetchError::io(&path, "lock", e.into()))?;
+        }
+        Err(e) => return Err(FetchError::io(&path, "lock", e.into())),
+    }
+    // The holder's PID for the next waiter to name; a lock without it still locks.
+    let _ = file.set_len(0).and_then(|()| {
+        use std::io::{Seek, Write};
+        file.seek(std::io::SeekFrom::Start(0))?;
+        writeln!(file, "{}", std::process::id())
+    });
     Ok(SetLock { _file: file })
 }
 

@@ -19,6 +19,7 @@ pub const FILE_LIMIT: u64 = 2 << 30;
 
 pub struct Client {
     agent: ureq::Agent,
+    deadline: Duration,
 }
 
 /// What a download got: its size and digest.
@@ -28,9 +29,10 @@ pub struct Got {
 }
 
 impl Client {
-    /// A client whose every wait (connect, response, each read) gives up after `timeout`: a
-    /// mirror that hangs is an error, not a stuck command.
-    pub fn new(timeout: Duration) -> Result<Client, FetchError> {
+    /// A client whose every wait (connect, response, each read) gives up after `timeout`, and
+    /// each request (its body read to the end) after `deadline`: a mirror that hangs or trickles is
+    /// an error, not a stuck command.
+    pub fn new(timeout: Duration, deadline: Duration) -> Result<Client, FetchError> {
         let mut tls = TlsConfig::builder();
         if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
             tls = tls.root_certs(RootCerts::Specific(Arc::new(roots(Path::new(&file))?)));
@@ -41,14 +43,19 @@ impl Client {
             .timeout_connect(Some(timeout))
             .timeout_recv_response(Some(timeout))
             .timeout_per_read(Some(timeout))
+            .timeout_global(Some(deadline))
             .http_status_as_error(false)
             .build()
             .new_agent();
-        Ok(Client { agent })
+        Ok(Client { agent, deadline })
     }
 
     fn get(&self, url: &str) -> Result<ureq::http::Response<ureq::Body>, FetchError> {
-        let response = self.agent.get(url).call().map_err(|e| transport(url, &e))?;
+        let response = self
+            .agent
+            .get(url)
+            .call()
+            .map_err(|e| self.transport(url, &e))?;
         match response.status().as_u16() {
             200 => Ok(response),
             status => Err(FetchError::Status {
@@ -66,7 +73,7 @@ impl Client {
             .with_config()
             .limit(SUMS_LIMIT)
             .read_to_string()
-            .map_err(|e| transport(url, &e))
+            .map_err(|e| self.transport(url, &e))
     }
 
     /// Stream `url` into `out`, hashing it with `expected`'s algorithm; `progress` hears the bytes
@@ -94,7 +101,7 @@ impl Client {
             let n = match reader.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
-                Err(e) => return Err(read_failed(url, bytes, announced, e)),
+                Err(e) => return Err(self.read_failed(url, bytes, announced, e)),
             };
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])
@@ -136,51 +143,67 @@ fn roots(file: &Path) -> Result<Vec<Certificate<'static>>, FetchError> {
     Ok(certs)
 }
 
-fn transport(url: &str, e: &ureq::Error) -> FetchError {
-    match e {
-        ureq::Error::Timeout(_) => FetchError::Hung {
-            url: url.to_string(),
-        },
-        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => FetchError::Hung {
-            url: url.to_string(),
-        },
-        ureq::Error::BodyExceedsLimit(limit) => FetchError::TooLarge {
-            url: url.to_string(),
-            limit: *limit,
-        },
-        other => FetchError::Transport {
-            url: url.to_string(),
-            reason: other.to_string(),
-        },
-    }
-}
-
-/// A read that failed part-way: a stall is a hang, a cut connection a truncation.
-fn read_failed(url: &str, got: u64, announced: Option<u64>, e: std::io::Error) -> FetchError {
-    let inner = e
-        .get_ref()
-        .and_then(|i| i.downcast_ref::<ureq::Error>())
-        .map(|u| transport(url, u));
-    match inner {
-        Some(err @ (FetchError::Hung { .. } | FetchError::TooLarge { .. })) => err,
-        _ if e.kind() == std::io::ErrorKind::TimedOut
-            || e.kind() == std::io::ErrorKind::WouldBlock =>
-        {
-            FetchError::Hung {
+impl Client {
+    fn transport(&self, url: &str, e: &ureq::Error) -> FetchError {
+        match e {
+            ureq::Error::Timeout(ureq::Timeout::Global) => FetchError::Deadline {
                 url: url.to_string(),
-            }
+                seconds: self.deadline.as_secs(),
+            },
+            ureq::Error::Timeout(_) => FetchError::Hung {
+                url: url.to_string(),
+            },
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => FetchError::Hung {
+                url: url.to_string(),
+            },
+            ureq::Error::BodyExceedsLimit(limit) => FetchError::TooLarge {
+                url: url.to_string(),
+                limit: *limit,
+            },
+            other => FetchError::Transport {
+                url: url.to_string(),
+                reason: other.to_string(),
+            },
         }
-        _ => match announced {
-            Some(total) => FetchError::Truncated {
-                url: url.to_string(),
-                got,
-                announced: total,
+    }
+
+    /// A read that failed part-way: a stall is a hang, a cut connection a truncation.
+    fn read_failed(
+        &self,
+        url: &str,
+        got: u64,
+        announced: Option<u64>,
+        e: std::io::Error,
+    ) -> FetchError {
+        let inner = e
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<ureq::Error>())
+            .map(|u| self.transport(url, u));
+        match inner {
+            Some(
+                err @ (FetchError::Hung { .. }
+                | FetchError::Deadline { .. }
+                | FetchError::TooLarge { .. }),
+            ) => err,
+            _ if e.kind() == std::io::ErrorKind::TimedOut
+                || e.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                FetchError::Hung {
+                    url: url.to_string(),
+                }
+            }
+            _ => match announced {
+                Some(total) => FetchError::Truncated {
+                    url: url.to_string(),
+                    got,
+                    announced: total,
+                },
+                None => FetchError::Transport {
+                    url: url.to_string(),
+                    reason: e.to_string(),
+                },
             },
-            None => FetchError::Transport {
-                url: url.to_string(),
-                reason: e.to_string(),
-            },
-        },
+        }
     }
 }
 

@@ -25,6 +25,8 @@ pub enum FetchError {
     Status { url: String, status: u16 },
     #[error("{url}: no answer in time (the server hangs).\n  fix: check the mirror (--mirror NAME=URL, KUBEUNIT_MIRROR_<NAME>, fetch.mirrors), or wait longer with --timeout")]
     Hung { url: String },
+    #[error("{url}: not downloaded within {seconds} s (the server sends too slowly, or trickles).\n  fix: use a faster mirror (--mirror NAME=URL), or allow longer with --deadline SECONDS (KUBEUNIT_FETCH_DEADLINE)")]
+    Deadline { url: String, seconds: u64 },
     #[error("{url}: {reason}.\n  fix: check the network, the mirror's address and its certificate (SSL_CERT_FILE names a CA bundle to trust, HTTPS_PROXY a proxy)")]
     Transport { url: String, reason: String },
     #[error("{url}: the connection ended after {got} of {announced} bytes (a truncated download).\n  fix: run kubeunit fetch again; if it keeps failing, use another mirror")]
@@ -137,6 +139,9 @@ pub struct Request {
     pub wanted: Vec<Wanted>,
     /// How long any one wait (connect, response, a read) may take.
     pub timeout: Duration,
+    /// How long one file's download may take in all: a server that trickles a byte just inside
+    /// `timeout` is given up on, not waited for for days (holding the set's lock).
+    pub deadline: Duration,
     /// Fetch even what the cache holds (a changed set is replaced).
     pub refresh: bool,
 }
@@ -146,6 +151,12 @@ pub enum Event<'a> {
     Cached {
         wanted: &'a Wanted,
         dir: &'a Path,
+    },
+    /// Another process holds the set's lock (its PID, when it wrote one): this one waits.
+    Waiting {
+        wanted: &'a Wanted,
+        lock: &'a Path,
+        holder: Option<u32>,
     },
     Downloading {
         url: &'a str,
@@ -189,9 +200,20 @@ pub fn fetch(req: &Request, on: &mut dyn FnMut(Event)) -> Result<Vec<Fetched>, F
     let mut locks = Vec::new();
     let mut staged = Vec::new();
     let mut done = Vec::new();
-    let client = download::Client::new(req.timeout)?;
+    let client = download::Client::new(req.timeout, req.deadline)?;
     for w in wanted {
-        locks.push(cache::lock(&req.cache, w.source.name, &w.version)?);
+        locks.push(cache::lock(
+            &req.cache,
+            w.source.name,
+            &w.version,
+            &mut |lock, holder| {
+                on(Event::Waiting {
+                    wanted: w,
+                    lock,
+                    holder,
+                })
+            },
+        )?);
         let dir = cache::set_dir(&req.cache, w.source.name, &w.version);
         if !req.refresh {
             if let Some(stamp) = cache::complete(&dir)? {

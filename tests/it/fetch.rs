@@ -266,6 +266,12 @@ fn each_broken_download_is_refused_and_leaves_the_cache_as_it_was() {
             exit: 1,
             words: &["kube-apiserver.sha256", "no answer in time", "fix:"],
         },
+        // A byte every 29 s keeps every read inside --timeout 30; the file's deadline ends it.
+        Case {
+            name: "trickle",
+            exit: 1,
+            words: &["etcd-", "not downloaded within 40 s", "--deadline", "fix:"],
+        },
         Case {
             name: "missing checksum file",
             exit: 2,
@@ -293,12 +299,17 @@ fn each_broken_download_is_refused_and_leaves_the_cache_as_it_was() {
                 releases::replace(&sums, wrong.as_bytes());
             }
             "truncated" => m.net.fault(&archive, Fault::Truncate),
+            "trickle" => m.net.fault(&archive, Fault::Trickle(29)),
             "404" => m.net.fault(&scheduler, Fault::NotFound),
             "hang" => m.net.fault(&apiserver_sums_url, Fault::Hang),
             "missing checksum file" => std::fs::remove_file(&apiserver_sums).unwrap(),
             _ => unreachable!(),
         }
-        let out = m.fetch("control-plane", &[]);
+        let args: &[&str] = match case.name {
+            "trickle" => &["--timeout", "30", "--deadline", "40"],
+            _ => &[],
+        };
+        let out = m.fetch("control-plane", args);
         let t = text(&out);
         assert_eq!(out.status.code(), Some(case.exit), "{}: {t}", case.name);
         for w in case.words {
@@ -375,6 +386,22 @@ fn a_fetch_killed_midway_leaves_no_set_and_the_next_one_completes() {
         staged.iter().any(|s| s.starts_with("tmp/kubernetes-")),
         "{staged:?}"
     );
+    // A second fetch meanwhile waits for the first's lock, and says whose.
+    let said = m.cache.with_file_name("second-fetch.err");
+    let mut second = m
+        .command("control-plane", &[])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
+    let holder = format!("another fetch (PID {})", child.id());
+    wait_for(
+        "the second fetch to say whose lock it waits for",
+        std::time::Duration::from_secs(60),
+        || std::fs::read_to_string(&said).is_ok_and(|t| t.contains(&holder)),
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
@@ -408,7 +435,17 @@ fn bad_input_is_refused_before_any_request() {
     let long_url = format!("--mirror=etcd=https://x.invalid/{}", "a".repeat(100_000));
     let cases: Vec<BadInput> = vec![
         (vec!["--timeout".into(), huge.clone()], vec![], "--timeout"),
-        (vec![], vec![("KUBEUNIT_FETCH_TIMEOUT", huge)], "--timeout"),
+        (
+            vec![],
+            vec![("KUBEUNIT_FETCH_TIMEOUT", huge.clone())],
+            "--timeout",
+        ),
+        (vec!["--deadline".into(), "0".into()], vec![], "--deadline"),
+        (
+            vec![],
+            vec![("KUBEUNIT_FETCH_DEADLINE", huge)],
+            "--deadline",
+        ),
         (
             vec!["--mirror".into(), "nope=https://x.invalid".into()],
             vec![],

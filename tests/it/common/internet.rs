@@ -191,6 +191,8 @@ pub enum Fault {
     Hang,
     /// Headers with the full Content-Length, then half the body, then close.
     Truncate,
+    /// Headers with the full Content-Length, then the body a byte every this many seconds.
+    Trickle(u16),
     /// 404.
     NotFound,
     /// This status, no body of the file.
@@ -204,6 +206,7 @@ impl Fault {
             Fault::None => None,
             Fault::Hang => Some("hang".into()),
             Fault::Truncate => Some("truncate".into()),
+            Fault::Trickle(every) => Some(format!("trickle:{every}")),
             Fault::NotFound => Some("status:404".into()),
             Fault::Status(s) => Some(format!("status:{s}")),
         }

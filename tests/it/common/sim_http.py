@@ -5,6 +5,7 @@ Serves DOCROOT over HTTPS (with --cert and --key) or plain HTTP, appends "METHOD
 --log, and before each request reads --faults, lines of "PATH<TAB>FAULT" that the test rewrites at any time:
   hang         read the request and never answer
   truncate     headers with the full Content-Length, then half the body, then close
+  trickle:N    headers with the full Content-Length, then the body a byte every N seconds (a mirror that drips)
   status:N     answer with status N (404 for a missing file)
 Standard library only: Debian's python3.
 """
@@ -56,6 +57,8 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             threading.Event().wait()
         elif fault == "truncate":
             self.truncated(head)
+        elif fault.startswith("trickle:"):
+            self.trickled(head, float(fault[len("trickle:"):]))
         elif fault.startswith("status:"):
             self.send_error(int(fault[len("status:"):]))
         elif head:
@@ -79,6 +82,31 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
         self.close_connection = True
+
+    def trickled(self, head, every):
+        local = self.translate_path(self.path)
+        if not os.path.isfile(local):
+            self.send_error(404)
+            return
+        with open(local, "rb") as f:
+            body = f.read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if head:
+            return
+        # Each byte well inside any read timeout; the whole far beyond any deadline. The client's leaving
+        # ends the thread.
+        for i in range(len(body)):
+            try:
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                return
+            threading.Event().wait(every)
 
     def log_request(self, code="-", size="-"):
         self.record(int(code) if isinstance(code, int) else code)
