@@ -14,6 +14,8 @@
 //! - `unit`: unit files -> transient-unit properties
 //! - `systemd`: the D-Bus client
 //! - `run`: a state dir at run time (preflight, start, stop, status, restart, addons, probes)
+//! - `ops`: operations on an existing environment (upgrade), each called by one command; they use
+//!   `run`, never the other way
 //! - `cis`: the CIS benchmark by kube-bench against a running environment (its config, its view)
 //! - `cli`: one file per command
 
@@ -23,6 +25,7 @@ pub mod cli;
 pub mod components;
 pub mod error;
 pub mod fetch;
+pub mod ops;
 pub mod pipeline;
 pub mod pki;
 pub mod render;

@@ -32,7 +32,7 @@ pub use table::{
 
 /// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
 pub const ETCD: &str = "etcd";
-/// The API server: no Kubernetes component may run a newer version (`run::upgrade`).
+/// The API server: no Kubernetes component may run a newer version (`ops::upgrade`).
 pub const KUBE_APISERVER: &str = "kube-apiserver";
 /// The node agent: kubectl, which `upgrade --drain` runs, is taken from beside its binary.
 pub const KUBELET: &str = "kubelet";

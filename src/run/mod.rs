@@ -11,7 +11,6 @@ pub mod certs;
 pub mod cleanup;
 pub mod debug;
 pub mod departed;
-pub mod drain;
 pub mod egress;
 mod env;
 pub mod hooks;
@@ -29,9 +28,8 @@ pub mod start;
 pub mod status;
 pub mod stop;
 pub mod token;
-pub mod upgrade;
 pub mod usable;
-mod versions;
+pub(crate) mod versions;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
 pub use env::{installed, journal_tail, running_units, units_up, Env};
