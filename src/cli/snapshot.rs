@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::common::{print_json, say, Output, Target};
 use crate::error::Error;
 use crate::ops;
-use crate::run::snapshot::{self, SaveReport, SaveRequest, SnapshotInfo};
-use crate::run::{self, Progress};
+use crate::ops::snapshot::{self, SaveReport, SaveRequest, SnapshotInfo};
+use crate::run::Progress;
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit snapshot save                              # into the snapshot dir (etcd.snapshot.dir)
@@ -169,7 +169,7 @@ async fn restore(args: RestoreArgs) -> Result<i32, Error> {
         }
     };
     let mut note = |m: &str| say(m);
-    let report = run::snapshot::restore(
+    let report = ops::snapshot::restore(
         &env,
         &sd,
         &path,

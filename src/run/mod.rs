@@ -1,6 +1,6 @@
 //! A generated state dir at run time, through systemd: `preflight` (checks before anything starts),
 //! `start` (components in dependency waves as their needs become healthy, then their hooks), `stop`,
-//! `status`, `restart`, etcd `snapshot`s, and what they share: the loaded environment, health `probe`s, the `addons`
+//! `status`, `restart`, and what they share: the loaded environment, health `probe`s, the `addons`
 //! and `images` hooks (image `archive`s) and journal tails.
 
 pub mod addon_switch;
@@ -23,7 +23,6 @@ pub mod own_connections;
 pub mod preflight;
 pub mod probe;
 pub mod restart;
-pub mod snapshot;
 pub mod start;
 pub mod status;
 pub mod stop;

@@ -20,7 +20,7 @@ mod drain;
 
 use crate::components::{self, Instance};
 use crate::error::Error;
-use crate::run::snapshot::{self, SaveRequest};
+use crate::ops::snapshot::{self, SaveRequest};
 pub use crate::run::versions::Version;
 use crate::run::versions::{self, Refusal};
 use crate::run::Env;
