@@ -1,6 +1,6 @@
 //! A generated state dir at run time, through systemd: `preflight` (checks before anything starts),
 //! `start` (components in dependency waves as their needs become healthy, then their hooks), `stop`,
-//! `status`, `restart`, and what they share: the loaded environment, health `probe`s, the `addons`
+//! `status`, and what they share: the loaded environment, health `probe`s, the `addons`
 //! and `images` hooks (image `archive`s) and journal tails.
 
 pub mod addon_switch;
@@ -9,7 +9,6 @@ pub mod archive;
 mod build_info;
 pub mod certs;
 pub mod cleanup;
-pub mod debug;
 pub mod departed;
 pub mod egress;
 mod env;
@@ -22,7 +21,6 @@ mod memory;
 pub mod own_connections;
 pub mod preflight;
 pub mod probe;
-pub mod restart;
 pub mod start;
 pub mod status;
 pub mod stop;
@@ -30,9 +28,7 @@ pub mod token;
 pub mod usable;
 pub(crate) mod versions;
 
-pub use debug::{debug, stop_debug, DebugReport, DebugRequest};
-pub use env::{installed, journal_tail, running_units, units_up, Env};
-pub use restart::restart;
+pub use env::{debugger_address, installed, journal_tail, running_units, units_up, Env};
 pub use start::{start, Progress, StartReport, Timing, Until};
 pub use status::{certificates_expiring, kubernetes_version, status, ComponentStatus};
 pub use stop::{stop, stop_with, Ending, StopReport};

@@ -440,7 +440,7 @@ pub async fn apply(
             say(Event::Already(step));
         } else {
             let t0 = Instant::now();
-            crate::run::restart(env, sd, &step.component, timeout)
+            crate::ops::restart(env, sd, &step.component, timeout)
                 .await
                 .map_err(|e| stopped(e.to_string()))?;
             let now = running_version(sd, i, unit).await?;
