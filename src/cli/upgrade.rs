@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use super::common::{lock_wait, offline, print_json, say, Output, Target};
 use crate::artifacts::Options;
 use crate::error::Error;
+use crate::ops::install;
 use crate::ops::upgrade::{self, Drain, Event, Targets, UpgradePlan};
 use crate::pipeline::{self, request::GenRequest};
 use crate::pki::Entropy;
-use crate::run::install;
 use crate::spec::{HostFacts, Plan};
 
 pub const AFTER_HELP: &str = "Examples:

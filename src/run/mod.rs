@@ -15,7 +15,6 @@ mod env;
 pub mod hooks;
 pub mod hosts_sync;
 pub mod images;
-pub mod install;
 pub mod kubeconfig;
 mod memory;
 pub mod own_connections;
