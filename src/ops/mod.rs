@@ -1,12 +1,18 @@
-//! Operations on an existing environment, one module per operation, each called by the thin
-//! command of the same name in `cli` (as cargo's `ops`): `upgrade` (with `--drain`), etcd
-//! `snapshot`s (save, list, restore), `restart` of one component, `debug` (one component under
-//! dlv), `install` and `uninstall` (persistent units that bring the environment up at boot).
+//! Operations on an existing environment, one module per operation, each called by a thin command
+//! in `cli` (as cargo's `ops`):
+//!
+//! - `addon_switch`: `addons enable|disable`, one addon switched in the state dir and, when the
+//!   environment runs, in the cluster
+//! - `debug`: one component under dlv, and back
+//! - `install`: `install` and `uninstall`, persistent units that bring the environment up at boot
+//! - `restart`: one component stopped and started again from its unit file
+//! - `snapshot`: etcd snapshots (save, list, restore)
+//! - `upgrade`: the running components to the versions of the state dir, one at a time (`--drain`)
 //!
 //! The lifecycle (preflight, start, stop, status and what they share) is `run`'s. An operation uses
-//! `run` as any command does; `run` never uses an operation (`tests/it/layering.rs` checks the
-//! arrow).
+//! `run` as any command does; `run` never uses an operation.
 
+pub mod addon_switch;
 pub mod debug;
 pub mod install;
 pub mod restart;

@@ -3,7 +3,6 @@
 //! `status`, and what they share: the loaded environment, health `probe`s, the `addons`
 //! and `images` hooks (image `archive`s) and journal tails.
 
-pub mod addon_switch;
 pub mod addons;
 pub mod archive;
 mod build_info;
