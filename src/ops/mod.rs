@@ -3,6 +3,7 @@
 //!
 //! - `addon_switch`: `addons enable|disable`, one addon switched in the state dir and, when the
 //!   environment runs, in the cluster
+//! - `certs`: `certs renew`'s restarts of the running components that use a renewed certificate
 //! - `debug`: one component under dlv, and back
 //! - `install`: `install` and `uninstall`, persistent units that bring the environment up at boot
 //! - `restart`: one component stopped and started again from its unit file
@@ -13,6 +14,7 @@
 //! `run` as any command does; `run` never uses an operation.
 
 pub mod addon_switch;
+pub mod certs;
 pub mod debug;
 pub mod install;
 pub mod restart;
