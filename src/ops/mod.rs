@@ -8,6 +8,7 @@
 //! - `install`: `install` and `uninstall`, persistent units that bring the environment up at boot
 //! - `restart`: one component stopped and started again from its unit file
 //! - `snapshot`: etcd snapshots (save, list, restore)
+//! - `token`: bootstrap tokens (create, list, delete) for hosts that join later
 //! - `upgrade`: the running components to the versions of the state dir, one at a time (`--drain`)
 //!
 //! The lifecycle (preflight, start, stop, status and what they share) is `run`'s. An operation uses
@@ -19,6 +20,7 @@ pub mod debug;
 pub mod install;
 pub mod restart;
 pub mod snapshot;
+pub mod token;
 pub mod upgrade;
 
 pub use debug::{debug, stop_debug, DebugReport, DebugRequest};

@@ -22,7 +22,6 @@ pub mod probe;
 pub mod start;
 pub mod status;
 pub mod stop;
-pub mod token;
 pub mod usable;
 pub(crate) mod versions;
 
