@@ -1,7 +1,20 @@
-//! A generated state dir at run time, through systemd: `preflight` (checks before anything starts),
-//! `start` (components in dependency waves as their needs become healthy, then their hooks), `stop`,
-//! `status`, and what they share: the loaded environment, health `probe`s, the `addons`
-//! and `images` hooks (image `archive`s) and journal tails.
+//! A generated state dir at run time, through systemd: the lifecycle of an environment and what it
+//! shares.
+//!
+//! - `preflight`: checks before anything starts (`build_info`: a Go binary's main module, read
+//!   without running it)
+//! - `start`: components in dependency waves as their needs become healthy, then their `hooks` (the
+//!   `addons`, with `hosts_sync`'s publish on a host that joined later; the `images` import, with
+//!   image `archive`s checked first); nodes a later `gen` removed taken down (`departed`, also by
+//!   `stop`); what it says of `egress`; the wait until the environment is `usable`; the admin
+//!   `kubeconfig` merged
+//! - `stop`: the slice stopped, a component's connections to itself ended (`own_connections`), the
+//!   `cleanup` after
+//! - `status`: units, `versions`, `memory`, certificates expiring (`certs`)
+//! - shared: the loaded environment (`Env`), health `probe`s and journal tails
+//!
+//! Operations on an existing environment (upgrade, snapshots, restart, debug, install, tokens, ...)
+//! are `ops`': they use this room, and nothing here uses them.
 
 pub mod addons;
 pub mod archive;
