@@ -12,7 +12,8 @@
 //! - `upgrade`: the running components to the versions of the state dir, one at a time (`--drain`)
 //!
 //! The lifecycle (preflight, start, stop, status and what they share) is `run`'s. An operation uses
-//! `run` as any command does; `run` never uses an operation.
+//! `run` as any command does; `run` never uses an operation (`tests/it/layering.rs` checks the
+//! arrow).
 
 pub mod addon_switch;
 pub mod certs;
