@@ -13,7 +13,10 @@
 //! - `seed`: cloud-init seeds for the hosts of an environment across hosts, from their state dirs
 //! - `unit`: unit files -> transient-unit properties
 //! - `systemd`: the D-Bus client
-//! - `run`: a state dir at run time (preflight, start, stop, status, restart, addons, probes)
+//! - `run`: a state dir at run time, the lifecycle (preflight, start and its hooks, stop, status,
+//!   probes)
+//! - `ops`: operations on an existing environment, one module each (upgrade, snapshot, restart,
+//!   debug, install, addon switch, certificate restarts, tokens); they use `run`, never the other way
 //! - `cis`: the CIS benchmark by kube-bench against a running environment (its config, its view)
 //! - `cli`: one file per command
 
@@ -23,6 +26,7 @@ pub mod cli;
 pub mod components;
 pub mod error;
 pub mod fetch;
+pub mod ops;
 pub mod pipeline;
 pub mod pki;
 pub mod render;

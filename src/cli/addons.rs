@@ -1,9 +1,9 @@
 //! `kubeunit addons`: list the addons and whether they are on; enable or disable one, on a running
-//! environment too (`run::addon_switch`), as `minikube addons` does.
+//! environment too (`ops::addon_switch`), as `minikube addons` does.
 
 use super::common::{lock_wait, print_json, say, Output, Target};
 use crate::error::Error;
-use crate::run::addon_switch;
+use crate::ops::addon_switch;
 use crate::spec::addons::{self, ADDONS};
 
 pub const AFTER_HELP: &str = "Examples:

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use super::common::{lock_wait, print_json, say, Output, Target};
 use crate::error::Error;
+use crate::ops::certs::{restart_users, RestartAction, RestartOutcome};
 use crate::pipeline;
 use crate::pki::Renewal;
-use crate::run::certs::{self, CertExpiry, RestartAction, RestartOutcome};
+use crate::run::certs::{self, CertExpiry};
 use crate::spec::host;
 use crate::state::{self, Access};
 
@@ -203,7 +204,7 @@ async fn renew(args: RenewArgs) -> Result<i32, Error> {
     let components = match &sd {
         Some(sd) => {
             let timeout = Duration::from_secs(args.timeout);
-            certs::restart_users(&env, sd, &names, timeout).await?
+            restart_users(&env, sd, &names, timeout).await?
         }
         None => certs::affected(&env, &users, &names)
             .into_iter()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::common::{print_json, Output, Target};
 use crate::error::Error;
-use crate::run::{self, debug::attach_hint, DebugReport, DebugRequest};
+use crate::ops::{self, debug::attach_hint, DebugReport, DebugRequest};
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit debug kube-scheduler                    # halted at its entry point; attach and continue
@@ -61,7 +61,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     let sd = args.target.systemd(&env).await?;
     let timeout = Duration::from_secs(args.timeout);
     if args.stop {
-        let t = run::stop_debug(&env, &sd, &args.component, timeout).await?;
+        let t = ops::stop_debug(&env, &sd, &args.component, timeout).await?;
         match args.output {
             Output::Json => print_json(&t),
             Output::Text => println!(
@@ -87,7 +87,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
         binary: args.binary,
         timeout,
     };
-    let report = run::debug(&env, &sd, &req).await?;
+    let report = ops::debug(&env, &sd, &req).await?;
     match args.output {
         Output::Json => print_json(&report),
         Output::Text => print!("{}", Text(&report)),

@@ -1,5 +1,5 @@
 //! `kubeunit install` / `kubeunit uninstall`: the environment as persistent, enabled unit files that
-//! bring it up at boot without kubeunit running (`run::install` says what is written).
+//! bring it up at boot without kubeunit running (`ops::install` says what is written).
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::common::{print_json, Output, Target};
 use crate::error::Error;
-use crate::run::{self, install};
+use crate::ops::install;
+use crate::run;
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit install                                   # /var/lib/kubeunit/dev: enabled, starts at boot

@@ -7,9 +7,9 @@ use std::time::Duration;
 use super::common::{lock_wait, say, Target};
 use crate::artifacts::Options;
 use crate::error::Error;
+use crate::ops;
 use crate::pipeline;
 use crate::pki::Entropy;
-use crate::run;
 use crate::spec::{HostFacts, Plan};
 
 pub const AFTER_HELP: &str = "Examples:
@@ -48,7 +48,7 @@ pub async fn exec(args: Args) -> Result<i32, Error> {
     env.unit(&args.component)?;
     let sd = args.target.systemd(&env).await?;
     let timeout = Duration::from_secs(args.timeout);
-    let t = run::restart(&env, &sd, &args.component, timeout).await?;
+    let t = ops::restart(&env, &sd, &args.component, timeout).await?;
     println!(
         "{} restarted: running after {:.2}s, healthy after {:.2}s",
         t.component, t.job_done, t.healthy

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use super::common::{print_json, say, Output, Target};
 use crate::error::Error;
-use crate::run::snapshot::{self, SaveReport, SaveRequest, SnapshotInfo};
-use crate::run::{self, Progress};
+use crate::ops;
+use crate::ops::snapshot::{self, SaveReport, SaveRequest, SnapshotInfo};
+use crate::run::Progress;
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit snapshot save                              # into the snapshot dir (etcd.snapshot.dir)
@@ -168,7 +169,7 @@ async fn restore(args: RestoreArgs) -> Result<i32, Error> {
         }
     };
     let mut note = |m: &str| say(m);
-    let report = run::snapshot::restore(
+    let report = ops::snapshot::restore(
         &env,
         &sd,
         &path,
@@ -178,10 +179,10 @@ async fn restore(args: RestoreArgs) -> Result<i32, Error> {
     )
     .await?;
     // The data is from before any upgrade that stopped half-way: its record would resume it.
-    if run::upgrade::forget_record(&env.plan.data_dir)? {
+    if ops::upgrade::forget_record(&env.plan.data_dir)? {
         say(&format!(
             "the record of an upgrade that stopped half-way ({}) is removed: the environment is back at its snapshot",
-            env.plan.data_dir.join(run::upgrade::RECORD).display()
+            env.plan.data_dir.join(ops::upgrade::RECORD).display()
         ));
     }
     match args.output {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::common::{print_json, Output, Target};
 use crate::error::Error;
-use crate::run::token;
+use crate::ops::token;
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit token create --state-dir /var/lib/kubeunit/ha > worker-3.token   # on a control-plane host

@@ -1,5 +1,5 @@
 //! `kubeunit upgrade`: a running environment onto newer binaries, in version-skew order
-//! (`run::upgrade`), after rendering the state dir for them when asked to (`--profile`, `--set`,
+//! (`ops::upgrade`), after rendering the state dir for them when asked to (`--profile`, `--set`,
 //! `--bin-dir`), as `kubeadm upgrade plan` and `apply` do.
 
 use std::path::PathBuf;
@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use super::common::{lock_wait, offline, print_json, say, Output, Target};
 use crate::artifacts::Options;
 use crate::error::Error;
+use crate::ops::install;
+use crate::ops::upgrade::{self, Drain, Event, Targets, UpgradePlan};
 use crate::pipeline::{self, request::GenRequest};
 use crate::pki::Entropy;
-use crate::run::install;
-use crate::run::upgrade::{self, Drain, Event, Targets, UpgradePlan};
 use crate::spec::{HostFacts, Plan};
 
 pub const AFTER_HELP: &str = "Examples:
@@ -202,7 +202,7 @@ fn progress_line(e: Event) -> String {
     }
 }
 
-fn word(v: &Option<crate::run::upgrade::Version>) -> &str {
+fn word(v: &Option<crate::ops::upgrade::Version>) -> &str {
     v.as_ref().map(|v| v.word.as_str()).unwrap_or("-")
 }
 

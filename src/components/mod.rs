@@ -30,9 +30,9 @@ pub use table::{
     NODE_NETWORK_SCRIPT, NODE_OBJECT_FILE, SCHEDULED_SNAPSHOT_PREFIX,
 };
 
-/// etcd's name in the table: what etcd snapshots (`run::snapshot`) save and restore.
+/// etcd's name in the table: what etcd snapshots (`ops::snapshot`) save and restore.
 pub const ETCD: &str = "etcd";
-/// The API server: no Kubernetes component may run a newer version (`run::upgrade`).
+/// The API server: no Kubernetes component may run a newer version (`ops::upgrade`).
 pub const KUBE_APISERVER: &str = "kube-apiserver";
 /// The node agent: kubectl, which `upgrade --drain` runs, is taken from beside its binary.
 pub const KUBELET: &str = "kubelet";

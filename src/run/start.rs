@@ -257,7 +257,7 @@ async fn running_components<'e>(env: &'e Env, sd: &Systemd) -> Result<Running<'e
 }
 
 /// The environment's slice, unless it runs.
-pub(super) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
+pub(crate) async fn start_slice(env: &Env, sd: &Systemd) -> Result<(), Error> {
     let name = &env.slice.name;
     if sd
         .state(name)
@@ -466,7 +466,7 @@ async fn unhealthy_needs(
 
 /// Where a component's start is: its start job queued, then done (for a notify unit: READY=1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Milestone {
+pub(crate) enum Milestone {
     Submitted,
     Up,
 }
@@ -519,7 +519,7 @@ impl<'e> Milestones<'e> {
 /// on a schedule: its timer, with its service loaded (not started) alongside. `milestone` is called
 /// once systemd has its start job, and once that job is done.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn start_one(
+pub(crate) async fn start_one(
     instance: &Instance<'static>,
     sd: &Systemd,
     service: &UnitFile,

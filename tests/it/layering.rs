@@ -2,6 +2,9 @@
 //! directly or through others. Read from the source itself: every `use` and every `crate::`,
 //! `super::` and `self::` path of every file under src/ (test code included) is an edge from the
 //! file's module to the module the path names.
+//!
+//! The rooms (src/'s top-level folders) are named here with their roles, none holds more than about
+//! a fifth of src/, and the lifecycle (`run`) never uses an operation (`ops`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -380,6 +383,169 @@ fn the_reader_takes_use_items_not_strings_that_say_use() {
     let mut found = paths(&code(text));
     found.sort();
     assert_eq!(found, ["crate::spec::Plan", "crate::spec::profile::Ports"]);
+}
+
+/// The rooms of src/ (its top-level folders), each with its role. A new folder is named here, and
+/// a folder that is gone leaves the table.
+const ROOMS: &[(&str, &str)] = &[
+    (
+        "artifacts",
+        "plan -> tree: PKI, kubeconfigs, component files, units",
+    ),
+    (
+        "cis",
+        "the CIS benchmark by kube-bench against a running environment",
+    ),
+    (
+        "cli",
+        "one file per command: its arguments, one exec, a report",
+    ),
+    ("components", "the component table and its instances"),
+    ("fetch", "release binaries: sources, checksums, the cache"),
+    (
+        "ops",
+        "operations on an existing environment, one module each; they use run",
+    ),
+    (
+        "pipeline",
+        "profile -> plan -> artifacts -> state dir, once",
+    ),
+    ("pki", "the certificate table, keys, issuing"),
+    ("render", "templates and systemd quoting"),
+    (
+        "run",
+        "a state dir at run time: the lifecycle (preflight, start, stop, status)",
+    ),
+    (
+        "seed",
+        "cloud-init seeds for the hosts of an environment across hosts",
+    ),
+    (
+        "spec",
+        "the profile: schema, loading, validation, host facts, the plan",
+    ),
+    (
+        "state",
+        "the state dir as files: tree, manifest, atomic writes, check",
+    ),
+    ("unit", "unit files -> transient-unit properties"),
+];
+
+/// "About a fifth": a room that holds more of src/'s lines than this is split in two.
+const MAX_ROOM_SHARE: f64 = 0.22;
+
+/// The lines of the .rs files under `dir`, as `wc -l` counts them.
+fn lines_under(dir: &Path) -> usize {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+        .map(|e| {
+            let text = std::fs::read(e.path()).unwrap();
+            text.iter().filter(|b| **b == b'\n').count()
+        })
+        .sum()
+}
+
+/// src/'s top-level folders.
+fn rooms_on_disk() -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn every_room_of_src_is_named_with_its_role() {
+    let on_disk = rooms_on_disk();
+    let named: BTreeSet<String> = ROOMS.iter().map(|(r, _)| r.to_string()).collect();
+    assert_eq!(named.len(), ROOMS.len(), "a room is named twice");
+    let unnamed: Vec<&String> = on_disk.difference(&named).collect();
+    let gone: Vec<&String> = named.difference(&on_disk).collect();
+    assert!(
+        unnamed.is_empty() && gone.is_empty(),
+        "src/ has folders ROOMS does not name (add each with its role): {unnamed:?}; \
+         ROOMS names folders src/ no longer has (remove them): {gone:?}"
+    );
+    for (room, role) in ROOMS {
+        assert!(!role.trim().is_empty(), "{room} has no role");
+    }
+}
+
+#[test]
+fn no_room_holds_more_than_about_a_fifth_of_src() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let total = lines_under(&src);
+    assert!(total > 10_000, "found only {total} lines in src/");
+    let mut big = Vec::new();
+    for room in rooms_on_disk() {
+        let lines = lines_under(&src.join(&room));
+        let share = lines as f64 / total as f64;
+        if share > MAX_ROOM_SHARE {
+            big.push(format!(
+                "src/{room}/: {lines} of {total} lines ({:.1}%)",
+                share * 100.0
+            ));
+        }
+    }
+    assert!(
+        big.is_empty(),
+        "a room holds more than {:.0}% of src/ (give part of it a room of its own, as ops/ was \
+         split from run/):\n{}",
+        MAX_ROOM_SHARE * 100.0,
+        big.join("\n")
+    );
+}
+
+/// The arrow between the lifecycle and the operations points one way: `ops` uses `run`, and no
+/// module under `run` uses `ops`, directly or through other modules.
+#[test]
+fn run_never_uses_ops() {
+    let edges = graph();
+    let under = |m: &Module, room: &str| m.first().is_some_and(|r| r == room);
+    // The reader sees the arrow that is there: upgrade uses run.
+    let upgrade: Module = vec!["ops".into(), "upgrade".into()];
+    assert!(
+        edges[&upgrade].iter().any(|t| under(t, "run")),
+        "ops::upgrade -> run not found"
+    );
+    // Breadth first from every module under run, each reached module with the one it was reached by.
+    let mut reached_by: BTreeMap<Module, Option<Module>> = edges
+        .keys()
+        .filter(|m| under(m, "run"))
+        .map(|m| (m.clone(), None))
+        .collect();
+    let mut queue: Vec<Module> = reached_by.keys().cloned().collect();
+    while let Some(m) = queue.pop() {
+        for t in edges.get(&m).into_iter().flatten() {
+            if !reached_by.contains_key(t) {
+                reached_by.insert(t.clone(), Some(m.clone()));
+                queue.push(t.clone());
+            }
+        }
+    }
+    let wrong: Vec<String> = reached_by
+        .keys()
+        .filter(|m| under(m, "ops"))
+        .map(|m| {
+            let mut path = vec![name(m)];
+            let mut at = m;
+            while let Some(Some(by)) = reached_by.get(at) {
+                path.push(name(by));
+                at = by;
+            }
+            path.reverse();
+            path.join(" -> ")
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "run (the lifecycle) uses ops (the operations); move what both need into run:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// A function says one thing: none in src/ (tests aside) is over 100 lines, from its `fn` line to

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::env::Env;
 use crate::components;
 use crate::error::Error;
+use crate::run::Env;
 use crate::spec::paths;
 
 /// How to drain and uncordon the environment's nodes.

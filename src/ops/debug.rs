@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::env::{debugger_address, journal_tail, Env};
-use super::probe;
 use super::restart::restart;
-use super::start::{start_one, start_slice, Progress, Timing};
 use crate::components::Instance;
 use crate::error::Error;
+use crate::run::start::{start_one, start_slice};
+use crate::run::{debugger_address, journal_tail, probe, Env, Progress, Timing};
 use crate::systemd::{JobResult, Systemd};
 use crate::unit::{self, UnitFile, Value};
 

@@ -35,7 +35,7 @@ fn agent(plan: &Plan) -> Result<ureq::Agent, Error> {
     }
     // A one-off admin call, so it can wait for a busy API server. 20 s was too short for cp-1 of
     // three TCG VMs on two cores (the cold run of 2026-11-28, creating the token's Secret).
-    super::probe::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(60))
+    crate::run::probe::https_agent(plan, Some("ca"), Some("admin"), Duration::from_secs(60))
 }
 
 fn secrets_url(plan: &Plan) -> String {

@@ -11,12 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::env::Env;
-use super::start::{start, Progress};
-use super::stop::stop;
-use super::{probe, StartReport};
 use crate::components::{self, etcd_tool};
 use crate::error::Error;
+use crate::run::{probe, start, stop, Env, Progress, StartReport, Until};
 use crate::spec::{paths, Plan};
 use crate::systemd::Systemd;
 use crate::unit::flag_value;
@@ -463,7 +460,7 @@ pub async fn restore(
         std::fs::rename(&fresh, &data).map_err(Error::io(&data, "rename into place"))?;
     }
     say("starting the environment on the restored data");
-    match start(env, sd, timeout, super::Until::Healthy, progress).await {
+    match start(env, sd, timeout, Until::Healthy, progress).await {
         Ok(report) => {
             if had_data {
                 // Now etcd's data from before the restore.
@@ -573,7 +570,7 @@ async fn roll_back(
     match back {
         Ok(()) => {
             let _ = std::fs::remove_dir_all(fresh);
-            match start(env, sd, timeout, super::Until::Healthy, &mut |_| {}).await {
+            match start(env, sd, timeout, Until::Healthy, &mut |_| {}).await {
                 Ok(_) => "etcd's data from before is back and the environment started on it".to_string(),
                 Err(_) => format!(
                     "etcd's data from before is back in {}; the environment did not start on it either: see `kubeunit status --state-dir {}`",

@@ -16,16 +16,18 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use super::drain::Drain;
-use super::env::Env;
-use super::snapshot::{self, SaveRequest};
-pub use super::versions::Version;
-use super::versions::{self, Refusal};
+mod drain;
+
 use crate::components::{self, Instance};
 use crate::error::Error;
+use crate::ops::snapshot::{self, SaveRequest};
+pub use crate::run::versions::Version;
+use crate::run::versions::{self, Refusal};
+use crate::run::Env;
 use crate::spec::Profile;
 use crate::systemd::Systemd;
 use crate::unit::UnitFile;
+pub use drain::Drain;
 
 /// The record of an upgrade under way, in the data dir (gone once it has finished).
 pub const RECORD: &str = "upgrade.json";
@@ -168,7 +170,7 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
         let target = versions::of_binary(&path, &lead, c.go_module)
             .map_err(|why| missing_binary(&i.name, &path, follows, &pinned, &why))?;
         if !pinned.is_empty()
-            && !super::preflight::is_version(&target.word, pinned.trim_start_matches('v'))
+            && !crate::run::preflight::is_version(&target.word, pinned.trim_start_matches('v'))
         {
             return Err(Error::Usage {
                 message: format!(
@@ -438,7 +440,7 @@ pub async fn apply(
             say(Event::Already(step));
         } else {
             let t0 = Instant::now();
-            super::restart(env, sd, &step.component, timeout)
+            crate::ops::restart(env, sd, &step.component, timeout)
                 .await
                 .map_err(|e| stopped(e.to_string()))?;
             let now = running_version(sd, i, unit).await?;

@@ -5,12 +5,12 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::env::Env;
-use super::own_connections::Watches;
-use super::preflight::preflight;
-use super::start::{start_one, start_slice, Progress, Timing};
 use crate::components::Instance;
 use crate::error::Error;
+use crate::run::own_connections::Watches;
+use crate::run::preflight::preflight;
+use crate::run::start::{start_one, start_slice};
+use crate::run::{Env, Progress, Timing};
 use crate::systemd::Systemd;
 use crate::unit::UnitFile;
 
@@ -37,7 +37,7 @@ pub async fn restart(
     }
     let timer = env.timer(&c.name);
     // An installed unit starts from its file again whatever refers to it.
-    let installed = super::env::installed(&env.plan, sd).await?;
+    let installed = crate::run::installed(&env.plan, sd).await?;
     let dependents = if installed {
         vec![]
     } else {

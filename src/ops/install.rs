@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::json;
 
-use super::Env;
 use crate::error::Error;
 use crate::render::quote::systemd_word;
 use crate::render::{self, Renderer};
+use crate::run::Env;
 use crate::spec::paths;
 use crate::state::Root;
 

@@ -8,12 +8,12 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::addons;
-use super::env::{units_up, Env};
 use crate::artifacts::Options;
 use crate::error::Error;
 use crate::pipeline;
 use crate::pki::Entropy;
+use crate::run::addons;
+use crate::run::{units_up, Env};
 use crate::spec::addons::{find, Addon, ADDONS};
 use crate::spec::{HostFacts, Plan};
 use crate::systemd::Systemd;
