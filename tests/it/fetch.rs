@@ -719,9 +719,11 @@ fn dev_comes_up_from_the_fetched_binaries() {
                 assert!(listed.contains("\"status\": \"running\""), "{listed}");
             }
             "kubeunit destroy --all" => {
+                // Read before destroy removes the profile.yaml it comes from.
+                let prefix = unit_prefix(&state);
                 env.ku_ok(&["destroy", "--all"]);
                 assert!(!state.exists(), "destroy --all left {}", state.display());
-                assert_eq!(c.list_units(&format!("{}*", unit_prefix(&state))), "");
+                assert_eq!(c.list_units(&format!("{prefix}*")), "");
             }
             other => panic!("README.md's connected quick start has {other:?}: follow it here"),
         }
