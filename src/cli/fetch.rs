@@ -159,6 +159,12 @@ impl Progress {
                 wanted.version,
                 dir.display()
             ),
+            Event::Replacing { wanted, dir, why } => eprintln!(
+                "kubeunit: {} {} in the cache ({}) is not taken: {why}; fetching it again",
+                wanted.source.name,
+                wanted.version,
+                dir.display()
+            ),
             Event::Waiting {
                 wanted,
                 lock,

@@ -61,9 +61,35 @@ pub fn in_a_set(path: &Path) -> bool {
 pub struct Stamp {
     pub source: String,
     pub version: String,
+    /// The base URL it came from (the release page or a mirror) and its architecture: a set is
+    /// "in the cache" only for the same origin and architecture (a stamp without them, from an
+    /// older kubeunit, for none).
+    #[serde(default)]
+    pub base: String,
+    #[serde(default)]
+    pub arch: String,
     pub files: BTreeMap<String, FileStamp>,
     /// Each download's URL and its published digest (`ALGORITHM:HEX`).
     pub downloads: BTreeMap<String, String>,
+}
+
+impl Stamp {
+    /// Why this set is not the one wanted from `base` for `arch`, if it is not.
+    pub fn differs(&self, base: &str, arch: &str) -> Option<String> {
+        if self.arch != arch {
+            Some(match self.arch.as_str() {
+                "" => "its architecture is not recorded (an older kubeunit fetched it)".into(),
+                a => format!("it holds {a} binaries, this host runs {arch}"),
+            })
+        } else if self.base != base {
+            Some(match self.base.as_str() {
+                "" => "its origin is not recorded (an older kubeunit fetched it)".into(),
+                b => format!("it came from {b}, not {base}"),
+            })
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -202,7 +228,8 @@ pub fn staging(cache: &Path, source: &str, version: &str) -> Result<tempfile::Te
 }
 
 /// Write `stamp` into the staging dir, make everything durable and rename it into place. A set
-/// already there (changed, and being replaced) goes aside first and is removed after.
+/// already there (changed, or from another origin) is exchanged with it in one step
+/// (renameat2 RENAME_EXCHANGE): no instant without a set at `dir`; the old one is removed after.
 pub fn install(staged: tempfile::TempDir, stamp: &Stamp, dir: &Path) -> Result<(), FetchError> {
     let from = staged.path().to_path_buf();
     let text =
@@ -214,21 +241,20 @@ pub fn install(staged: tempfile::TempDir, stamp: &Stamp, dir: &Path) -> Result<(
         sync(&from.join(name))?;
     }
     sync(&from)?;
-    let aside = staged.path().with_extension("replaced");
-    let replacing = dir.exists();
-    if replacing {
-        std::fs::rename(dir, &aside).map_err(|e| FetchError::io(dir, "move aside", e))?;
+    std::fs::set_permissions(&from, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| FetchError::io(&from, "chmod", e))?;
+    if dir.exists() {
+        use rustix::fs::{renameat_with, RenameFlags, CWD};
+        renameat_with(CWD, &from, CWD, dir, RenameFlags::EXCHANGE)
+            .map_err(|e| FetchError::io(dir, "exchange with the new set", e.into()))?;
+        // `staged` now holds the old set: dropping it removes it.
+    } else {
+        std::fs::rename(&from, dir).map_err(|e| FetchError::io(dir, "rename into place", e))?;
+        // Renamed: nothing left for the TempDir to remove.
+        let _ = staged.keep();
     }
-    std::fs::rename(&from, dir).map_err(|e| FetchError::io(dir, "rename into place", e))?;
-    // Renamed: nothing left for the TempDir to remove.
-    let _ = staged.keep();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| FetchError::io(dir, "chmod", e))?;
     if let Some(parent) = dir.parent() {
         sync(parent)?;
-    }
-    if replacing {
-        let _ = std::fs::remove_dir_all(&aside);
     }
     Ok(())
 }
@@ -262,5 +288,38 @@ fn make_dir(dir: &Path) -> Result<(), FetchError> {
             .create(dir)
             .map_err(|e| FetchError::io(dir, "create", e)),
         Err(e) => Err(FetchError::io(dir, "stat", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(base: &str, arch: &str) -> Stamp {
+        Stamp {
+            source: "etcd".into(),
+            version: "v3.6.16".into(),
+            base: base.into(),
+            arch: arch.into(),
+            files: BTreeMap::new(),
+            downloads: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_set_is_the_wanted_one_only_from_its_origin_for_its_architecture() {
+        let official = "https://github.com/etcd-io/etcd/releases/download";
+        let mirror = "https://mirror.example/etcd";
+        assert_eq!(stamp(official, "amd64").differs(official, "amd64"), None);
+        let why = stamp(mirror, "amd64").differs(official, "amd64").unwrap();
+        assert!(why.contains(mirror) && why.contains(official), "{why}");
+        let why = stamp(official, "arm64").differs(official, "amd64").unwrap();
+        assert!(why.contains("arm64") && why.contains("amd64"), "{why}");
+        // An older kubeunit's stamp, without them: fetched again, not trusted.
+        let old: Stamp = serde_json::from_str(
+            r#"{"source":"etcd","version":"v3.6.16","files":{},"downloads":{}}"#,
+        )
+        .unwrap();
+        assert!(old.differs(official, "amd64").is_some());
     }
 }

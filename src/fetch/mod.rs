@@ -152,6 +152,12 @@ pub enum Event<'a> {
         wanted: &'a Wanted,
         dir: &'a Path,
     },
+    /// The cache holds the set from another origin or architecture (`why`): fetched again.
+    Replacing {
+        wanted: &'a Wanted,
+        dir: &'a Path,
+        why: &'a str,
+    },
     /// Another process holds the set's lock (its PID, when it wrote one): this one waits.
     Waiting {
         wanted: &'a Wanted,
@@ -217,12 +223,23 @@ pub fn fetch(req: &Request, on: &mut dyn FnMut(Event)) -> Result<Vec<Fetched>, F
         let dir = cache::set_dir(&req.cache, w.source.name, &w.version);
         if !req.refresh {
             if let Some(stamp) = cache::complete(&dir)? {
-                on(Event::Cached {
-                    wanted: w,
-                    dir: &dir,
-                });
-                done.push(fetched(w, dir, &stamp, true, 0));
-                continue;
+                // Checked files from another origin or architecture are not the set wanted: a
+                // mirror's set is not taken for the release page's, nor arm64's for amd64's.
+                match stamp.differs(&w.base, arch) {
+                    None => {
+                        on(Event::Cached {
+                            wanted: w,
+                            dir: &dir,
+                        });
+                        done.push(fetched(w, dir, &stamp, true, 0));
+                        continue;
+                    }
+                    Some(why) => on(Event::Replacing {
+                        wanted: w,
+                        dir: &dir,
+                        why: &why,
+                    }),
+                }
             }
         }
         let (tmp, stamp, bytes) = stage(&client, req, w, arch, on)?;
@@ -262,6 +279,8 @@ fn stage(
     let mut stamp = cache::Stamp {
         source: w.source.name.into(),
         version: w.version.clone(),
+        base: w.base.clone(),
+        arch: arch.into(),
         files: BTreeMap::new(),
         downloads: BTreeMap::new(),
     };

@@ -175,6 +175,56 @@ fn a_fetch_checks_every_file_and_a_second_asks_nothing() {
         m.net.file_requests()
     );
 
+    // A set from another origin (as a mirror's would be, here the stamp says so) or of another
+    // architecture is not "in the cache": fetched again, saying why, and replaced in place.
+    let stamp_path = m.cache.join(format!("bin/kubernetes-{}/.fetched", k8s()));
+    let stamp_text = std::fs::read_to_string(&stamp_path).unwrap();
+    let mut stamp: serde_json::Value = serde_json::from_str(&stamp_text).unwrap();
+    let base = stamp["base"].as_str().unwrap().to_string();
+    assert!(base.starts_with("https://"), "{stamp_text}");
+    assert_eq!(stamp["arch"], "amd64", "{stamp_text}");
+    for (field, value, says) in [
+        (
+            "base",
+            "https://mirror.example/kubernetes",
+            "it came from https://mirror.example/kubernetes, not ",
+        ),
+        (
+            "arch",
+            "arm64",
+            "it holds arm64 binaries, this host runs amd64",
+        ),
+    ] {
+        stamp[field] = value.into();
+        std::fs::write(&stamp_path, stamp.to_string()).unwrap();
+        let asked_before = m.net.file_requests().len();
+        let out = m.fetch("control-plane", &[]);
+        let t = text(&out);
+        assert!(out.status.success(), "{field}: {t}");
+        assert!(
+            t.contains(says) && t.contains("fetching it again"),
+            "{field}: {t}"
+        );
+        assert!(
+            m.net.file_requests().len() > asked_before,
+            "{field}: nothing asked again"
+        );
+        let now: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stamp_path).unwrap()).unwrap();
+        assert_eq!(
+            (now["base"].as_str(), now["arch"].as_str()),
+            (Some(base.as_str()), Some("amd64"))
+        );
+        stamp = now;
+        assert_same_as_built(&m.cache);
+    }
+    assert_eq!(
+        m.sets().iter().filter(|s| s.starts_with("tmp/")).count(),
+        0,
+        "the replaced set stays in tmp/: {:?}",
+        m.sets()
+    );
+
     // A cached binary changed: refused (exit 2) naming it and the fix; --refresh restores it.
     let kubelet = m.cache.join(format!("bin/kubernetes-{}/kubelet", k8s()));
     let mut bytes = std::fs::read(&kubelet).unwrap();
