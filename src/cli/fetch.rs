@@ -18,7 +18,8 @@ pub const AFTER_HELP: &str = "Examples:
 
 Each file is checked against the checksum file its project publishes next to it (dl.k8s.io's
 .sha256, etcd's SHA256SUMS, ...) before anything goes into the cache; a failure leaves the cache as
-it was. A set already in the cache is checked against what was fetched and not downloaded again.
+it was. A set already in the cache is checked against what was fetched and not downloaded again,
+unless it came from another origin (mirror or release page) or architecture.
 Sources: kubernetes (https://dl.k8s.io/release), etcd, containerd, runc, cni-plugins and registry
 (their GitHub release downloads). The cache: $KUBEUNIT_CACHE_DIR, else $XDG_CACHE_HOME/kubeunit,
 else ~/.cache/kubeunit. SSL_CERT_FILE names CA certificates to trust instead of the usual roots.
