@@ -66,11 +66,12 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         else:
             super().do_GET()
 
-    def truncated(self, head):
+    def announced(self):
+        """The file's bytes after headers announcing all of them (a 404 and None if there is none)."""
         local = self.translate_path(self.path)
         if not os.path.isfile(local):
             self.send_error(404)
-            return
+            return None
         with open(local, "rb") as f:
             body = f.read()
         self.send_response(200)
@@ -78,25 +79,18 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()
-        if not head:
+        self.close_connection = True
+        return body
+
+    def truncated(self, head):
+        body = self.announced()
+        if body is not None and not head:
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
-        self.close_connection = True
 
     def trickled(self, head, every):
-        local = self.translate_path(self.path)
-        if not os.path.isfile(local):
-            self.send_error(404)
-            return
-        with open(local, "rb") as f:
-            body = f.read()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        if head:
+        body = self.announced()
+        if body is None or head:
             return
         # Each byte well inside any read timeout; the whole far beyond any deadline. The client's leaving
         # ends the thread.
