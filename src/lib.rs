@@ -1,6 +1,7 @@
 //! kubeunit: a real single-host Kubernetes environment, rendered into a state directory and run by
 //! systemd. One pipeline, and the modules in its order (each uses only the ones above it):
 //!
+//! - `systemd`: the D-Bus client and systemd's calendar expressions (it knows no kubeunit type)
 //! - `fetch`: release binaries, downloaded, checked against their checksums and cached (it knows
 //!   no profile; `spec` asks it which sources exist)
 //! - `spec`: profile schema, loading, `--set`, validation, host facts, the plan
@@ -12,7 +13,6 @@
 //! - `pipeline`: profile -> plan -> artifacts -> state dir, once, for gen, check and preflight
 //! - `seed`: cloud-init seeds for the hosts of an environment across hosts, from their state dirs
 //! - `unit`: unit files -> transient-unit properties
-//! - `systemd`: the D-Bus client
 //! - `run`: a state dir at run time, the lifecycle (preflight, start and its hooks, stop, status,
 //!   probes)
 //! - `ops`: operations on an existing environment, one module each (upgrade, snapshot, restart,

@@ -4,7 +4,6 @@
 
 pub mod addons;
 pub mod auto;
-pub mod calendar;
 pub mod dual_stack;
 pub mod egress;
 pub mod host;

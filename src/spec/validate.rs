@@ -693,7 +693,7 @@ fn pki(p: &Profile, errs: &mut Vec<FieldError>) {
 /// later waits for it).
 fn hosts_sync(p: &Profile, errs: &mut Vec<FieldError>) {
     let schedule = &p.hosts_sync.schedule;
-    if let Err(why) = super::calendar::check(schedule) {
+    if let Err(why) = crate::systemd::calendar::check(schedule) {
         errs.push(FieldError::new(
             "hostsSync.schedule",
             quoted(schedule),
@@ -707,7 +707,7 @@ fn hosts_sync(p: &Profile, errs: &mut Vec<FieldError>) {
 fn snapshot(p: &Profile, errs: &mut Vec<FieldError>) {
     let s = &p.etcd.snapshot;
     if !s.schedule.is_empty() {
-        if let Err(why) = super::calendar::check(&s.schedule) {
+        if let Err(why) = crate::systemd::calendar::check(&s.schedule) {
             errs.push(FieldError::new(
                 "etcd.snapshot.schedule",
                 quoted(&s.schedule),

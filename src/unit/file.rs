@@ -369,7 +369,7 @@ fn property(section: &str, line: &str) -> Result<(String, Value), LineError> {
             Ok(("TimersCalendar".to_string(), Value::Calendar(vec![])))
         }
         Kind::Calendar => {
-            crate::spec::calendar::check(&value).map_err(|why| {
+            crate::systemd::calendar::check(&value).map_err(|why| {
                 LineError::new(
                     format!("{key}={value}: not a calendar expression: {why}"),
                     "write it as systemd.time(7) describes (systemd-analyze calendar EXPR checks one)",

@@ -1,5 +1,8 @@
 //! systemd over D-Bus (zbus on tokio): transient units, jobs (waited for exactly, as systemd-run
-//! does) and unit state. A client only: it knows no kubeunit types.
+//! does) and unit state. A client only: it knows no kubeunit types. `calendar`: systemd's calendar
+//! expressions, checked as systemd parses them (spec's validation and unit files use it).
+
+pub mod calendar;
 
 use std::collections::HashMap;
 use std::time::Duration;
