@@ -637,27 +637,28 @@ fn dev_comes_up_from_the_fetched_binaries() {
     let ports = Ports::allocate();
     let state = c.work.join("dev");
     // Online (the harness's containers are offline otherwise), toward the simulated internet only.
-    let mut argv: Vec<String> = [
-        "env",
-        "KUBEUNIT_OFFLINE=0",
-        &cache_env,
-        exe,
-        "gen",
-        "--profile",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut argv: Vec<String> = [&cache_env, exe, "gen", "--profile"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     argv.push(profile.display().to_string());
     argv.push("--state-dir".into());
     argv.push(state.display().to_string());
     argv.extend(ports.sets());
     // CoreDNS answers for the cluster only.
     argv.extend(["--set".to_string(), "addons.corednsForward=".into()]);
+    // `offline` is KUBEUNIT_OFFLINE's value for this gen; its output.
+    let gen_with = |offline: &str, extra: &[String]| {
+        let switch = format!("KUBEUNIT_OFFLINE={offline}");
+        let mut all: Vec<&str> = vec!["env", &switch];
+        all.extend(argv.iter().map(String::as_str));
+        all.extend(extra.iter().map(String::as_str));
+        let out = c.run(&all);
+        assert!(out.status.success(), "gen ({switch}): {}", text(&out));
+        text(&out)
+    };
     let gen = || {
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let out = c.run(&argv);
-        assert!(out.status.success(), "gen: {}", text(&out));
+        gen_with("0", &[]);
     };
     let env = Env {
         c: &c,
@@ -786,7 +787,93 @@ fn dev_comes_up_from_the_fetched_binaries() {
             "{repo} not pulled: {asked:?}"
         );
     }
+
+    // README.md's offline quick start: scripts/up.sh renders dev offline with the imported images,
+    // where a public image does not pull, and names one switch that makes it pull. Its gen, then
+    // the switch as the README writes it, here toward the simulated internet.
+    let switch = readme_offline_switch();
+    let up_sh =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/up.sh"))
+            .unwrap();
+    assert!(
+        up_sh.contains("export KUBEUNIT_OFFLINE=${KUBEUNIT_OFFLINE-1}"),
+        "scripts/up.sh no longer takes KUBEUNIT_OFFLINE from its environment (offline by default)"
+    );
+    let images = vec![
+        "--set".to_string(),
+        format!("images=[{}]", offline_images().join(",")),
+    ];
+    gen_with("1", &images);
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert!(out.status.success(), "start offline: {}", text(&out));
+    let asked_before = m.net.requests(Site::DockerHub).len();
+    env.kubectl_ok(&["create", "deployment", "web", "--image=nginx"]);
+    wait_for(
+        "offline: docker.io's nginx refused a pull",
+        std::time::Duration::from_secs(120),
+        || {
+            let waiting = env.kubectl_ok(&[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "-o",
+                "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}",
+            ]);
+            waiting.contains("ErrImagePull") || waiting.contains("ImagePullBackOff")
+        },
+    );
+    assert_eq!(
+        m.net.requests(Site::DockerHub).len(),
+        asked_before,
+        "offline, a pull reached docker.io's stand-in"
+    );
+    let switched = gen_with(switch.trim_start_matches("KUBEUNIT_OFFLINE="), &images);
+    assert!(switched.contains("online now"), "{switched}");
+    let out = env.ku(&["start", "--timeout", "180"]);
+    assert!(out.status.success(), "start after {switch}: {}", text(&out));
+    // A new pod, not the old one's pull backoff (up to 5 minutes).
+    env.kubectl_ok(&["delete", "pods", "-l", "app=web", "--wait=false"]);
+    wait_for(
+        &format!("after {switch}: docker.io's nginx Running"),
+        std::time::Duration::from_secs(120),
+        || {
+            !env.kubectl_ok(&[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "name",
+            ])
+            .is_empty()
+        },
+    );
+    assert!(m.net.requests(Site::DockerHub).len() > asked_before);
+    env.ku_ok(&["destroy", "--all"]);
     assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+/// The switch that README.md's offline quick start names for public images: the `KUBEUNIT_OFFLINE=...`
+/// it writes before `scripts/up.sh`.
+fn readme_offline_switch() -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("## Quick start, offline")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md has a section \"Quick start, offline\"");
+    let switch = section
+        .split('`')
+        .find_map(|code| code.strip_suffix(" scripts/up.sh"))
+        .expect("the offline quick start names `KUBEUNIT_OFFLINE=... scripts/up.sh`");
+    assert!(
+        switch.starts_with("KUBEUNIT_OFFLINE=") && !switch.contains(' '),
+        "{switch:?}"
+    );
+    switch.to_string()
 }
 
 /// The commands of README.md's connected quick start (its first shell block), comments cut.

@@ -653,6 +653,24 @@ spec:
         assert_eq!(&m.main_pid(unit), pid, "{unit} untouched");
     }
 
+    // A node added: worker-2 back in the profile (`nodes:` as multi.yaml has it), then gen + start,
+    // as docs/coming-from-kind.md says. It joins anew; the others run on as they were.
+    gen_in(&c, "multi", &ports, &args);
+    let out = m.ku(&["start", "--timeout", "240"]);
+    assert!(
+        out.status.success(),
+        "start with worker-2 added: {}",
+        text(&out)
+    );
+    m.wait_ready("worker-2 added: 3 Ready nodes");
+    assert_eq!(
+        m.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]),
+        "control-plane worker-1 worker-2"
+    );
+    for (unit, pid) in &kept {
+        assert_eq!(&m.main_pid(unit), pid, "{unit} untouched by the added node");
+    }
+
     // stop leaves nothing of any node but the data (a later start uses it); destroy that too. While
     // it runs, the listing shows each kind of thing (so that its zeros below mean something). Not
     // iptables rules: offline (the tests' environments are), egress is off and a node link puts none
@@ -671,17 +689,19 @@ spec:
     let out = m.ku(&["stop"]);
     assert!(out.status.success(), "stop: {}", text(&out));
     m.assert_nothing_left(None, "stop");
-    m.assert_nothing_left(Some("worker-2"), "stop");
-    let worker1 = m.leftovers(Some("worker-1"));
-    assert!(
-        worker1
-            .iter()
-            .all(|l| l.ends_with(": 0") || l == "data dir: 1"),
-        "stop: worker-1 left behind: {worker1:?}"
-    );
+    for w in WORKERS {
+        let left = m.leftovers(Some(w));
+        assert!(
+            left.iter()
+                .all(|l| l.ends_with(": 0") || l == "data dir: 1"),
+            "stop: {w} left behind: {left:?}"
+        );
+    }
     let out = m.ku(&["destroy"]);
     assert!(out.status.success(), "destroy: {}", text(&out));
-    m.assert_nothing_left(Some("worker-1"), "destroy");
+    for w in WORKERS {
+        m.assert_nothing_left(Some(w), "destroy");
+    }
 }
 
 /// A LoadBalancer Service across the nodes. With externalTrafficPolicy Local the node of its one pod
