@@ -271,6 +271,17 @@ fn print_plan(plan: &UpgradePlan, dir: &std::path::Path) {
             s.action.as_str()
         );
     }
+    if !plan.api_servers_elsewhere.is_empty() {
+        let others: Vec<String> = plan
+            .api_servers_elsewhere
+            .iter()
+            .map(|a| format!("{} {}", a.host, a.version.word))
+            .collect();
+        println!(
+            "the other hosts' API servers (the skew policy holds against them): {}",
+            others.join(", ")
+        );
+    }
     if let Some(r) = &plan.resuming {
         println!(
             "an upgrade stopped here before: going on from where it stopped{}",

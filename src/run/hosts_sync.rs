@@ -372,23 +372,6 @@ fn call(
     Err(Error::Api(last))
 }
 
-/// The client this host's sync calls the API as: the admin on a control-plane host, else the
-/// node's own identity (a node may list the Nodes: system:node-proxier, addons/rbac.yaml.hbs).
-fn agent(plan: &Plan) -> Result<ureq::Agent, Error> {
-    let timeout = Duration::from_secs(8);
-    if plan.joins() {
-        let pem = plan
-            .kubelet_cert_dir()
-            .join(crate::spec::join::KUBELET_CLIENT_PEM);
-        return super::probe::https_agent_pem(plan, Some("ca"), &pem, timeout);
-    }
-    let client = match plan.here_has(HostRole::ControlPlane) {
-        true => "admin",
-        false => "kubelet-client",
-    };
-    super::probe::https_agent(plan, Some("ca"), Some(client), timeout)
-}
-
 /// node-network's script of this host's node, with `args`.
 fn node_network(plan: &Plan, args: &[String]) -> Result<String, Error> {
     let script = plan.node_file(crate::components::NODE_NETWORK_SCRIPT);
@@ -424,7 +407,7 @@ pub fn sync(plan: &Plan) -> Result<Synced, Error> {
         });
     }
     let urls = crate::components::api_urls(plan);
-    let agent = agent(plan)?;
+    let agent = super::probe::api_client(plan, Duration::from_secs(8))?;
     let nodes = call(&urls, &agent, "listing the Nodes", |a, base| {
         a.get(&format!("{base}/api/v1/nodes")).call()
     })?;

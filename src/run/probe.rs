@@ -51,6 +51,23 @@ pub fn https_agent(
     agent_of(plan, ca, identity, timeout)
 }
 
+/// The client this host calls the API servers as: the admin on a control-plane host, else the
+/// node's own identity (a node may list the Nodes: system:node-proxier, addons/rbac.yaml.hbs); a
+/// host that joined later, the certificate its kubelet was issued.
+pub fn api_client(plan: &Plan, timeout: Duration) -> Result<ureq::Agent, Error> {
+    if plan.joins() {
+        let pem = plan
+            .kubelet_cert_dir()
+            .join(crate::spec::join::KUBELET_CLIENT_PEM);
+        return https_agent_pem(plan, Some("ca"), &pem, timeout);
+    }
+    let client = match plan.here_has(crate::spec::profile::HostRole::ControlPlane) {
+        true => "admin",
+        false => "kubelet-client",
+    };
+    https_agent(plan, Some("ca"), Some(client), timeout)
+}
+
 /// `https_agent` presenting the certificate and key of one PEM file outside the state dir (a
 /// joined node's, which its kubelet was issued and rotates: `spec::join::KUBELET_CLIENT_PEM`).
 pub fn https_agent_pem(

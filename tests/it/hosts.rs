@@ -353,6 +353,21 @@ spec:
 
     let image = format!("--image={image}");
 
+    // A worker host's upgrade holds the environment to the skew policy: it asks every control-plane
+    // host's API server what it runs, over TLS as its node (it has no API server of its own).
+    let seen = api_servers_seen_by_a_worker(&hosts).unwrap_or_else(|(code, out)| {
+        panic!("upgrade --dry-run on a worker: exit {code:?}\n{out}")
+    });
+    let cps: Vec<(String, String)> = hosts
+        .iter()
+        .filter(|h| h.control_plane)
+        .map(|h| (h.name.to_string(), pinned("KUBERNETES_VERSIONS")[0].clone()))
+        .collect();
+    assert_eq!(
+        seen, cps,
+        "the control-plane hosts' API servers as a worker's upgrade saw them"
+    );
+
     // The history check (common::history): a client on each API server and on each etcd member
     // writes keys once each and reads back what others were told was written, before, during and
     // after two power cuts: the etcd leader's host first, then a follower's. Afterwards every
@@ -545,6 +560,32 @@ spec:
     }
     drop(hosts);
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A refused run: its exit code and output.
+type Refused = (Option<i32>, String);
+
+/// What a worker host's `kubeunit upgrade --dry-run -o json` found every other control-plane host's
+/// API server runs (host, version), or its exit code and output when it refused.
+fn api_servers_seen_by_a_worker(hosts: &[Host]) -> Result<Vec<(String, String)>, Refused> {
+    let worker = hosts.iter().find(|h| !h.control_plane).unwrap();
+    let o = worker.ku(&["upgrade", "--dry-run", "-o", "json"]);
+    if !o.status.success() {
+        return Err((o.status.code(), text(&o)));
+    }
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("upgrade -o json: {e}\n{}", text(&o)));
+    let seen = plan["apiServersElsewhere"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    Ok(seen
+        .iter()
+        .map(|a| {
+            let field = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+            (field("host"), field("version"))
+        })
+        .collect())
 }
 
 /// What an HTTP/1.0 GET of `path` at `address`:80 from this machine answered (3 s at most).
@@ -2151,6 +2192,17 @@ fn power_cut_and_rejoin(
     // After the cut (a write begun before it counts as before it).
     record.set_phase(&format!("{role} off"));
     let cut = std::time::Instant::now();
+    // An upgrade elsewhere is refused now, changing nothing: what the host that is off runs is
+    // not known.
+    match api_servers_seen_by_a_worker(hosts) {
+        Err((Some(1), said)) => assert!(
+            said.contains(&format!(
+                "host {name}'s API server did not say what it runs"
+            )),
+            "{said}"
+        ),
+        other => panic!("upgrade --dry-run on a worker with {name} off: {other:?}"),
+    }
     // A write may go unanswered while etcd elects a leader (after the leader's cut): about the
     // election timeout, 1 s; then the clients' writes are acknowledged again.
     wait_for(

@@ -101,6 +101,23 @@ pub struct UpgradePlan {
     /// An upgrade that stopped: the record it left.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resuming: Option<Record>,
+    /// Across hosts: every other control-plane host's API server, as it answered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub api_servers_elsewhere: Vec<ApiServerElsewhere>,
+}
+
+/// Another control-plane host's API server and the version it says it runs (`/version`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServerElsewhere {
+    pub host: String,
+    pub url: String,
+    #[serde(serialize_with = "version_word")]
+    pub version: Version,
+}
+
+fn version_word<S: serde::Serializer>(v: &Version, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.word)
 }
 
 impl UpgradePlan {
@@ -223,9 +240,80 @@ pub async fn plan(env: &Env, sd: &Systemd, targets: Targets<'_>) -> Result<Upgra
         environment: env.plan.name().to_string(),
         steps,
         resuming,
+        api_servers_elsewhere: api_servers_elsewhere(&env.plan)?,
     };
     refuse_unsupported(&plan)?;
     Ok(plan)
+}
+
+/// Across hosts, every other control-plane host's API server, asked for its version (`/version`)
+/// before anything happens: the skew policy holds for the whole environment, and a worker host has
+/// no API server of its own to hold its kubelet to. One that does not answer refuses the upgrade:
+/// what it runs is not known.
+fn api_servers_elsewhere(plan: &crate::spec::Plan) -> Result<Vec<ApiServerElsewhere>, Error> {
+    let others: Vec<_> = plan
+        .hosts
+        .iter()
+        .enumerate()
+        .filter(|(i, h)| {
+            *i != plan.host_index
+                && h.roles
+                    .contains(&crate::spec::profile::HostRole::ControlPlane)
+        })
+        .map(|(_, h)| h)
+        .collect();
+    if others.is_empty() {
+        return Ok(vec![]);
+    }
+    let client = crate::run::probe::api_client(plan, Duration::from_secs(5))?;
+    let port = components::port::APISERVER.of(plan);
+    others
+        .into_iter()
+        .map(|h| {
+            let url = format!(
+                "https://{}/version",
+                crate::spec::plan::host_port(h.address.into(), port)
+            );
+            let unanswered = |why: String| Error::Preflight {
+                message: format!(
+                    "host {}'s API server did not say what it runs ({url}): {why}",
+                    h.name
+                ),
+                fix: format!(
+                    "start it (kubeunit start on {}), then upgrade again: every API server's version is checked against the skew policy before anything changes",
+                    h.name
+                ),
+            };
+            let body = client
+                .get(&url)
+                .call()
+                .map_err(|e| unanswered(e.to_string()))?
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| unanswered(e.to_string()))?;
+            let said = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["gitVersion"].as_str().map(String::from));
+            let version = said
+                .as_deref()
+                .and_then(Version::parse)
+                .ok_or_else(|| unanswered(format!("no gitVersion in {:?}", truncated(&body))))?;
+            Ok(ApiServerElsewhere {
+                host: h.name.clone(),
+                url,
+                version,
+            })
+        })
+        .collect()
+}
+
+/// At most 200 bytes of `text`, for an error.
+fn truncated(text: &str) -> &str {
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// An upgrade starts with an etcd snapshot: where etcd runs here and is stopped, none can be taken,
@@ -316,30 +404,45 @@ fn refuse_unsupported(plan: &UpgradePlan) -> Result<(), Error> {
             fix,
         });
     }
-    // Where the plan leaves each component (its target, else what runs) against the API servers
-    // it leaves: each within its skew of the oldest (of the newest, for API servers among
-    // themselves), by minor version.
-    let name_of = |s: &Step| {
-        s.component
-            .split('@')
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    };
+    // Where the plan leaves each component (its target, else what runs) against the API servers:
+    // API servers within their skew of the newest of the whole environment (this host's as the
+    // plan leaves them, the other hosts' as they answered); every other component within its skew
+    // of the oldest it talks to: this host's own, else (a host without one, whose node reaches
+    // them all through its load balancer) every other host's. By minor version.
+    let name_of = |component: &str| component.split('@').next().unwrap_or_default().to_string();
     let after = |s: &Step| s.target.clone().or_else(|| s.running.clone());
-    let apis: Vec<Version> = plan
+    let here: Vec<Version> = plan
         .steps
         .iter()
-        .filter(|s| name_of(s) == components::KUBE_APISERVER)
+        .filter(|s| name_of(&s.component) == components::KUBE_APISERVER)
         .filter_map(after)
         .collect();
-    let (Some(oldest), Some(newest)) = (apis.iter().min(), apis.iter().max()) else {
+    let there: Vec<Version> = plan
+        .api_servers_elsewhere
+        .iter()
+        .map(|a| a.version.clone())
+        .collect();
+    let Some(newest) = here.iter().chain(&there).max() else {
         return Ok(());
     };
-    for s in &plan.steps {
-        let name = name_of(s);
-        let (Some(skew), Some(version)) = (components::find(&name).and_then(|c| c.skew), after(s))
-        else {
+    let reached = if here.is_empty() { &there } else { &here };
+    let Some(oldest) = reached.iter().min() else {
+        return Ok(());
+    };
+    let checked = plan
+        .steps
+        .iter()
+        .filter_map(|s| after(s).map(|v| (s.component.clone(), "would run", v)))
+        .chain(plan.api_servers_elsewhere.iter().map(|a| {
+            (
+                format!("{} on host {}", components::KUBE_APISERVER, a.host),
+                "runs",
+                a.version.clone(),
+            )
+        }));
+    for (component, runs, version) in checked {
+        let name = name_of(component.split(' ').next().unwrap_or_default());
+        let Some(skew) = components::find(&name).and_then(|c| c.skew) else {
             continue;
         };
         let api = if name == components::KUBE_APISERVER {
@@ -348,11 +451,15 @@ fn refuse_unsupported(plan: &UpgradePlan) -> Result<(), Error> {
             oldest
         };
         if let Some(why) = versions::skew_refusal(&version, api, skew) {
+            // Another host's, named.
+            let host = plan
+                .api_servers_elsewhere
+                .iter()
+                .find(|a| a.version == *api && !here.contains(api))
+                .map(|a| format!(" (host {})", a.host))
+                .unwrap_or_default();
             return Err(Error::Usage {
-                message: format!(
-                    "{} would run {version}, {why} kube-apiserver's {api}",
-                    s.component
-                ),
+                message: format!("{component} {runs} {version}, {why} kube-apiserver's {api}{host}"),
                 fix: "give every Kubernetes component binaries of one version (binDir), or upgrade one minor version at a time, control plane first (docs/upgrades.md: upstream's version skew policy)".into(),
             });
         }
@@ -670,6 +777,7 @@ mod tests {
             environment: "dev".into(),
             steps,
             resuming: None,
+            api_servers_elsewhere: vec![],
         }
     }
 
@@ -759,6 +867,76 @@ mod tests {
             ),
         ] {
             let e = refuse_unsupported(&plan(steps)).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    fn elsewhere(apis: &[(&str, &str)]) -> Vec<ApiServerElsewhere> {
+        apis.iter()
+            .map(|(host, v)| ApiServerElsewhere {
+                host: host.to_string(),
+                url: format!("https://{host}:6443/version"),
+                version: Version::parse(v).unwrap(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn across_hosts_every_api_server_counts_and_a_worker_host_is_held_to_them() {
+        let across = |steps: Vec<Step>, apis: &[(&str, &str)]| UpgradePlan {
+            api_servers_elsewhere: elsewhere(apis),
+            ..plan(steps)
+        };
+        let worker = || {
+            vec![
+                step("kubelet", "kubernetes", "v1.35.4", "v1.36.3"),
+                step("kube-proxy", "kubernetes", "v1.35.4", "v1.36.3"),
+            ]
+        };
+        // A worker host after the control plane: fine.
+        let p = across(worker(), &[("cp-1", "v1.36.3"), ("cp-2", "v1.36.3")]);
+        assert!(refuse_unsupported(&p).is_ok());
+        // A control-plane host first, the others still on the older minor: its controllers and
+        // kubelet talk to its own API server.
+        let p = across(
+            vec![
+                step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3"),
+                step(
+                    "kube-controller-manager",
+                    "kubernetes",
+                    "v1.35.4",
+                    "v1.36.3",
+                ),
+                step("kubelet", "kubernetes", "v1.35.4", "v1.36.3"),
+            ],
+            &[("cp-2", "v1.35.4"), ("cp-3", "v1.35.4")],
+        );
+        assert!(refuse_unsupported(&p).is_ok(), "{:?}", p.steps);
+        for (p, says) in [
+            (
+                // A worker host before the control plane: past every API server.
+                across(worker(), &[("cp-1", "v1.35.4"), ("cp-2", "v1.36.3")]),
+                "kubelet would run v1.36.3, 1 minor version newer than (upstream's version skew policy allows 0) kube-apiserver's v1.35.4 (host cp-1)",
+            ),
+            (
+                // Left more than 3 minors behind the API servers it reaches.
+                across(
+                    vec![step("kubelet", "kubernetes", "v1.32.1", "v1.32.1")],
+                    &[("cp-1", "v1.36.3")],
+                ),
+                "kubelet would run v1.32.1, 4 minor versions older than",
+            ),
+            (
+                // API servers of one environment within one minor of each other.
+                across(
+                    vec![step("kube-apiserver", "kubernetes", "v1.35.4", "v1.36.3")],
+                    &[("cp-2", "v1.34.9")],
+                ),
+                "kube-apiserver on host cp-2 runs v1.34.9, 2 minor versions older than (upstream's version skew policy allows 1) kube-apiserver's v1.36.3",
+            ),
+        ] {
+            let e = refuse_unsupported(&p).unwrap_err();
             assert_eq!(e.exit_code(), 2);
             assert!(e.to_string().contains(says), "{e}");
         }
