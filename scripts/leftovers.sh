@@ -21,7 +21,9 @@
 #              routes scripts/lib.sh's keep_test_networks_local adds on purpose (`test.sh` removes those last)
 #   mount      a mount under /tmp/kubeunit-it, /run/kubeunit-containers, /var/lib/kubeunit-hosts, or a
 #              namespace's under /run/netns
-#   iptables   the suite's leak counter chain (KU-SUITE-LEAK), left by a run killed before its check
+#   iptables   the suite's leak counter chain (KU-SUITE-LEAK), left by a run killed before its check, and a
+#              registry cache's filter (KU-RC-*, with its INPUT and OUTPUT rules "... registry cache NAME"),
+#              left by a container killed before its cache's ExecStopPost= (it shares this host's network)
 #   cgroup     a frozen freezer cgroup of a container (cgroup v1): runc's "unable to freeze" can leave one
 #              FROZEN with a `runc init` in it, which then blocks its container's shutdown
 # Work dirs of failed tests under /tmp/kubeunit-it stay: they hold what a failure is read from.
@@ -132,7 +134,22 @@ chains() {
   for tool in iptables ip6tables; do
     "$tool" -t mangle -n -L KU-SUITE-LEAK >/dev/null 2>&1 && echo "iptables KU-SUITE-LEAK ($tool -t mangle)"
   done
-  return 0
+  command -v iptables >/dev/null 2>&1 || return 0
+  iptables -w -S 2>/dev/null | sed -n 's/^-N \(KU-RC-[^ ]*\)$/iptables \1 (a registry cache'"'"'s filter)/p'
+  iptables -w -S 2>/dev/null | grep -E '^-A (INPUT|OUTPUT) .*registry cache' | sed 's/^/iptables-rule /' || true
+}
+
+# A registry cache's filter: its rules in INPUT and OUTPUT (by their comment), then its chain.
+remove_cache_filters() {
+  local rule chain
+  while read -r rule; do
+    eval "iptables -w -D ${rule#-A }" 2>/dev/null || true
+    echo "removed iptables-rule $rule"
+  done < <(iptables -w -S 2>/dev/null | grep -E '^-A (INPUT|OUTPUT) .*registry cache' || true)
+  while read -r chain; do
+    iptables -w -F "$chain" 2>/dev/null && iptables -w -X "$chain" 2>/dev/null || true
+    echo "removed iptables $chain"
+  done < <(iptables -w -S 2>/dev/null | sed -n 's/^-N \(KU-RC-[^ ]*\)$/\1/p')
 }
 
 # Frozen freezer cgroups of containers, and the cgroups of containers that are gone (systemd-nspawn removes
@@ -212,10 +229,11 @@ clean() {
     case $what in *"that is gone"*) find "$name" -depth -type d -exec rmdir {} + 2>/dev/null || true
       echo "removed cgroup $name" ;; esac
   done < <(cgroups)
-  if [ -n "$(chains)" ]; then
+  if [ -n "$(chains | grep -F KU-SUITE-LEAK)" ]; then
     leak_counter stop
     echo "removed iptables KU-SUITE-LEAK"
   fi
+  ! command -v iptables >/dev/null 2>&1 || remove_cache_filters
   local left
   left=$(list)
   [ -z "$left" ] || { printf 'leftovers: still there after clean:\n%s\n' "$left" >&2; return 1; }

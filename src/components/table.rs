@@ -137,6 +137,8 @@ const REGISTRY_CACHE_CONFIG_FILE: &str = "config/registry-cache/{upstream}/confi
 /// Its credential helper (distribution's proxy.exec: docker-credential-helpers' protocol).
 const REGISTRY_CACHE_HELPER: &str = "config/registry-cache/{upstream}/credential-helper";
 /// The helper's answer, when the upstream has credentials (0600).
+/// Its filter (iptables): only the environment's nodes reach it (`configs/registry-cache-filter.sh.hbs`).
+const REGISTRY_CACHE_FILTER: &str = "config/registry-cache/{upstream}/filter.sh";
 const REGISTRY_CACHE_CREDENTIALS: &str = "config/registry-cache/{upstream}/credentials.json";
 /// Its CA directory (SSL_CERT_DIR), when its upstream has a CA of its own.
 const REGISTRY_CACHE_CA_DIR: &str = "config/registry-cache/{upstream}/certs";
@@ -231,6 +233,10 @@ const REGISTRY_CACHE_CONFIG: Template = Template {
 const REGISTRY_CACHE_HELPER_SCRIPT: Template = Template {
     name: "configs/registry-cache-credential-helper.sh.hbs",
     text: include_str!("../../configs/registry-cache-credential-helper.sh.hbs"),
+};
+const REGISTRY_CACHE_FILTER_SCRIPT: Template = Template {
+    name: "configs/registry-cache-filter.sh.hbs",
+    text: include_str!("../../configs/registry-cache-filter.sh.hbs"),
 };
 const PULL_THROUGH_HOSTS: Template = Template {
     name: "configs/registry-pull-through-hosts.toml.hbs",
@@ -967,6 +973,10 @@ pub const COMPONENTS: &[Component] = &[
         version: |_| "",
         go_module: "",
         args: |plan| vec!["serve".into(), cache_file(plan, REGISTRY_CACHE_CONFIG_FILE)],
+        // It pulls with the environment's credentials for whoever asks: only the nodes may.
+        pre_start: |plan| vec![registry_cache_filter(plan, "up")],
+        stop_post: |plan| vec![registry_cache_filter(plan, "down")],
+        host_checks: &[host::iptables_for_caches],
         environment: &[("OTEL_TRACES_EXPORTER", "none")],
         // Go trusts the certificates of every file in SSL_CERT_DIR besides the system's bundle:
         // the upstream's CA, copied into the state dir (reproducible, unlike the bundle).
@@ -979,6 +989,26 @@ pub const COMPONENTS: &[Component] = &[
         },
         files: &[
             template(REGISTRY_CACHE_CONFIG_FILE, registry_cache_config),
+            template(REGISTRY_CACHE_FILTER, |cx| {
+                let plan = cx.plan;
+                let first = &plan.nodes[0].link;
+                let port = port::REGISTRY_CACHE.of(plan);
+                let name = plan.upstream().map_or("", |u| u.name.as_str());
+                Ok(Content::Template(
+                    &REGISTRY_CACHE_FILTER_SCRIPT,
+                    json!({
+                        "env": plan.name(),
+                        "name": name,
+                        "host": first.host.to_string(),
+                        "port": port,
+                        // At most 28 bytes (iptables' limit): the interface has 15, the port 5.
+                        "chain": format!("KU-RC-{}-{port}", first.interface),
+                        // The environment's prefix in it: its leftovers are found by that.
+                        "tag": format!("{} registry cache {name}", first.netns),
+                        "nodes": plan.nodes.iter().map(|n| n.link.node.to_string()).collect::<Vec<_>>(),
+                    }),
+                ))
+            }),
             // Its credentials come from this helper (proxy.exec), not from the config: with
             // proxy.username distribution asks the upstream at start-up and dies when it does not
             // answer, so a cache whose upstream is away could not serve what it holds.
@@ -1480,6 +1510,18 @@ pub(super) mod host {
         rc == 0 && !found.is_null()
     }
 
+    /// A registry cache lets only the nodes in, with iptables (it pulls with the environment's
+    /// credentials for whoever asks).
+    pub fn iptables_for_caches(_plan: &Plan) -> Check {
+        if command("iptables") {
+            return Ok(());
+        }
+        Err((
+            "the registry caches (registries, online) need the `iptables` command: only the nodes may reach them".into(),
+            "install iptables (apt-get install iptables), or set offline: true (no caches)".into(),
+        ))
+    }
+
     /// With `network.egress` on or a list, node-network masquerades and filters with iptables.
     pub fn iptables_for_egress(plan: &Plan) -> Check {
         if plan.egress.allowed().is_empty() || command("iptables") {
@@ -1795,6 +1837,15 @@ fn cache_has_auth(plan: &Plan) -> bool {
 fn cache_file(plan: &Plan, rel: &str) -> String {
     let name = plan.upstream().map_or("", |u| u.name.as_str());
     plan.path(&paths::upstream_file(name, rel))
+}
+
+/// The cache's filter script with `action` (`up`, `down`).
+fn registry_cache_filter(plan: &Plan, action: &str) -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        cache_file(plan, REGISTRY_CACHE_FILTER),
+        action.into(),
+    ]
 }
 
 /// A cache as the nodes' containerd reaches it: on the host's end of the first node's link.

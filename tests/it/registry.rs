@@ -640,6 +640,61 @@ fn dev_pulls_what_only_the_upstream_has_through_its_cache_and_keeps_it() {
         }
     }
 
+    // (a2) The cache pulls with those credentials for whoever asks it, so only the nodes may: root on
+    // this host gets the private image from it (kubeunit's probe is root's), a user of this host
+    // does not, nor does a namespace that routes the node network to this host (the simulated
+    // internet's: a stand-in for a machine of the LAN). The pods above pulled through it.
+    let config = std::fs::read_to_string(
+        env.state
+            .join("config/registry-cache/registry.k8s.io/config.yml"),
+    )
+    .unwrap();
+    let addr = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("addr: "))
+        .expect("the cache's http.addr")
+        .trim_matches('"')
+        .to_string();
+    let manifest = format!("http://{addr}/v2/sim/locked/manifests/1");
+    let ask = |prefix: &[&str]| {
+        let accept = "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+        let mut argv: Vec<&str> = prefix.to_vec();
+        argv.extend([
+            "curl",
+            "-sS",
+            "-m",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            accept,
+            &manifest,
+        ]);
+        let out = std::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out))
+    };
+    let (code, said) = ask(&["env"]);
+    assert_eq!((code, said.trim()), (Some(0), "200"), "root: {said}");
+    let unprivileged = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let netns = ["ip", "netns", "exec", inet.netns()];
+    for (who, prefix) in [("a user", &unprivileged[..]), ("the LAN", &netns[..])] {
+        let (code, said) = ask(prefix);
+        assert!(
+            code != Some(0) && !said.contains("200"),
+            "{who} got the private image from the cache: {code:?} {said}"
+        );
+    }
+
     // (b) The upstreams go away; after a restart the pods' images still come, from the caches.
     env.ku_ok(&["stop"]);
     inet.stop(Site::DockerHub);
