@@ -532,8 +532,8 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
     let two = generate(&two_plan, &empty, &opts()).unwrap();
     // Everything of one node, byte for byte, but the API server's certificate (the second node
     // reaches it at the host's end of its own link, one SAN more), the profile the state dir
-    // records (one node more) and local-path-provisioner's config (the new node's volumes in its
-    // own data dir).
+    // records (one node more), local-path-provisioner's config (the new node's volumes in its
+    // own data dir) and the registry caches' filters (the new node let in).
     for (rel, a) in &one.tree {
         let b = two.tree.get(rel).unwrap_or_else(|| panic!("{rel} is gone"));
         if rel == "addons/20-storageclass.yaml" {
@@ -548,6 +548,13 @@ fn a_second_node_adds_its_own_files_and_units_and_changes_none_of_the_first() {
         }
         if rel == "pki/apiserver.crt" || rel == "profile.yaml" {
             assert!(a.bytes != b.bytes && a.mode == b.mode, "{rel}");
+            continue;
+        }
+        // Each registry cache's filter lets the new node's address in.
+        if rel.starts_with("config/registry-cache/") && rel.ends_with("/filter.sh") {
+            let node = two_plan.nodes[1].link.node.to_string();
+            assert!(!text(&one, rel).contains(&node), "{rel}");
+            assert!(text(&two, rel).contains(&node), "{rel}");
             continue;
         }
         assert!(a.bytes == b.bytes && a.mode == b.mode, "{rel} changed");
