@@ -45,36 +45,38 @@ pub async fn restart(
     };
     // Dependents first (last started, first stopped), then the component; a timer before its
     // service (it would start it again).
-    let mut names: Vec<&str> = Vec::new();
-    for (d, u) in dependents
+    let names_of = |d: &Instance<'static>, u: &UnitFile| {
+        env.timer(&d.name)
+            .map(|t| t.name.clone())
+            .into_iter()
+            .chain([u.name.clone()])
+            .collect::<Vec<String>>()
+    };
+    let dependent_names: Vec<String> = dependents
         .iter()
         .rev()
-        .map(|(d, u)| (*d, u))
-        .chain([(c, unit)])
-    {
-        if let Some(t) = env.timer(&d.name) {
-            names.push(&t.name);
-        }
-        names.push(&u.name);
-    }
+        .flat_map(|(d, u)| names_of(d, u))
+        .collect();
+    let own_names = names_of(c, unit);
     // As `stop` does: a component that is its own client is helped out of its shutdown.
     let watches = Watches::start(
         sd,
         dependents.iter().map(|(d, u)| (*d, u)).chain([(c, unit)]),
     )
     .await?;
-    for name in &names {
-        sd.stop(name).await?;
-        sd.wait_gone(name, Duration::from_secs(60)).await?;
-        sd.reset_failed(name).await?;
+    // The dependents go, and are unloaded, while the component still serves: systemd unloads a
+    // stopped transient unit only once no loaded unit refers to it, so between the component's
+    // stop and its start (while it answers nothing: the API server's /readyz gap of an upgrade)
+    // only its own unload is waited for.
+    stop_all(sd, &dependent_names).await?;
+    if !installed {
+        unload_all(sd, &dependent_names).await?;
     }
+    stop_all(sd, &own_names).await?;
     watches.finish().await;
     if !installed {
-        // Its name is free for the new transient unit only once systemd unloaded the old one (a
-        // dependency only after what refers to it).
-        for name in &names {
-            sd.wait_unloaded(name, Duration::from_secs(10)).await?;
-        }
+        // Its name is free for the new transient unit only once systemd unloaded the old one.
+        unload_all(sd, &own_names).await?;
     }
     let mut others: BTreeSet<&str> = env.units.iter().map(|(i, _)| i.name.as_str()).collect();
     others.remove(c.name.as_str());
@@ -101,6 +103,24 @@ pub async fn restart(
         .await?;
     }
     Ok(timing)
+}
+
+/// Stop each unit of `names` in turn, each gone before the next.
+async fn stop_all(sd: &Systemd, names: &[String]) -> Result<(), Error> {
+    for name in names {
+        sd.stop(name).await?;
+        sd.wait_gone(name, Duration::from_secs(60)).await?;
+        sd.reset_failed(name).await?;
+    }
+    Ok(())
+}
+
+/// Wait until systemd unloaded each unit of `names`, in order (what refers to a unit first).
+async fn unload_all(sd: &Systemd, names: &[String]) -> Result<(), Error> {
+    for name in names {
+        sd.wait_unloaded(name, Duration::from_secs(10)).await?;
+    }
+    Ok(())
 }
 
 /// The loaded units of the instances that need instance `name`, directly or through others, in
