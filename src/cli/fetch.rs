@@ -16,9 +16,10 @@ pub const AFTER_HELP: &str = "Examples:
   kubeunit fetch --mirror kubernetes=https://mirror.example/dl.k8s.io/release
   KUBEUNIT_MIRROR_ETCD=https://mirror.example/etcd kubeunit fetch -o json
 
-Each file is checked against the checksum file its project publishes next to it (dl.k8s.io's
-.sha256, etcd's SHA256SUMS, ...) before anything goes into the cache; a failure leaves the cache as
-it was. A set already in the cache is checked against what was fetched and not downloaded again,
+Each file is checked against the checksum file its project publishes on its release page (dl.k8s.io's
+.sha256, etcd's SHA256SUMS, ...) before anything goes into the cache, also when the file comes from a
+mirror (a mirror's own checksum files are taken only where KUBEUNIT_CHECKSUMS_<SOURCE> or the
+profile's fetch.checksums names them); a failure leaves the cache as it was. A set already in the cache is checked against what was fetched and not downloaded again,
 unless it came from another origin (mirror or release page) or architecture.
 Sources: kubernetes (https://dl.k8s.io/release), etcd, containerd, runc, cni-plugins and registry
 (their GitHub release downloads). The cache: $KUBEUNIT_CACHE_DIR, else $XDG_CACHE_HOME/kubeunit,

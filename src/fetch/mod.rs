@@ -126,12 +126,15 @@ impl FetchError {
     }
 }
 
-/// One set to fetch: a source at a version, from a base URL (its own or a mirror).
+/// One set to fetch: a source at a version, from a base URL (its own or a mirror), checked
+/// against the checksum files under `sums_base` (its release page's, or a source the user trusts:
+/// never a mirror's only because it serves the files).
 #[derive(Debug, Clone)]
 pub struct Wanted {
     pub source: &'static Source,
     pub version: String,
     pub base: String,
+    pub sums_base: String,
 }
 
 pub struct Request {
@@ -288,7 +291,11 @@ fn stage(
     for d in w.source.downloads {
         let file = sources::expand(d.file, &w.version, arch);
         let url = format!("{}/{file}", w.base);
-        let sums_url = format!("{}/{}", w.base, sources::expand(d.sums, &w.version, arch));
+        let sums_url = format!(
+            "{}/{}",
+            w.sums_base,
+            sources::expand(d.sums, &w.version, arch)
+        );
         let name = file.rsplit('/').next().unwrap_or(&file).to_string();
         // The checksum first: a release without one is refused before its file is downloaded.
         let sums_error = |problem| FetchError::Sums {
@@ -489,6 +496,18 @@ pub fn base_of(
         (None, None, None) => return Ok((source.base.to_string(), "release page".into())),
     };
     Ok((mirror_url(&origin, &base)?, origin))
+}
+
+/// Where `source`'s checksum files come from: `KUBEUNIT_CHECKSUMS_<SOURCE>`, else the profile's
+/// `fetch.checksums`, else the release page. A mirror is only a location: a lying one would serve
+/// a checksum file that matches its own binary.
+pub fn sums_base_of(source: &Source, profile: Option<&str>) -> Result<String, FetchError> {
+    let env = sources::checksums_env(source.name);
+    match (std::env::var(&env).ok().filter(|v| !v.is_empty()), profile) {
+        (Some(e), _) => mirror_url(&env, &e),
+        (None, Some(p)) => mirror_url(&format!("fetch.checksums.{}", source.name), p),
+        (None, None) => Ok(source.base.to_string()),
+    }
 }
 
 /// A mirror's base URL: https, no spaces or controls; without a trailing `/`.

@@ -240,6 +240,14 @@ pub fn arch() -> Option<&'static str> {
 }
 
 /// The environment variable that takes a mirror of `source`.
+/// The environment variable that names where SOURCE's trusted checksum files are.
+pub fn checksums_env(source: &str) -> String {
+    format!(
+        "KUBEUNIT_CHECKSUMS_{}",
+        source.to_ascii_uppercase().replace('-', "_")
+    )
+}
+
 pub fn mirror_env(source: &str) -> String {
     format!(
         "KUBEUNIT_MIRROR_{}",

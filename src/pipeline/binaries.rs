@@ -114,10 +114,15 @@ pub fn fetch_wanted(
                 flags.get(source.name).map(String::as_str),
                 profile.fetch.mirrors.get(source.name).map(String::as_str),
             )?;
+            let sums_base = fetch::sums_base_of(
+                source,
+                profile.fetch.checksums.get(source.name).map(String::as_str),
+            )?;
             Ok(fetch::Wanted {
                 source,
                 version,
                 base,
+                sums_base,
             })
         })
         .collect()

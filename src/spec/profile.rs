@@ -167,18 +167,23 @@ fn is_empty_path(p: &std::path::Path) -> bool {
     p.as_os_str().is_empty()
 }
 
-/// `fetch:`: mirrors of the release downloads, by source (`kubernetes`, `etcd`, ...).
+/// `fetch:`: mirrors of the release downloads, by source (`kubernetes`, `etcd`, ...), and where
+/// their checksum files come from when not from the release page.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Fetch {
     /// Source name -> base URL laid out as the source's release downloads.
     #[serde(default)]
     pub mirrors: BTreeMap<String, String>,
+    /// Source name -> base URL of checksum files the user trusts, laid out as the release page
+    /// (a mirror is only a location: its checksum files are not taken unless named here).
+    #[serde(default)]
+    pub checksums: BTreeMap<String, String>,
 }
 
 impl Fetch {
     pub fn is_empty(&self) -> bool {
-        self.mirrors.is_empty()
+        self.mirrors.is_empty() && self.checksums.is_empty()
     }
 }
 

@@ -222,11 +222,17 @@ fn path_field(field: &str, path: &std::path::Path, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// `fetch.mirrors`: a known source each, at an https base URL.
+/// `fetch.mirrors` and `fetch.checksums`: a known source each, at an https base URL.
 fn fetch_mirrors(p: &Profile, errs: &mut Vec<FieldError>) {
     use crate::fetch::{self, sources};
-    for (source, url) in &p.fetch.mirrors {
-        let field = format!("fetch.mirrors.{source}");
+    let named = [
+        ("mirrors", &p.fetch.mirrors),
+        ("checksums", &p.fetch.checksums),
+    ];
+    for (source, url, field) in named.iter().flat_map(|(key, urls)| {
+        urls.iter()
+            .map(move |(source, url)| (source, url, format!("fetch.{key}.{source}")))
+    }) {
         if sources::find(source).is_none() {
             errs.push(FieldError::new(
                 field,

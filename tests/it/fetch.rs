@@ -46,10 +46,12 @@ impl Mirror {
             // Online, toward the simulated internet only (scripts/test.sh exports 1).
             .env("KUBEUNIT_OFFLINE", "0");
         for (source, _) in BASES {
-            cmd.env_remove(format!(
-                "KUBEUNIT_MIRROR_{}",
-                source.to_uppercase().replace('-', "_")
-            ));
+            for var in ["MIRROR", "CHECKSUMS"] {
+                cmd.env_remove(format!(
+                    "KUBEUNIT_{var}_{}",
+                    source.to_uppercase().replace('-', "_")
+                ));
+            }
         }
         cmd
     }
@@ -267,7 +269,80 @@ fn a_fetch_checks_every_file_and_a_second_asks_nothing() {
         "{:?}",
         m.sets()
     );
+    a_lying_mirror_is_only_a_location(&m);
     assert_eq!(m.net.packets_out(), 0, "packets left by the default route");
+}
+
+/// A mirror that lies: etcd's archive changed (a gzip member more: it still unpacks to the same
+/// files), with a checksum file that matches it. Its checksum file is not taken: the checksums come
+/// from the release page (here the copy mirror_sets trusts, `fetch.checksums`), and the set is
+/// refused, the cached one kept. Only when the user names the mirror's own checksum files as
+/// trusted is its archive taken.
+fn a_lying_mirror_is_only_a_location(m: &Mirror) {
+    use sha2::Digest;
+    use std::io::Write;
+    let etcd_v = pinned("ETCD_VERSION")[0].clone();
+    let base = BASES.iter().find(|(s, _)| *s == "etcd").unwrap().1;
+    let (true_base, _) = m.file("etcd", "");
+    let evil_base = m.net.docroot().join("evil").join(base);
+    std::fs::create_dir_all(evil_base.parent().unwrap()).unwrap();
+    let out = Command::new("cp")
+        .arg("-al")
+        .arg(&true_base)
+        .arg(&evil_base)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cp -al: {}", text(&out));
+    let archive = etcd_archive();
+    let mut lie = std::fs::read(true_base.join(&archive)).unwrap();
+    let mut member = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    member.write_all(b"a lie").unwrap();
+    lie.extend(member.finish().unwrap());
+    releases::replace(&evil_base.join(&archive), &lie);
+    let name = archive.rsplit('/').next().unwrap();
+    let sums_path = evil_base.join(format!("{etcd_v}/SHA256SUMS"));
+    let sums: String = std::fs::read_to_string(&sums_path)
+        .unwrap()
+        .lines()
+        .map(|l| match l.ends_with(name) {
+            true => format!("{}  {name}\n", hex::encode(sha2::Sha256::digest(&lie))),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    releases::replace(&sums_path, sums.as_bytes());
+    let evil = format!("{}/evil/{base}", m.net.files_url());
+    let cached_etcd = || {
+        std::fs::read_dir(m.cache.join("bin"))
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with("etcd-v"))
+            .map(|e| std::fs::read(e.path().join("etcd")).unwrap())
+    };
+    let before = cached_etcd();
+    let mirror = format!("fetch.mirrors.etcd={evil}");
+    let out = m.fetch("control-plane", &["--set", &mirror]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "the lying mirror: {t}");
+    let true_sums = format!("{}/{base}/{etcd_v}/SHA256SUMS", m.net.files_url());
+    assert!(t.contains(&true_sums) && t.contains("says"), "{t}");
+    assert_eq!(cached_etcd(), before, "the cached etcd changed");
+    let asked_evil_sums = || {
+        m.net
+            .file_requests()
+            .iter()
+            .filter(|r| r.ends_with(&format!("/evil/{base}/{etcd_v}/SHA256SUMS")))
+            .count()
+    };
+    assert_eq!(
+        asked_evil_sums(),
+        0,
+        "the mirror's checksum file was asked for"
+    );
+    // The user trusts the mirror's checksum files (KUBEUNIT_CHECKSUMS_ETCD would say the same): taken.
+    let trusted = format!("fetch.checksums.etcd={evil}");
+    let out = m.fetch("control-plane", &["--set", &mirror, "--set", &trusted]);
+    assert!(out.status.success(), "the mirror trusted: {}", text(&out));
+    assert_eq!(asked_evil_sums(), 1);
 }
 
 /// One broken download: what the mirror does wrong, the exit code, and words the error must have.
@@ -530,6 +605,19 @@ fn bad_input_is_refused_before_any_request() {
             vec!["--set".into(), "fetch.mirrors.etcd=https://a b".into()],
             vec![],
             "fetch.mirrors.etcd",
+        ),
+        (
+            vec![
+                "--set".into(),
+                "fetch.checksums.etcd=http://sums.invalid".into(),
+            ],
+            vec![],
+            "fetch.checksums.etcd",
+        ),
+        (
+            vec![],
+            vec![("KUBEUNIT_CHECKSUMS_ETCD", "ftp://sums.invalid".into())],
+            "KUBEUNIT_CHECKSUMS_ETCD",
         ),
         (
             vec!["--cache-dir".into(), file.display().to_string()],

@@ -235,7 +235,8 @@ pub fn replace(path: &Path, contents: &[u8]) {
     std::fs::write(path, contents).unwrap();
 }
 
-/// `--set fetch.mirrors.SOURCE=URL` for every source, at `url` (the mirror's root).
+/// `--set fetch.mirrors.SOURCE=URL` for every source, at `url` (the mirror's root), and its checksum
+/// files trusted (`fetch.checksums`): the release pages' are on the internet, which no test reaches.
 pub fn mirror_sets(url: &str) -> Vec<String> {
     BASES
         .iter()
@@ -243,6 +244,8 @@ pub fn mirror_sets(url: &str) -> Vec<String> {
             [
                 "--set".to_string(),
                 format!("fetch.mirrors.{source}={url}/{base}"),
+                "--set".to_string(),
+                format!("fetch.checksums.{source}={url}/{base}"),
             ]
         })
         .collect()
