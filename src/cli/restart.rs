@@ -5,12 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::common::{lock_wait, say, Target};
-use crate::artifacts::Options;
 use crate::error::Error;
 use crate::ops;
 use crate::pipeline;
-use crate::pki::Entropy;
-use crate::spec::{HostFacts, Plan};
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit restart kube-apiserver                  # picks up an edited unit file or a swapped binary
@@ -86,11 +83,6 @@ fn set_binary(args: &Args) -> Result<(), Error> {
         .entry(c.component.name.to_string())
         .or_default()
         .binary = value;
-    let plan = Plan::new(profile, &dir, &HostFacts::gather())?;
-    let opts = Options {
-        entropy: Entropy::Os,
-        force: false,
-    };
-    pipeline::gen(&plan, &opts, None, lock_wait()?, &mut say)?;
+    pipeline::regen(profile, &dir, lock_wait()?, &mut say)?;
     Ok(())
 }

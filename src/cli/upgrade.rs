@@ -6,13 +6,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::common::{lock_wait, offline, print_json, say, Output, Target};
-use crate::artifacts::Options;
 use crate::error::Error;
 use crate::ops::install;
 use crate::ops::upgrade::{self, Drain, Event, Targets, UpgradePlan};
 use crate::pipeline::{self, request::GenRequest};
-use crate::pki::Entropy;
-use crate::spec::{HostFacts, Plan};
 
 pub const AFTER_HELP: &str = "Examples:
   kubeunit upgrade --dry-run --bin-dir ~/k8s/v1.36.3 --set versions.kubernetes=v1.36.3
@@ -237,12 +234,7 @@ fn render_state_dir(args: &Args, dir: &std::path::Path, sets: &[String]) -> Resu
         }
         None => {
             let profile = pipeline::resolved_profile_with(dir, sets)?;
-            let plan = Plan::new(profile, dir, &HostFacts::gather())?;
-            let opts = Options {
-                entropy: Entropy::Os,
-                force: false,
-            };
-            pipeline::gen(&plan, &opts, None, lock_wait()?, &mut say)?;
+            pipeline::regen(profile, dir, lock_wait()?, &mut say)?;
         }
     }
     say(&format!(

@@ -433,6 +433,22 @@ pub fn renewable(plan: &Plan, names: &[String]) -> Result<Vec<String>, Error> {
         .collect())
 }
 
+/// `gen` of a state dir again from `profile` (its own, changed: `restart --binary`, `upgrade --set`):
+/// what is there stays (keys, certificates), anything new is issued from the OS's randomness.
+pub fn regen(
+    profile: Profile,
+    dir: &Path,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<WriteSummary, Error> {
+    let plan = Plan::new(profile, dir, &HostFacts::gather())?;
+    let opts = Options {
+        entropy: pki::Entropy::Os,
+        force: false,
+    };
+    gen(&plan, &opts, None, wait, on_wait).map(|(_, summary)| summary)
+}
+
 /// `kubeunit certs renew`: re-issue the leaf certificates `renewal` names from the existing CAs and
 /// keys, through the same pipeline as `gen` (the state dir's profile -> plan -> artifacts), so the
 /// kubeconfigs embedding them are rewritten and the manifest records them (`gen --check` finds

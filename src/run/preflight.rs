@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::build_info;
 use super::certs::{self, CertExpiry};
 use super::env::Env;
 use super::probe;
@@ -280,9 +279,8 @@ fn file_identity(path: &Path) -> Option<String> {
 /// `expected` (the profile's version), when the binary's Go build info says it is a build of
 /// `module` at that release: what `--version` would print, without starting the binary.
 fn built_as(path: &Path, module: &str, expected: &str) -> Option<String> {
-    let main = build_info::main_module(path).filter(|m| !module.is_empty() && m.path == module)?;
-    let release = main.release()?;
-    is_version(release, expected).then(|| format!("{release} (Go build info: module {module})"))
+    let release = super::versions::build_release(path, module)?;
+    is_version(&release, expected).then(|| format!("{release} (Go build info: module {module})"))
 }
 
 /// `word` names version `expected` (without its `v`): the same, or a patch or pre-release of it
@@ -318,14 +316,10 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
             .map(|(c, expected, (path, argv, _))| {
                 let cached = &cached;
                 s.spawn(move || {
-                    // argv[1..] up to the first flag: a hyperkube-style binary's component argument.
-                    let leading: Vec<&String> = argv
-                        .iter()
-                        .skip(1)
-                        .take_while(|a| !a.starts_with('-'))
-                        .collect();
+                    // A hyperkube-style binary's component argument.
+                    let leading = super::versions::leading(argv);
                     let key = std::iter::once(path)
-                        .chain(leading.iter().copied())
+                        .chain(&leading)
                         .cloned()
                         .collect::<Vec<_>>()
                         .join(" ");
@@ -336,18 +330,8 @@ fn versions(env: &Env, running: &Running, _: &mut Vec<String>) -> Result<(), Err
                     if let Some(release) = built_as(Path::new(path), c.go_module, expected) {
                         return (key, None, release);
                     }
-                    let out = match std::process::Command::new(path)
-                        .args(leading)
-                        .arg("--version")
-                        .output()
-                    {
-                        Ok(o) => format!(
-                            "{}{}",
-                            String::from_utf8_lossy(&o.stdout),
-                            String::from_utf8_lossy(&o.stderr)
-                        ),
-                        Err(e) => format!("(cannot run it: {e})"),
-                    };
+                    let out = super::versions::version_output(Path::new(path), &leading)
+                        .unwrap_or_else(|e| format!("({e})"));
                     (key, identity, out)
                 })
             })

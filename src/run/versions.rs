@@ -186,28 +186,38 @@ pub fn leading(argv: &[String]) -> Vec<String> {
 /// its build info's release when its main module is `module`, else what `--version` prints. The
 /// error says why there is no answer (it cannot be run, or printed no version).
 pub fn of_binary(path: &Path, leading: &[String], module: &str) -> Result<Version, String> {
-    if let Some(release) = build_info::main_module(path)
-        .filter(|m| !module.is_empty() && m.path == module)
-        .and_then(|m| m.release().and_then(Version::parse))
-    {
+    if let Some(release) = build_release(path, module).and_then(|r| Version::parse(&r)) {
         return Ok(release);
     }
-    let out = std::process::Command::new(path)
-        .args(leading)
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("cannot run it: {e}"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = version_output(path, leading)?;
     Version::find_in(&text).ok_or_else(|| {
         format!(
             "`--version` printed no version: {:?}",
             text.lines().next().unwrap_or("").trim()
         )
     })
+}
+
+/// The release the binary at `path` was built as, from its Go build info, when its main module is
+/// `module` (what `--version` would print, without starting the binary).
+pub fn build_release(path: &Path, module: &str) -> Option<String> {
+    build_info::main_module(path)
+        .filter(|m| !module.is_empty() && m.path == module)
+        .and_then(|m| m.release().map(String::from))
+}
+
+/// What `PATH LEADING... --version` prints, stdout then stderr; the error when it cannot run.
+pub fn version_output(path: &Path, leading: &[String]) -> Result<String, String> {
+    let out = std::process::Command::new(path)
+        .args(leading)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run it: {e}"))?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
 }
 
 /// What the process `pid` runs: its executable as it was started (`/proc/PID/exe` is that file
