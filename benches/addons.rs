@@ -42,10 +42,7 @@ fn main() {
         println!("addons: bench");
         return;
     }
-    let rounds: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rounds: usize = common::bench_runs(3);
     let _turn = node_lock();
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let c = Container::boot_node("bench-addons");
@@ -180,17 +177,9 @@ fn main() {
         println!(
             "  {:<8} {:>13.2}s {:>19.2}s {:>10.0} MiB",
             case.name,
-            median(usable),
-            median(ready),
-            median(mib)
+            common::median(usable),
+            common::median(ready),
+            common::median(mib)
         );
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }

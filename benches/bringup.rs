@@ -43,10 +43,7 @@ fn main() {
         println!("bringup: bench");
         return;
     }
-    let runs: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let runs: usize = common::bench_runs(5);
     let c = Container::boot("bench");
     let ports = Ports::allocate();
     let gen_args = control_plane_args(&pinned("KUBERNETES_VERSIONS")[0]);
@@ -114,29 +111,24 @@ fn main() {
         }
         assert_eq!(c.list_units("kubeunit-control-plane*"), "", "units left");
     }
-    let (t, cp) = (median(&mut totals), median(&mut criticals));
+    let (t, cp) = (common::median(&totals), common::median(&criticals));
     println!(
         "median: total {t:.3}s, critical path {cp:.3}s, ratio {:.3} (goal <= 1.1)",
         t / cp
     );
     println!(
         "median: stop {:.3}s ({} runs), destroy --all {:.3}s ({} runs)\n",
-        median(&mut stops),
+        common::median(&stops),
         stops.len(),
         if destroys.is_empty() {
             0.0
         } else {
-            median(&mut destroys)
+            common::median(&destroys)
         },
         destroys.len()
     );
     drop(c);
     dev(runs);
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Poll `f` every 0.1 s until it holds; the seconds since `t0` when it did.
@@ -218,8 +210,8 @@ fn dev(runs: usize) {
     }
     println!(
         "\nmedian: start {:.2}s, node Ready {:.2}s, first pod Running {:.2}s",
-        median(&mut starts),
-        median(&mut readies),
-        median(&mut pods)
+        common::median(&starts),
+        common::median(&readies),
+        common::median(&pods)
     );
 }

@@ -40,10 +40,7 @@ fn main() {
         println!("memory: bench");
         return;
     }
-    let rounds: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rounds: usize = common::bench_runs(3);
     let _turn = node_lock();
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let c = Container::boot_node("bench-memory");
@@ -123,8 +120,8 @@ fn main() {
     let row = |label: &str, pick: &dyn Fn(&Reading) -> f64| {
         print!("  {label:<28}");
         for r in &readings {
-            let mut values: Vec<f64> = r.iter().map(pick).collect();
-            print!(" {:>12.1}", median(&mut values));
+            let values: Vec<f64> = r.iter().map(pick).collect();
+            print!(" {:>12.1}", common::median(&values));
         }
         println!();
     };
@@ -181,12 +178,4 @@ fn one_run(c: &Container, v: &Variant) -> Reading {
     let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
     assert!(out.status.success(), "destroy {}: {}", v.name, text(&out));
     (started, mib)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }

@@ -24,10 +24,7 @@ fn main() {
         println!("nodes: bench");
         return;
     }
-    let rounds: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rounds: usize = common::bench_runs(3);
     let _turn = node_lock();
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let c = Container::boot_node("bench-nodes");
@@ -100,26 +97,18 @@ fn main() {
             assert!(out.status.success(), "destroy {n}: {}", text(&out));
         }
     }
-    let base = median(&mut results.get(&1).map(|r| r.1.clone()).unwrap_or_default());
+    let base = common::median(&results.get(&1).map(|r| r.1.clone()).unwrap_or_default());
     println!(
         "\n  {:<6} {:>13} {:>17} {:>12}",
         "nodes", "median start", "median all Ready", "vs 1 node"
     );
     for (n, (starts, readies)) in results.iter_mut() {
-        let ready = median(readies);
+        let ready = common::median(readies);
         println!(
             "  {n:<6} {:>12.2}s {:>16.2}s {:>11.2}x",
-            median(starts),
+            common::median(starts),
             ready,
             ready / base
         );
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }

@@ -29,12 +29,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// `kubeunit start`, timed; its own report of the time inside start().
 fn start(c: &Container, state: &Path) -> (f64, f64) {
     let t = Instant::now();
@@ -243,9 +237,9 @@ fn main() {
         rounds.push(times.iter().map(|(wall, _)| *wall).collect::<Vec<f64>>());
     }
 
-    let solo_median = median(&solo);
+    let solo_median = common::median(&solo);
     let cores = std::thread::available_parallelism().map_or(1, |p| p.get()) as f64;
-    let need = n as f64 * median(&cpu);
+    let need = n as f64 * common::median(&cpu);
     let floor = need / cores;
     println!(
         "\nsolo median {solo_median:.2}s; {n} bring-ups need about {need:.1} CPU-s: on {cores} cores at least {floor:.2}s ({:.2}x solo) even with nothing else running",
@@ -262,9 +256,9 @@ fn main() {
     let worst = all.iter().fold(0.0_f64, |m, w| m.max(*w));
     println!(
         "side by side median {:.2}s ({:.2}x solo, {:.2}x the CPU bound), worst {:.2}x solo ({:.2}x the bound) (goal: median <= 1.1x the bound)",
-        median(&all),
-        median(&all) / solo_median,
-        median(&all) / floor,
+        common::median(&all),
+        common::median(&all) / solo_median,
+        common::median(&all) / floor,
         worst / solo_median,
         worst / floor
     );

@@ -19,12 +19,6 @@ use common::container::{control_plane_args, dev_args, gen_in, Container};
 use common::ports::Ports;
 use common::{node_lock, pinned, text, unit_prefix};
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// `kubeunit ARGS` of the binary `exe` (this build's or the baseline) in the container.
 fn ku(c: &Container, exe: &Path, args: &[&str]) -> f64 {
     let mut argv = vec![exe.to_str().unwrap()];
@@ -46,10 +40,7 @@ fn main() {
         println!("stop: bench");
         return;
     }
-    let runs: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let runs: usize = common::bench_runs(10);
     let profile = std::env::var("KUBEUNIT_BENCH_PROFILE").unwrap_or("control-plane".into());
     let baseline = std::env::var_os("KUBEUNIT_BENCH_BASELINE").map(PathBuf::from);
     let this = PathBuf::from(env!("CARGO_BIN_EXE_kubeunit"));
@@ -103,12 +94,16 @@ fn main() {
     }
     println!();
     for ((name, _), t) in binaries.iter().zip(&times) {
-        println!("median stop, {name}: {:.3}s ({} runs)", median(t), t.len());
+        println!(
+            "median stop, {name}: {:.3}s ({} runs)",
+            common::median(t),
+            t.len()
+        );
     }
     if let [a, b] = times.as_slice() {
         println!(
             "this build / baseline: {:.3} (goal: <= 1, stop no slower)",
-            median(a) / median(b)
+            common::median(a) / common::median(b)
         );
     }
 }

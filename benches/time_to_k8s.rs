@@ -53,10 +53,7 @@ fn main() {
         println!("time_to_k8s: bench");
         return;
     }
-    let runs: usize = std::env::var("KUBEUNIT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let runs: usize = common::bench_runs(5);
     let _turn = node_lock();
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let image = pinned("TEST_IMAGE")[0].clone();
@@ -103,7 +100,11 @@ fn main() {
     println!("\n  {:<28} {:>8}  (median of {runs})", "step", "seconds");
     let mut medians = serde_json::Map::new();
     for step in STEPS {
-        let m = median(all.iter().filter_map(|(s, _)| s.get(step).copied()));
+        let m = common::median(
+            &all.iter()
+                .filter_map(|(s, _)| s.get(step).copied())
+                .collect::<Vec<_>>(),
+        );
         println!("  {step:<28} {m:>7.2}s");
         medians.insert(step.into(), json!(m));
     }
@@ -117,7 +118,11 @@ fn main() {
     for m in &milestones {
         timeline_medians.insert(
             (*m).into(),
-            json!(median(all.iter().filter_map(|(_, t)| t.get(m).copied()))),
+            json!(common::median(
+                &all.iter()
+                    .filter_map(|(_, t)| t.get(m).copied())
+                    .collect::<Vec<_>>()
+            )),
         );
     }
     let report = json!({
@@ -422,13 +427,4 @@ fn print_run(n: usize, steps: &BTreeMap<&str, f64>, timeline: &BTreeMap<&str, f6
     for (t, what) in all {
         println!("  {t:>6.2}s  {what}");
     }
-}
-
-fn median(v: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = v.collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }

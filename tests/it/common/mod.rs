@@ -43,6 +43,24 @@ pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("spawn")
 }
 
+/// A bench's rounds: `KUBEUNIT_BENCH_RUNS`, else `default`.
+pub fn bench_runs(default: usize) -> usize {
+    std::env::var("KUBEUNIT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The median of a bench's readings (the upper middle of an even count; NaN of none).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "{}{}",
