@@ -946,13 +946,7 @@ fn dev_comes_up_from_the_fetched_binaries() {
 /// The switch that README.md's offline quick start names for public images: the `KUBEUNIT_OFFLINE=...`
 /// it writes before `scripts/up.sh`.
 fn readme_offline_switch() -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
-        .split("## Quick start, offline")
-        .nth(1)
-        .and_then(|s| s.split("\n## ").next())
-        .expect("README.md has a section \"Quick start, offline\"");
+    let section = readme_section("Quick start, offline");
     let switch = section
         .split('`')
         .find_map(|code| code.strip_suffix(" scripts/up.sh"))
@@ -966,12 +960,7 @@ fn readme_offline_switch() -> String {
 
 /// The commands of README.md's connected quick start (its first shell block), comments cut.
 fn readme_connected_quick_start() -> Vec<String> {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
-        .split("## Quick start, connected")
-        .nth(1)
-        .expect("README.md has a section \"Quick start, connected\"");
+    let section = readme_section("Quick start, connected");
     let block = section
         .split("```sh\n")
         .nth(1)
@@ -982,4 +971,16 @@ fn readme_connected_quick_start() -> Vec<String> {
         .map(|l| l.split(" #").next().unwrap_or_default().trim().to_string())
         .filter(|l| !l.is_empty())
         .collect()
+}
+
+/// README.md's section `## TITLE`, up to the next section.
+fn readme_section(title: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    readme
+        .split(&format!("## {title}\n"))
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap_or_else(|| panic!("README.md has a section \"{title}\""))
+        .to_string()
 }
