@@ -297,7 +297,10 @@ fn api_servers_elsewhere(plan: &crate::spec::Plan) -> Result<Vec<ApiServerElsewh
             let version = said
                 .as_deref()
                 .and_then(Version::parse)
-                .ok_or_else(|| unanswered(format!("no gitVersion in {:?}", truncated(&body))))?;
+                .ok_or_else(|| {
+                    let start: String = body.chars().take(200).collect();
+                    unanswered(format!("no gitVersion in {start:?}"))
+                })?;
             Ok(ApiServerElsewhere {
                 host: h.name.clone(),
                 url,
@@ -305,15 +308,6 @@ fn api_servers_elsewhere(plan: &crate::spec::Plan) -> Result<Vec<ApiServerElsewh
             })
         })
         .collect()
-}
-
-/// At most 200 bytes of `text`, for an error.
-fn truncated(text: &str) -> &str {
-    let mut end = text.len().min(200);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// An upgrade starts with an etcd snapshot: where etcd runs here and is stopped, none can be taken,
