@@ -299,10 +299,13 @@ impl Systemd {
         self.stop_then(name, async { Ok(()) }).await
     }
 
-    /// Stop a unit and SIGKILL every process of it (a slice: of its subtree) at once, then wait for
-    /// the job. The stop job is queued first, so systemd takes the deaths for the stop (no restart).
+    /// Stop a service and SIGKILL its main process at once, then wait for the job. The stop job is
+    /// queued first, so systemd takes the death for the stop (no restart). The main process only:
+    /// the stop job's SIGTERM may already have ended it, and then systemd runs ExecStopPost=, which
+    /// a SIGKILL to every process of the unit would kill too (a registry cache's filter was left
+    /// on the host that way). What the main process leaves, systemd ends as for any stop.
     pub async fn stop_killing(&self, name: &str) -> Result<Option<JobResult>, SystemdError> {
-        self.stop_then(name, self.kill_all(name)).await
+        self.stop_then(name, self.kill(name, "main")).await
     }
 
     /// Queue a stop job, run `then` while it runs, and wait for it (`None`: no such unit).
@@ -411,9 +414,14 @@ impl Systemd {
     /// Nothing left to signal is no error: systemd 252 answers an empty or vanishing cgroup with
     /// IOError ("Failed to send signal SIGKILL to auxiliary processes").
     pub async fn kill_all(&self, name: &str) -> Result<(), SystemdError> {
+        self.kill(name, "all").await
+    }
+
+    /// SIGKILL to `who` of a unit (KillUnit's "main", "control" or "all"); nothing to kill is no error.
+    async fn kill(&self, name: &str, who: &str) -> Result<(), SystemdError> {
         match self
             .manager
-            .kill_unit(name.to_string(), "all".into(), libc::SIGKILL)
+            .kill_unit(name.to_string(), who.into(), libc::SIGKILL)
             .await
         {
             Ok(()) => Ok(()),

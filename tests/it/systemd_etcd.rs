@@ -462,3 +462,52 @@ fn destroy_deletes_only_what_the_components_own() {
     }
     assert!(std::path::Path::new("/bin/sh").exists());
 }
+
+/// `destroy` kills the main processes at once, but what a unit runs once stopped (ExecStopPost=,
+/// the registry caches' filter `down`) still runs to its end: here etcd died by itself and its
+/// ExecStopPost= is running when destroy comes.
+#[test]
+fn destroy_lets_what_a_unit_runs_after_stopping_finish() {
+    let ports = Ports::allocate();
+    let c = Container::boot("stoppost");
+    let state = gen_etcd_env(&c, "et9", &ports);
+    let etcd = unit(&state, "etcd");
+    let unit_path = state.join("units").join(&etcd);
+    let marker = c.work.join("stop-post-ended");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    let edited: String = unit
+        .lines()
+        .map(|l| {
+            if l == "[Service]" {
+                format!(
+                    "{l}\nExecStopPost=/bin/sh -c 'sleep 3; touch {}'\n",
+                    marker.display()
+                )
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert!(edited.contains("ExecStopPost="), "{unit}");
+    std::fs::write(&unit_path, edited).unwrap();
+    let out = ku(&c, "start", &state, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let pid = status_json(&c, &state)[0]["pid"].as_u64().unwrap();
+    assert!(c.run(&["kill", "-9", &pid.to_string()]).status.success());
+    wait_until(
+        "etcd's ExecStopPost= running",
+        Duration::from_secs(10),
+        || {
+            let show = c.run(&["systemctl", "show", "-p", "SubState", "--value", &etcd]);
+            String::from_utf8_lossy(&show.stdout).trim() == "stop-post"
+        },
+    );
+    let out = ku(&c, "destroy", &state, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        marker.exists(),
+        "destroy killed etcd's ExecStopPost= before it ended"
+    );
+    assert_eq!(c.list_units("kubeunit-et9*"), "");
+}
