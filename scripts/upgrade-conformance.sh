@@ -81,12 +81,23 @@ poller=$!
 echo "==> kubeunit upgrade to $new (log: $results/upgrade.log)"
 rc=0
 start=$SECONDS
+since=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 scripts/kubeunit upgrade --state-dir "$state" --bin-dir "$cache/bin/kubernetes-$new" \
   --set "versions.kubernetes=$new" >"$results/upgrade.log" 2>&1 || rc=$?
 echo "upgrade exited $rc after $((SECONDS - start))s" | tee -a "$results/upgrade.log"
 touch "$results/.upgraded"
 wait "$poller" || true
 rm -f "$results/.upgraded"
+# Where the silence went: the API server unit's stop, exit, start and first listen, and systemd's view
+# of the units that stop with it, from the journal of the systemd the environment runs under.
+{
+  echo "journal of kube-apiserver's unit since $since (UTC):"
+  (. "$here/systemd-host.sh"
+    in_systemd env TZ=UTC journalctl --no-pager -o short-precise --since "$since" \
+      -u "kubeunit-$name-kube-apiserver.service" -u "kubeunit-$name-kubelet.service" \
+      -u "kubeunit-$name-kube-controller-manager.service" -u "kubeunit-$name-kube-scheduler.service") |
+    grep -E 'systemd\[1\]: (Stopping|Stopped|Starting|Started)|Serving securely|"Shutdown|shutting down|ShutdownInitiated' || true
+} >>"$results/api-gaps.txt"
 cat "$results/api-gaps.txt"
 if [ "$rc" != 0 ]; then
   tail -n 30 "$results/upgrade.log" >&2
