@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::components::Instance;
 use crate::error::Error;
 use crate::run::own_connections::Watches;
-use crate::run::preflight::preflight;
+use crate::run::preflight::{before_stopping, ports_released};
 use crate::run::start::{start_one, start_slice};
 use crate::run::{Env, Progress, Timing};
 use crate::systemd::Systemd;
@@ -58,6 +58,14 @@ pub async fn restart(
         .flat_map(|(d, u)| names_of(d, u))
         .collect();
     let own_names = names_of(c, unit);
+    // Checked while it still serves: a refusal stops nothing, and only the ports are left for
+    // after the stop.
+    let mut others: BTreeSet<&str> = env.units.iter().map(|(i, _)| i.name.as_str()).collect();
+    others.remove(c.name.as_str());
+    for (d, _) in &dependents {
+        others.remove(d.name.as_str());
+    }
+    before_stopping(env, &others)?;
     // As `stop` does: a component that is its own client is helped out of its shutdown.
     let watches = Watches::start(
         sd,
@@ -78,12 +86,7 @@ pub async fn restart(
         // Its name is free for the new transient unit only once systemd unloaded the old one.
         unload_all(sd, &own_names).await?;
     }
-    let mut others: BTreeSet<&str> = env.units.iter().map(|(i, _)| i.name.as_str()).collect();
-    others.remove(c.name.as_str());
-    for (d, _) in &dependents {
-        others.remove(d.name.as_str());
-    }
-    preflight(env, &others)?;
+    ports_released(env, &others)?;
     start_slice(env, sd).await?;
     let mut quiet = |_: Progress| {};
     let progress: RefCell<&mut dyn FnMut(Progress)> = RefCell::new(&mut quiet);

@@ -23,22 +23,36 @@ pub type Running<'a> = BTreeSet<&'a str>;
 /// A check: fails with the fix, or adds notes for the user.
 type Check = fn(&Env, &Running, &mut Vec<String>) -> Result<(), Error>;
 
-const CHECKS: &[Check] = &[
+/// The checks of `before_stopping`: all but ports_free, which `preflight` runs last.
+const CHECKS_BUT_PORTS: &[Check] = &[
     state_dir_intact,
     certificates_valid,
     binaries,
     host,
     versions,
-    ports_free,
 ];
 
 /// Run every check; the notes say what kubeunit will use that is not its own.
 pub fn preflight(env: &Env, running: &Running) -> Result<Vec<String>, Error> {
+    let notes = before_stopping(env, running)?;
+    ports_free(env, running, &mut Vec::new())?;
+    Ok(notes)
+}
+
+/// Every check but the free ports: what a restart runs before it stops anything (so that a refusal
+/// stops nothing, and its checks take none of the time the component does not answer); the ports
+/// are the stopping components' until they stopped (`ports_released` then).
+pub fn before_stopping(env: &Env, running: &Running) -> Result<Vec<String>, Error> {
     let mut notes = Vec::new();
-    for check in CHECKS {
+    for check in CHECKS_BUT_PORTS {
         check(env, running, &mut notes)?;
     }
     Ok(notes)
+}
+
+/// The free-ports check alone: once the components a restart stopped are gone.
+pub fn ports_released(env: &Env, running: &Running) -> Result<(), Error> {
+    ports_free(env, running, &mut Vec::new())
 }
 
 fn state_dir_intact(env: &Env, _: &Running, notes: &mut Vec<String>) -> Result<(), Error> {

@@ -402,6 +402,26 @@ fn restart_and_destroy() {
     let st = status_json(&c, &state);
     assert_eq!(st[0]["healthy"], true);
     assert_ne!(st[0]["pid"].as_u64().unwrap(), pid);
+    // A restart that preflight refuses (a tampered file of the state dir, one etcd does not read)
+    // stops nothing: its checks run while the component still serves.
+    let pid = st[0]["pid"].as_u64().unwrap();
+    let admin = state.join("pki/admin.crt");
+    let original = std::fs::read(&admin).unwrap();
+    std::fs::copy(state.join("pki/ca.crt"), &admin).unwrap();
+    let out = ku(&c, "restart", &state, &["etcd"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("tampered pki/admin.crt"),
+        "{}",
+        text(&out)
+    );
+    let st = status_json(&c, &state);
+    assert_eq!(
+        (st[0]["pid"].as_u64().unwrap(), &st[0]["healthy"]),
+        (pid, &serde_json::Value::Bool(true)),
+        "the refused restart stopped etcd"
+    );
+    std::fs::write(&admin, original).unwrap();
     // A name that is no component's is the user's to fix (exit 2).
     let out = ku(&c, "restart", &state, &["kube-dns"]);
     assert_eq!(out.status.code(), Some(2));
