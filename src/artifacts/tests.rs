@@ -76,7 +76,7 @@ const FANCY: Component = Component {
     on_hosts: crate::spec::hosts::OnHosts::Every,
     environment: &[],
     environment_of: |_| vec![],
-    own_connections_on_stop: None,
+    connections_ended_on_stop: None,
 };
 
 #[test]

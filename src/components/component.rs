@@ -111,10 +111,10 @@ pub struct Component {
     pub data_dirs: &'static [&'static str],
     /// What `stop` removes once it no longer runs: what it leaves behind when it is killed.
     pub after_stop: &'static [Cleanup],
-    /// A listener (of its `ports`) it is its own client of, whose connections hold its exit after
-    /// it stopped listening: a graceful `stop` ends the connections between two of its own sockets
-    /// there once the listener is closed (`run::own_connections`).
-    pub own_connections_on_stop: Option<Port>,
+    /// A listener (of its `ports`) whose connections hold its exit after it stopped listening (its
+    /// own loopback client's, and watches): a graceful `stop` ends the connections it serves there
+    /// once the listener is closed (`run::own_connections`).
+    pub connections_ended_on_stop: Option<Port>,
     /// Checks of the profile particular to this component (run when it is enabled).
     pub validate: fn(&Profile) -> Vec<FieldError>,
     /// What the host must offer it, checked by `start`'s preflight before anything starts.

@@ -56,7 +56,7 @@ const KUBERNETES: Component = Component {
     after_healthy: None,
     data_dirs: &[],
     after_stop: &[],
-    own_connections_on_stop: None,
+    connections_ended_on_stop: None,
     validate: |_| vec![],
     host_checks: &[],
     kernel_modules: &[],
@@ -508,10 +508,10 @@ pub const COMPONENTS: &[Component] = &[
         probe: https(port::APISERVER, "/readyz"),
         ports: &[port::APISERVER],
         environment: GO_GC_LESS_OFTEN,
-        // Its loopback client (informers, controllers) holds its exit after draining: the idle
-        // HTTP/2 connections get golang.org/x/net/http2's fixed 1 s GOAWAY grace, which made
-        // `stop` take 1.2 s instead of about 0.2 s.
-        own_connections_on_stop: Some(port::APISERVER),
+        // Its loopback client (informers, controllers) and others' watches hold its exit after
+        // draining: the idle HTTP/2 connections get golang.org/x/net/http2's fixed 1 s GOAWAY
+        // grace (`stop` took 1.2 s instead of about 0.2 s), watches its server's 2 s deadline.
+        connections_ended_on_stop: Some(port::APISERVER),
         data_dirs: &["audit"],
         flags: apiserver_flags,
         files: &[

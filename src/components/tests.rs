@@ -13,7 +13,7 @@ fn table_references_resolve() {
                 probe.port.field
             );
         }
-        if let Some(port) = c.own_connections_on_stop {
+        if let Some(port) = c.connections_ended_on_stop {
             assert!(c.ports.contains(&port), "{}: {}", c.name, port.field);
         }
         for dep in c.needs.iter().chain(c.after_if_enabled) {

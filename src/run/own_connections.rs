@@ -1,14 +1,17 @@
-//! Ending a stopping component's connections to itself, so that its graceful exit does not wait on
-//! them (the component table's `own_connections_on_stop`).
+//! Ending a stopping component's connections once it closed its listener, so that its graceful exit
+//! does not wait on them (the component table's `connections_ended_on_stop`).
 //!
-//! kube-apiserver is its own client (the loopback client of its informers and controllers). Once it
-//! has drained and closed its listener, its HTTP server still waits for those idle connections:
-//! golang.org/x/net/http2 gives a client a fixed 1 s after GOAWAY (`goAwayTimeout`), and over
-//! HTTP/1.1 net/http waits 5 s for a connection that was dialed but never used. Nothing is served
-//! on them any more, so `stop` ends them (SOCK_DESTROY) once the listener is gone: the process then
-//! finishes its shutdown at once and exits 0. Connections of any other process are never touched,
-//! and where this cannot be done (another PID or network namespace, no CAP_NET_ADMIN, a kernel
-//! without SOCK_DESTROY) the component simply takes its own time.
+//! kube-apiserver is its own client (the loopback client of its informers and controllers), and its
+//! other clients hold watches. Once it has drained the requests that end and closed its listener,
+//! its HTTP server still waits for those connections: golang.org/x/net/http2 gives a client a fixed
+//! 1 s after GOAWAY (`goAwayTimeout`), over HTTP/1.1 net/http waits 5 s for a connection that was
+//! dialed but never used, and watches (which it does not wait for: "not going to wait for active
+//! watch request(s) to drain") hold its server's shutdown until its 2 s deadline ("Failed to shutdown
+//! server: context deadline exceeded"; measured in an upgrade: 2.0 s of the API's 5.6 s gap). Nothing
+//! more is served on them, and they end with the process anyway, so `stop` ends them (SOCK_DESTROY
+//! of the server side; a client gets a reset and reconnects) once the listener is gone: the process
+//! then finishes its shutdown at once and exits 0. Where this cannot be done (another PID or network
+//! namespace, no CAP_NET_ADMIN, a kernel without SOCK_DESTROY) the component simply takes its time.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io;
@@ -44,7 +47,7 @@ pub enum Outcome {
 pub struct Watches(Vec<(String, JoinHandle<Outcome>)>);
 
 impl Watches {
-    /// Watch every running unit of `units` whose component has `own_connections_on_stop`; call
+    /// Watch every running unit of `units` whose component has `connections_ended_on_stop`; call
     /// before their stop jobs are queued.
     pub async fn start<'a>(
         sd: &Systemd,
@@ -53,7 +56,7 @@ impl Watches {
         let mut watches = Vec::new();
         for (i, unit) in units {
             let c = i.component;
-            let Some(listener) = c.own_connections_on_stop else {
+            let Some(listener) = c.connections_ended_on_stop else {
                 continue;
             };
             let port = listener.of(&i.plan);
@@ -92,7 +95,7 @@ impl Watches {
 }
 
 /// Watch `pid` (the main process of `unit`) until its listener on `port` closes, then end every
-/// connection between two of its own sockets on that port. Returns when that is done, when the
+/// connection it serves on that port. Returns when that is done, when the
 /// process is gone, or with `Skipped` when the process cannot be watched from here.
 pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outcome {
     if let Err(why) = watchable(pid, unit) {
@@ -121,20 +124,20 @@ pub async fn end_after_listener_closes(pid: u32, unit: &str, port: u16) -> Outco
         // (Once its listener is gone: still the unit's process, not its PID reused since.)
         Err(why) => return Outcome::Skipped(why.to_string()),
     }
-    match end_own(pid, port) {
+    match end_served(pid, port) {
         Ok(n) => Outcome::Ended(n),
         Err(e) => Outcome::Skipped(e.to_string()),
     }
 }
 
-/// End the established connections between two sockets of `pid` on `port` (the server side of
-/// each is destroyed; its peer, in the same process, gets a reset). Returns how many.
-pub fn end_own(pid: u32, port: u16) -> Result<usize, EndFailed> {
+/// End the established connections `pid` serves on `port` (the server side of each is destroyed;
+/// its client, in the same process or another, gets a reset). Returns how many.
+pub fn end_served(pid: u32, port: u16) -> Result<usize, EndFailed> {
     let Some(sockets) = Sockets::of(pid) else {
         return Ok(0);
     };
     let mut ended = 0;
-    for s in sockets.own_connections(port) {
+    for s in sockets.served(port) {
         destroy_tcp(s.local_address, s.remote_address).map_err(|source| EndFailed {
             remote: s.remote_address,
             local: s.local_address,
@@ -222,20 +225,11 @@ impl Sockets {
             .any(|e| e.state == TcpState::Listen && e.local_address.port() == port)
     }
 
-    /// Server sides (local port `port`) whose client side is a socket of the same process.
-    fn own_connections(&self, port: u16) -> Vec<&TcpNetEntry> {
-        let established = |e: &&TcpNetEntry| e.state == TcpState::Established;
-        let clients: HashSet<(SocketAddr, SocketAddr)> = self
-            .0
-            .iter()
-            .filter(established)
-            .map(|e| (e.local_address, e.remote_address))
-            .collect();
+    /// Server sides of its established connections on `port` (local port `port`).
+    fn served(&self, port: u16) -> Vec<&TcpNetEntry> {
         self.0
             .iter()
-            .filter(established)
-            .filter(|e| e.local_address.port() == port)
-            .filter(|e| clients.contains(&(e.remote_address, e.local_address)))
+            .filter(|e| e.state == TcpState::Established && e.local_address.port() == port)
             .collect()
     }
 }
@@ -332,20 +326,24 @@ mod tests {
 
     use std::net::{TcpListener, TcpStream};
 
-    /// This process connected to itself and to a child process: once the listener is closed, only
-    /// the connection between two of its own sockets is ended.
+    /// This process connected to itself and a child process to it: once the listener is closed,
+    /// both connections are ended, and each client sees it; a connection this process made as a
+    /// client to another port is left alone.
     #[test]
-    fn ends_only_connections_to_itself_after_the_listener_closed() {
+    fn ends_the_connections_it_serves_after_the_listener_closed() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
+        let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
         let pid = std::process::id();
         let mut own_client = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut own_server, _) = listener.accept().unwrap();
-        // Another process's connection (a child holding it open) stays.
+        let mut outgoing = TcpStream::connect(elsewhere.local_addr().unwrap()).unwrap();
+        let (mut outgoing_server, _) = elsewhere.accept().unwrap();
+        // Another process's connection (a child holding it open until its stdin closes).
         let mut child = std::process::Command::new("bash")
             .args([
                 "-c",
-                "exec 3<>/dev/tcp/127.0.0.1/$1; echo up; read -r _; echo child >&3",
+                "exec 3<>/dev/tcp/127.0.0.1/$1; echo up; read -r _; echo child 2>/dev/null >&3 || echo reset",
                 "bash",
                 &port.to_string(),
             ])
@@ -359,14 +357,13 @@ mod tests {
 
         let sockets = Sockets::of(pid).unwrap();
         assert!(sockets.listening_on(port));
-        assert_eq!(sockets.own_connections(port).len(), 1);
+        assert_eq!(sockets.served(port).len(), 2);
         drop(listener);
         assert!(!Sockets::of(pid).unwrap().listening_on(port));
 
-        assert_eq!(end_own(pid, port).unwrap(), 1, "one own connection ended");
-        // Both ends of it see the end (an error, not a timeout); the child's connection still
-        // carries data.
-        for end in [&mut own_server, &mut own_client] {
+        assert_eq!(end_served(pid, port).unwrap(), 2, "both connections ended");
+        // Both ends of each see the end (an error, not a timeout).
+        for end in [&mut own_server, &mut own_client, &mut other_server] {
             end.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let got = end.read(&mut [0u8; 8]);
             assert!(
@@ -379,11 +376,21 @@ mod tests {
             );
         }
         drop(child.stdin.take());
-        let mut got = [0u8; 6];
-        other_server.read_exact(&mut got).unwrap();
-        assert_eq!(&got, b"child\n");
+        let mut said = String::new();
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_to_string(&mut said)
+            .unwrap();
+        assert_eq!(said.trim(), "reset", "the child's connection was ended");
         child.wait().unwrap();
-        assert_eq!(end_own(pid, port).unwrap(), 0, "nothing left to end");
+        // The connection to another port still carries data.
+        std::io::Write::write_all(&mut outgoing, b"hi").unwrap();
+        let mut got = [0u8; 2];
+        outgoing_server.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hi");
+        assert_eq!(end_served(pid, port).unwrap(), 0, "nothing left to end");
     }
 
     #[test]

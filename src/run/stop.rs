@@ -20,7 +20,8 @@ pub struct StopReport {
     /// What the after-stop cleanup could not remove.
     pub cleanup_problems: Vec<String>,
     pub busy_ports: Vec<u16>,
-    /// By component: its own connections `stop` ended once it closed its listener, so that its exit
+    /// By component: the connections it served that `stop` ended once it closed its listener (the
+    /// JSON key predates its clients' connections being ended too), so that its exit
     /// did not wait on them (see `run::own_connections`).
     pub own_connections: BTreeMap<String, Outcome>,
     pub seconds: f64,
