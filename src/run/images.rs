@@ -90,8 +90,11 @@ fn import_archives(
     let ctr = ctr(plan, containerd);
     let before = references(plan, &ctr)?;
     for archive in archives {
+        // Not unpacked here: the CRI unpacks an image into its snapshotter when a container first
+        // needs it (internal/cri/opts WithNewSnapshot), so `start` (whose kubelet waits for this
+        // import) pays only for copying the archives, and an image no pod runs is never unpacked.
         let out = ctr_command(plan, &ctr)
-            .args(["images", "import"])
+            .args(["images", "import", "--no-unpack"])
             .arg(archive)
             .output()
             .map_err(cannot_run(&ctr))?;
