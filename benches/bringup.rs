@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::container::{control_plane_args, dev_args, gen_in, Container};
+use common::container::{control_plane_args, gen_in, up_sh_dev_args, Container};
 use common::ports::Ports;
 use common::{cache_dir, node_lock, pinned, run, text};
 
@@ -147,7 +147,7 @@ fn dev(runs: usize) {
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
     let c = Container::boot_node("bench-node");
     let ports = Ports::allocate();
-    let state = gen_in(&c, "bench-dev", &ports, &dev_args(&version));
+    let state = gen_in(&c, "bench-dev", &ports, &up_sh_dev_args(&version));
     let sd = state.to_string_lossy().into_owned();
     let kubectl_bin = cache_dir()
         .join("bin")

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::container::{dev_args, gen_in, Container};
+use common::container::{gen_in, up_sh_dev_args, Container};
 use common::ports::Ports;
 use common::{node_lock, pinned, text, unit_prefix};
 
@@ -62,7 +62,7 @@ fn main() {
         .iter()
         .enumerate()
         .map(|(i, (name, sets))| {
-            let mut args = dev_args(&version);
+            let mut args = up_sh_dev_args(&version);
             // Networks of tests/it/multi.rs and the addons bench (the tests' reject routes cover
             // them), one pair per variant.
             for set in [

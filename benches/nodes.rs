@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::container::{dev_args, gen_in, Container};
+use common::container::{gen_in, up_sh_dev_args, Container};
 use common::ports::Ports;
 use common::{cache_dir, node_lock, pinned, run, text};
 
@@ -37,7 +37,7 @@ fn main() {
         .iter()
         .map(|&n| {
             let ports = Ports::allocate();
-            let mut args = dev_args(&version);
+            let mut args = up_sh_dev_args(&version);
             args.extend([
                 "--set".into(),
                 format!("nodes={n}"),

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::container::{dev_args, gen_in, Container};
+use common::container::{gen_in, up_sh_dev_args, Container};
 use common::ports::Ports;
 use common::{cache_dir, node_lock, pinned, run, text};
 
@@ -63,7 +63,7 @@ fn main() {
         .join(format!("kubernetes-{version}"))
         .join("kubectl");
     let ports = Ports::allocate();
-    let mut args = dev_args(&version);
+    let mut args = up_sh_dev_args(&version);
     // KUBEUNIT_BENCH_SET="KEY=VALUE KEY=VALUE": more --set, to compare a setting run against run.
     for set in std::env::var("KUBEUNIT_BENCH_SET")
         .unwrap_or_default()

@@ -390,6 +390,27 @@ pub fn dev_args(version: &str) -> Vec<String> {
     args
 }
 
+/// The archives of the addons dev leaves off: what scripts/up.sh leaves out of dev's `images`.
+const ADDON_ARCHIVES: [&str; 4] = [
+    "metrics-server.tar",
+    "metallb-controller.tar",
+    "metallb-speaker.tar",
+    "traefik.tar",
+];
+
+/// dev as scripts/up.sh renders it: `dev_args` with only the images dev runs (the addons' that
+/// it leaves off stay out, and `start` imports every archive before the kubelet starts). What a
+/// bench of dev measures.
+pub fn up_sh_dev_args(version: &str) -> Vec<String> {
+    let mut args = dev_args(version);
+    let images: Vec<String> = offline_images()
+        .into_iter()
+        .filter(|p| !ADDON_ARCHIVES.iter().any(|a| p.ends_with(&format!("/{a}"))))
+        .collect();
+    args.extend(["--set".into(), format!("images=[{}]", images.join(","))]);
+    args
+}
+
 /// `args` with every addon dev leaves off (the `apps` profile's: metrics-server, MetalLB, the Gateway
 /// API with Traefik), for a test of them on dev or a profile that extends it.
 pub fn with_every_addon(mut args: Vec<String>) -> Vec<String> {
