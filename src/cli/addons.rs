@@ -16,7 +16,9 @@ pub const AFTER_HELP: &str = "Examples:
 enable and disable set the addon's profile key (addons list shows it) and render the state dir
 again; on a running environment they also apply or delete the addon's objects, and the load
 balancer's segment and routes are made or removed on each node. The same as
-`kubeunit gen --set KEY=true` before a start.
+`kubeunit gen --set KEY=true` before a start. Offline, the addon's images must be on the node
+already: `kubeunit images load ARCHIVE...` puts them there (scripts/up.sh's dev leaves the
+addons' archives out of its images).
 
 Exit codes: 0 done, 1 the cluster refused a change, 2 an unknown addon or an unmet need (nothing
 changed).";
