@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::container::{dev_args, gen_in, offline_images, Container};
+use common::container::{dev_args, gen_in, offline_images_but, Container};
 use common::ports::Ports;
 use common::{cache_dir, node_lock, pinned, run, text, unit_prefix};
 
@@ -50,10 +50,7 @@ fn main() {
         .join("bin")
         .join(format!("kubernetes-{version}"))
         .join("kubectl");
-    let core_images: Vec<String> = offline_images()
-        .into_iter()
-        .filter(|i| !ADDON_ARCHIVES.iter().any(|a| i.ends_with(a)))
-        .collect();
+    let core_images = offline_images_but(&ADDON_ARCHIVES);
     let case = |name: &'static str, extra: Vec<String>, deployments| {
         let mut args = dev_args(&version);
         args.extend(["--set".into(), format!("name={name}")]);

@@ -66,7 +66,7 @@ pub async fn restart(
         others.remove(d.name.as_str());
     }
     before_stopping(env, &others)?;
-    // As `stop` does: a component that is its own client is helped out of its shutdown.
+    // As `stop` does: a component's connections are ended once it closed its listener.
     let watches = Watches::start(
         sd,
         dependents.iter().map(|(d, u)| (*d, u)).chain([(c, unit)]),

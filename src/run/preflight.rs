@@ -35,7 +35,7 @@ const CHECKS_BUT_PORTS: &[Check] = &[
 /// Run every check; the notes say what kubeunit will use that is not its own.
 pub fn preflight(env: &Env, running: &Running) -> Result<Vec<String>, Error> {
     let notes = before_stopping(env, running)?;
-    ports_free(env, running, &mut Vec::new())?;
+    ports_released(env, running)?;
     Ok(notes)
 }
 
@@ -50,7 +50,7 @@ pub fn before_stopping(env: &Env, running: &Running) -> Result<Vec<String>, Erro
     Ok(notes)
 }
 
-/// The free-ports check alone: once the components a restart stopped are gone.
+/// The free-ports check alone: the last of `preflight`, and a restart's once what it stopped is gone.
 pub fn ports_released(env: &Env, running: &Running) -> Result<(), Error> {
     ports_free(env, running, &mut Vec::new())
 }

@@ -403,12 +403,17 @@ const ADDON_ARCHIVES: [&str; 4] = [
 /// bench of dev measures.
 pub fn up_sh_dev_args(version: &str) -> Vec<String> {
     let mut args = dev_args(version);
-    let images: Vec<String> = offline_images()
-        .into_iter()
-        .filter(|p| !ADDON_ARCHIVES.iter().any(|a| p.ends_with(&format!("/{a}"))))
-        .collect();
+    let images = offline_images_but(&ADDON_ARCHIVES);
     args.extend(["--set".into(), format!("images=[{}]", images.join(","))]);
     args
+}
+
+/// The offline images' archives but those named (file names).
+pub fn offline_images_but(left_out: &[&str]) -> Vec<String> {
+    offline_images()
+        .into_iter()
+        .filter(|p| !left_out.iter().any(|a| p.ends_with(&format!("/{a}"))))
+        .collect()
 }
 
 /// `args` with every addon dev leaves off (the `apps` profile's: metrics-server, MetalLB, the Gateway
