@@ -24,6 +24,13 @@ case " $KUBERNETES_VERSIONS " in
   *" $k8s_version "*) ;;
   *) echo "up.sh: KUBEUNIT_KUBERNETES=$k8s_version is not pinned (scripts/versions.env: $KUBERNETES_VERSIONS)" >&2; exit 2 ;;
 esac
+# Each step's wall time, printed at the end (README and docs/setup.md quote one cold run of it).
+steps=() step_name="" step_start=$SECONDS up_start=$SECONDS
+step() {
+  [ -z "$step_name" ] || steps+=("$(printf '%-34s %5ss' "$step_name" $((SECONDS - step_start)))")
+  step_name=$1 step_start=$SECONDS
+}
+step "dependencies (apt)"
 scripts/install-deps.sh
 # The systemd rootfs is mostly downloads: built beside the compiles, which are CPU.
 rootfs_pid=""
@@ -33,12 +40,15 @@ if ! host_has_systemd; then
   scripts/build-rootfs.sh >"$cache/rootfs-build.log" 2>&1 &
   rootfs_pid=$!
 fi
+step "kubeunit (cargo build --release)"
 echo "==> building kubeunit"
 cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
 # Only what this environment needs; scripts/test.sh builds the rest (the other minor, dlv, e2e).
 echo "==> pinned binaries and node images for Kubernetes $k8s_version (cached in $cache; cold: about 10 minutes on 2 cores)"
+step "pinned binaries and images (Go)"
 scripts/build-test-binaries.sh --node "$k8s_version"
+step "systemd rootfs (after the builds)"
 if [ -n "$rootfs_pid" ] && ! wait "$rootfs_pid"; then
   tail -n 20 "$cache/rootfs-build.log" >&2
   echo "up.sh: building the systemd rootfs failed (log: $cache/rootfs-build.log)" >&2
@@ -63,6 +73,7 @@ images=$(find "$images_dir" -name '*.tar' | sort | while read -r archive; do
 done | paste -sd, -)
 
 state_base=/var/lib/kubeunit
+step "systemd container boot"
 if ! host_has_systemd; then
   echo "==> PID 1 is $(cat /proc/1/comm), not systemd: booting systemd in a container (shares the host network)"
   # The whole cache: binaries and every image archive (the e2e images of scripts/conformance.sh too).
@@ -71,6 +82,7 @@ fi
 
 name=$("$kubeunit" profile show "$profile" "$@" | sed -n 's/^name: //p' | head -n1)
 state=$state_base/$name
+step "kubeunit gen"
 echo "==> kubeunit gen --profile $profile --state-dir $state"
 "$kubeunit" gen --profile "$profile" --state-dir "$state" --bin-dir "$bin_dir" \
   --set "components.etcd.binary=$etcd_bin" --set "versions.kubernetes=$k8s_version" \
@@ -86,8 +98,14 @@ if [ -n "$etcd_user" ] && [ "$etcd_user" != "''" ]; then
   echo "==> the system user $etcd_user for etcd"
   in_systemd sh -c "getent passwd '$etcd_user' >/dev/null || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin '$etcd_user'"
 fi
+step "kubeunit start"
 echo "==> kubeunit start"
 in_systemd "$kubeunit" start --state-dir "$state"
+step ""
+echo
+echo "up.sh's steps (wall time; the systemd rootfs is built beside the Go builds, its line is the wait after them):"
+printf '  %s\n' "${steps[@]}"
+printf '  %-34s %5ss\n' total $((SECONDS - up_start))
 cat <<MSG
 
 kubectl for this cluster: $bin_dir/kubectl
