@@ -13,10 +13,15 @@
 #   scripts/build-test-binaries.sh --print    # print the bin dirs (one per line), build nothing:
 #                                             # kubernetes-* and etcd first, then the node dirs, images,
 #                                             # then dlv-*, debug-kubernetes-* and e2e-*
-#   scripts/build-test-binaries.sh --node [VERSION]
+#   scripts/build-test-binaries.sh --node [VERSION] [--addons LIST]
 #       # only what one environment with a node needs (scripts/up.sh): Kubernetes VERSION (default: the
-#       # newest pinned), etcd, containerd, runc, the CNI plugins, CoreDNS, the registry and the images; not
-#       # the other minors, crictl, dlv, the debug builds or e2e, which the test command builds
+#       # newest pinned), etcd, containerd, runc, the CNI plugins, CoreDNS, the registry, local-path and the
+#       # images; of the addons dev leaves off, those LIST names (comma-separated, of metricsServer,
+#       # loadBalancer, gateway; default: all three) with their images. Not the other minors, crictl, dlv,
+#       # the debug builds or e2e, which the test command builds
+#   scripts/build-test-binaries.sh --print-images [--addons LIST]
+#       # the images dir `--node ... --addons LIST` uses: the one with every addon's images when that is
+#       # built already, else the one with LIST's
 #   scripts/build-test-binaries.sh --debug [COMPONENT...]
 #       # dlv and debug builds (-gcflags=all=-N -l, not stripped) of the newest pinned Kubernetes' COMPONENTs
 #       # (default: DEBUG_COMPONENTS), nothing else; added next to those built already. For example
@@ -37,7 +42,8 @@
 #         $KUBEUNIT_CACHE/bin/traefik-<ver>/traefik
 #         $KUBEUNIT_CACHE/images-<newest kubernetes>-coredns-<ver>-busybox-<ver>-metrics-server-<ver>-local-path-<ver>-metallb-<ver>-traefik-<ver>/
 #           {pause,coredns,busybox,metrics-server,local-path-provisioner,metallb-controller,metallb-speaker,traefik}.tar
-#           (+ images.txt: "FILE REFERENCE" per line)
+#           (+ images.txt: "FILE REFERENCE" per line); `--node --addons` without some addons: the same name
+#           and files without theirs
 #         $KUBEUNIT_CACHE/bin/dlv-<ver>/dlv
 #         $KUBEUNIT_CACHE/bin/kube-bench-<ver>/{kube-bench,cfg/}
 #         $KUBEUNIT_CACHE/bin/debug-kubernetes-<newest kubernetes>/{kube-apiserver,kube-scheduler,...}
@@ -62,7 +68,21 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 k8s_newest=${KUBERNETES_VERSIONS%% *}
-images_dir=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION-metrics-server-$METRICS_SERVER_VERSION-local-path-$LOCAL_PATH_VERSION-metallb-$METALLB_VERSION-traefik-$TRAEFIK_VERSION
+every_addon="metricsServer loadBalancer gateway"
+# images_dir_for ADDON...: the images dir with those addons' images (and always pause, coredns, busybox and
+# local-path-provisioner's).
+images_dir_for() {
+  local a=" $* " d=$cache/images-$k8s_newest-coredns-$COREDNS_VERSION-busybox-$BUSYBOX_VERSION
+  [[ $a != *" metricsServer "* ]] || d+=-metrics-server-$METRICS_SERVER_VERSION
+  d+=-local-path-$LOCAL_PATH_VERSION
+  [[ $a != *" loadBalancer "* ]] || d+=-metallb-$METALLB_VERSION
+  [[ $a != *" gateway "* ]] || d+=-traefik-$TRAEFIK_VERSION
+  printf '%s\n' "$d"
+}
+# shellcheck disable=SC2086 # a list of words
+images_dir=$(images_dir_for $every_addon)
+# The addons whose images images_build lays out (every mode but --node with --addons: all).
+image_addons=$every_addon
 dlv_dir=$cache/bin/dlv-$DLV_VERSION
 debug_dir=$cache/bin/debug-kubernetes-$k8s_newest
 
@@ -76,18 +96,37 @@ case ${1:-} in
   --print) mode=print ;;
   --debug) mode=debug ;;
   --node) mode=node ;;
-  *) die "unknown argument '$1' (usage: $0 [--full | --presubmit | --print | --node [VERSION] | --debug [COMPONENT...]])" ;;
+  --print-images) mode=print-images ;;
+  *) die "unknown argument '$1' (usage: $0 [--full | --presubmit | --print | --node [VERSION] [--addons LIST] | --print-images [--addons LIST] | --debug [COMPONENT...]])" ;;
 esac
 node_k8s=$k8s_newest
-if [ "$mode" = node ] && [ $# -gt 1 ]; then
-  [ $# -eq 2 ] || die "--node takes one VERSION"
-  node_k8s=$2
-  case " $KUBERNETES_VERSIONS " in
-    *" $node_k8s "*) ;;
-    *) die "--node $node_k8s: not a pinned Kubernetes (versions.env: $KUBERNETES_VERSIONS)" ;;
-  esac
-  set -- "$1"
+node_addons=$every_addon
+if [ "$mode" = node ] || [ "$mode" = print-images ]; then
+  first=$1; shift
+  if [ "$mode" = node ] && [ $# -gt 0 ] && [ "$1" != --addons ]; then
+    node_k8s=$1; shift
+    case " $KUBERNETES_VERSIONS " in
+      *" $node_k8s "*) ;;
+      *) die "--node $node_k8s: not a pinned Kubernetes (versions.env: $KUBERNETES_VERSIONS)" ;;
+    esac
+  fi
+  if [ $# -gt 0 ] && [ "$1" = --addons ]; then
+    [ $# -ge 2 ] || die "--addons takes a list (comma-separated; may be empty): $every_addon"
+    node_addons=${2//,/ }
+    for a in $node_addons; do
+      case " $every_addon " in *" $a "*) ;; *) die "--addons: '$a' is not one of: $every_addon" ;; esac
+    done
+    shift 2
+  fi
+  [ $# -eq 0 ] || die "$first: unexpected '$1' (usage: $first [VERSION] [--addons LIST])"
+  set -- "$first"
 fi
+# The images dir of --node: every addon's when built already (a superset; up.sh imports only what the
+# profile turns on), else the one with only the addons asked for.
+node_images_dir() {
+  if [ -f "$images_dir/.complete" ]; then printf '%s\n' "$images_dir"; else images_dir_for $node_addons; fi
+}
+if [ "$mode" = print-images ]; then node_images_dir; exit 0; fi
 [ $# -le 1 ] || [ "$mode" = debug ] || die "$1 takes no arguments"
 # The debug builds: the components named after --debug, else DEBUG_COMPONENTS; each a command built above
 # (a typo fails here, before anything is built), each once.
@@ -355,6 +394,9 @@ check_pins() {
     die "Kubernetes $k8s_newest's build/pause is $pause_tag, PAUSE_IMAGE is $PAUSE_IMAGE: pin a containerd whose sandbox image matches"
 }
 
+image_addon() { [[ " $image_addons " == *" $1 "* ]]; }
+node_addon() { [[ " $node_addons " == *" $1 "* ]]; }
+
 images_build() {
   local arch dpkg_arch
   arch=$(go env GOARCH)
@@ -406,6 +448,7 @@ images_build() {
     --ref "docker.io/library/busybox:$BUSYBOX_VERSION" --arch "$arch" --cmd '["sh"]' --tree "$work/bb"
 
   # metrics-server as its Dockerfile lays it out (FROM distroless/static: the binary at /, user 65534)
+  ! image_addon metricsServer ||
   python3 "$here/docker-archive.py" "$tmp/metrics-server.tar" --ref "$METRICS_SERVER_IMAGE" --arch "$arch" \
     --entrypoint '["/metrics-server"]' --user 65534 \
     --file "$cache/bin/metrics-server-$METRICS_SERVER_VERSION/metrics-server:/metrics-server:755"
@@ -416,12 +459,15 @@ images_build() {
     --file "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION/local-path-provisioner:/usr/bin/local-path-provisioner:755"
   # MetalLB as its Dockerfiles lay it out (FROM distroless/static: the binary at /; the speaker's FRR reloader
   # serves its FRR mode, which kubeunit does not run)
-  python3 "$here/docker-archive.py" "$tmp/metallb-controller.tar" --ref "$METALLB_CONTROLLER_IMAGE" \
-    --arch "$arch" --entrypoint '["/controller"]' --file "$cache/bin/metallb-$METALLB_VERSION/controller:/controller:755"
-  python3 "$here/docker-archive.py" "$tmp/metallb-speaker.tar" --ref "$METALLB_SPEAKER_IMAGE" \
-    --arch "$arch" --entrypoint '["/speaker"]' --file "$cache/bin/metallb-$METALLB_VERSION/speaker:/speaker:755"
+  if image_addon loadBalancer; then
+    python3 "$here/docker-archive.py" "$tmp/metallb-controller.tar" --ref "$METALLB_CONTROLLER_IMAGE" \
+      --arch "$arch" --entrypoint '["/controller"]' --file "$cache/bin/metallb-$METALLB_VERSION/controller:/controller:755"
+    python3 "$here/docker-archive.py" "$tmp/metallb-speaker.tar" --ref "$METALLB_SPEAKER_IMAGE" \
+      --arch "$arch" --entrypoint '["/speaker"]' --file "$cache/bin/metallb-$METALLB_VERSION/speaker:/speaker:755"
+  fi
   # Traefik as its Dockerfile lays it out (the binary at /, on alpine for its ca-certificates and tzdata, which
   # a Gateway in a cluster without internet access does not use)
+  ! image_addon gateway ||
   python3 "$here/docker-archive.py" "$tmp/traefik.tar" --ref "$TRAEFIK_IMAGE" --arch "$arch" \
     --entrypoint '["/traefik"]' --file "$cache/bin/traefik-$TRAEFIK_VERSION/traefik:/traefik:755"
 
@@ -429,11 +475,11 @@ images_build() {
     echo "pause.tar $PAUSE_IMAGE"
     echo "coredns.tar $COREDNS_IMAGE"
     echo "busybox.tar $TEST_IMAGE docker.io/library/busybox:$BUSYBOX_VERSION"
-    echo "metrics-server.tar $METRICS_SERVER_IMAGE"
+    ! image_addon metricsServer || echo "metrics-server.tar $METRICS_SERVER_IMAGE"
     echo "local-path-provisioner.tar $LOCAL_PATH_IMAGE"
-    echo "metallb-controller.tar $METALLB_CONTROLLER_IMAGE"
-    echo "metallb-speaker.tar $METALLB_SPEAKER_IMAGE"
-    echo "traefik.tar $TRAEFIK_IMAGE"
+    ! image_addon loadBalancer || echo "metallb-controller.tar $METALLB_CONTROLLER_IMAGE"
+    ! image_addon loadBalancer || echo "metallb-speaker.tar $METALLB_SPEAKER_IMAGE"
+    ! image_addon gateway || echo "traefik.tar $TRAEFIK_IMAGE"
   } >"$tmp/images.txt"
   echo "# busybox $BUSYBOX_VERSION from busybox_$BUSYBOX_VERSION.orig.tar.bz2 (Debian $BUSYBOX_SOURCE_SUITE), defconfig, static ($arch)" >>"$tmp/images.txt"
 }
@@ -548,11 +594,15 @@ if [ "$mode" = node ]; then
   cached cni-plugins "$CNI_PLUGINS_VERSION" "$cache/bin/cni-plugins-$CNI_PLUGINS_VERSION" cni_build
   cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
   cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
-  cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
   cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
-  cached metallb "$METALLB_VERSION" "$cache/bin/metallb-$METALLB_VERSION" metallb_build
-  cached traefik "$TRAEFIK_VERSION" "$cache/bin/traefik-$TRAEFIK_VERSION" traefik_build
-  cached images "$k8s_newest" "$images_dir" images_build
+  # The addons the profile turns off: neither built nor imaged (Traefik alone is minutes of Go build).
+  ! node_addon metricsServer ||
+    cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build
+  ! node_addon loadBalancer || cached metallb "$METALLB_VERSION" "$cache/bin/metallb-$METALLB_VERSION" metallb_build
+  ! node_addon gateway || cached traefik "$TRAEFIK_VERSION" "$cache/bin/traefik-$TRAEFIK_VERSION" traefik_build
+  node_images=$(node_images_dir)
+  [ "$node_images" = "$images_dir" ] || image_addons=$node_addons
+  cached images "$k8s_newest" "$node_images" images_build
   exit 0
 fi
 

@@ -44,10 +44,14 @@ step "kubeunit (cargo build --release)"
 echo "==> building kubeunit"
 cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
+# The addons this profile turns on, of those dev leaves off: only theirs are built and imported.
+enabled=$("$kubeunit" profile show "$profile" "$@" |
+  awk '/^addons:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  (metricsServer|loadBalancer|gateway): true$/ {sub(":", "", $1); print $1}' |
+  paste -sd, -)
 # Only what this environment needs; scripts/test.sh builds the rest (the other minor, dlv, e2e).
-echo "==> pinned binaries and node images for Kubernetes $k8s_version (cached in $cache; cold: about 10 minutes on 2 cores)"
+echo "==> pinned binaries and node images for Kubernetes $k8s_version${enabled:+ and $enabled} (cached in $cache)"
 step "pinned binaries and images (Go)"
-scripts/build-test-binaries.sh --node "$k8s_version"
+scripts/build-test-binaries.sh --node "$k8s_version" --addons "$enabled"
 step "systemd rootfs (after the builds)"
 if [ -n "$rootfs_pid" ] && ! wait "$rootfs_pid"; then
   tail -n 20 "$cache/rootfs-build.log" >&2
@@ -56,11 +60,9 @@ if [ -n "$rootfs_pid" ] && ! wait "$rootfs_pid"; then
 fi
 bin_dir=$cache/bin/kubernetes-$k8s_version
 etcd_bin=$cache/bin/etcd-$ETCD_VERSION/etcd
-images_dir=$(scripts/build-test-binaries.sh --print | grep '/images-' | head -n1)
-# The archives of the addons this profile turns off stay out: start imports every archive it is given, before
-# the kubelet starts (Traefik's alone is 178 MB).
-enabled=$("$kubeunit" profile show "$profile" "$@" |
-  awk '/^addons:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  (metricsServer|loadBalancer|gateway): true$/ {sub(":", "", $1); print $1}')
+images_dir=$(scripts/build-test-binaries.sh --print-images --addons "$enabled")
+# The archives of the addons this profile turns off stay out (the images dir may have every addon's, built
+# for the tests): start imports every archive it is given, before the kubelet starts (Traefik's is 178 MB).
 images=$(find "$images_dir" -name '*.tar' | sort | while read -r archive; do
   case $(basename "$archive") in
     metrics-server.tar) addon=metricsServer ;;
@@ -68,7 +70,7 @@ images=$(find "$images_dir" -name '*.tar' | sort | while read -r archive; do
     traefik.tar) addon=gateway ;;
     *) addon="" ;;
   esac
-  [ -z "$addon" ] || printf '%s\n' "$enabled" | grep -qx "$addon" || continue
+  [ -z "$addon" ] || [[ ",$enabled," == *",$addon,"* ]] || continue
   echo "$archive"
 done | paste -sd, -)
 
