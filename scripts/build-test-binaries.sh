@@ -19,9 +19,6 @@
 #       # images; of the addons dev leaves off, those LIST names (comma-separated, of metricsServer,
 #       # loadBalancer, gateway; default: all three) with their images. Not the other minors, crictl, dlv,
 #       # the debug builds or e2e, which the test command builds
-#   scripts/build-test-binaries.sh --node-base [VERSION]
-#       # of --node, what every profile with a node needs: no addon, no image (scripts/up.sh builds it
-#       # while cargo builds kubeunit, which then says which addons the profile turns on)
 #   scripts/build-test-binaries.sh --print-images [--addons LIST]
 #       # the images dir `--node ... --addons LIST` uses: the one with every addon's images when that is
 #       # built already, else the one with LIST's
@@ -99,22 +96,21 @@ case ${1:-} in
   --print) mode=print ;;
   --debug) mode=debug ;;
   --node) mode=node ;;
-  --node-base) mode=node-base ;;
   --print-images) mode=print-images ;;
-  *) die "unknown argument '$1' (usage: $0 [--full | --presubmit | --print | --node [VERSION] [--addons LIST] | --node-base [VERSION] | --print-images [--addons LIST] | --debug [COMPONENT...]])" ;;
+  *) die "unknown argument '$1' (usage: $0 [--full | --presubmit | --print | --node [VERSION] [--addons LIST] | --print-images [--addons LIST] | --debug [COMPONENT...]])" ;;
 esac
 node_k8s=$k8s_newest
 node_addons=$every_addon
-if [ "$mode" = node ] || [ "$mode" = node-base ] || [ "$mode" = print-images ]; then
+if [ "$mode" = node ] || [ "$mode" = print-images ]; then
   first=$1; shift
-  if [ "$mode" != print-images ] && [ $# -gt 0 ] && [ "$1" != --addons ]; then
+  if [ "$mode" = node ] && [ $# -gt 0 ] && [ "$1" != --addons ]; then
     node_k8s=$1; shift
     case " $KUBERNETES_VERSIONS " in
       *" $node_k8s "*) ;;
-      *) die "$first $node_k8s: not a pinned Kubernetes (versions.env: $KUBERNETES_VERSIONS)" ;;
+      *) die "--node $node_k8s: not a pinned Kubernetes (versions.env: $KUBERNETES_VERSIONS)" ;;
     esac
   fi
-  if [ "$mode" != node-base ] && [ $# -gt 0 ] && [ "$1" = --addons ]; then
+  if [ $# -gt 0 ] && [ "$1" = --addons ]; then
     [ $# -ge 2 ] || die "--addons takes a list (comma-separated; may be empty): $every_addon"
     node_addons=${2//,/ }
     for a in $node_addons; do
@@ -122,7 +118,7 @@ if [ "$mode" = node ] || [ "$mode" = node-base ] || [ "$mode" = print-images ]; 
     done
     shift 2
   fi
-  [ $# -eq 0 ] || die "$first: unexpected '$1' (usage: $0 [--node [VERSION] [--addons LIST] | --node-base [VERSION] | --print-images [--addons LIST]])"
+  [ $# -eq 0 ] || die "$first: unexpected '$1' (usage: $first [VERSION] [--addons LIST])"
   set -- "$first"
 fi
 # The images dir of --node: every addon's when built already (a superset; up.sh imports only what the
@@ -589,7 +585,7 @@ if [ "$mode" = debug ]; then
   exit 0
 fi
 
-if [ "$mode" = node ] || [ "$mode" = node-base ]; then
+if [ "$mode" = node ]; then
   build_etcd "$ETCD_VERSION"
   cached kubernetes "$node_k8s" "$cache/bin/kubernetes-$node_k8s" kubernetes_build "$node_k8s"
   check_pins
@@ -599,7 +595,6 @@ if [ "$mode" = node ] || [ "$mode" = node-base ]; then
   cached coredns "$COREDNS_VERSION" "$cache/bin/coredns-$COREDNS_VERSION" coredns_build
   cached registry "$REGISTRY_VERSION" "$cache/bin/registry-$REGISTRY_VERSION" registry_build
   cached local-path-provisioner "$LOCAL_PATH_VERSION" "$cache/bin/local-path-provisioner-$LOCAL_PATH_VERSION" local_path_build
-  [ "$mode" = node ] || exit 0
   # The addons the profile turns off: neither built nor imaged (Traefik alone is minutes of Go build).
   ! node_addon metricsServer ||
     cached metrics-server "$METRICS_SERVER_VERSION" "$cache/bin/metrics-server-$METRICS_SERVER_VERSION" metrics_server_build

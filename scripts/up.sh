@@ -40,22 +40,17 @@ if ! host_has_systemd; then
   scripts/build-rootfs.sh >"$cache/rootfs-build.log" 2>&1 &
   rootfs_pid=$!
 fi
-# kubeunit (cargo) and what every node needs (Go) side by side: on 2 cores each leaves one idle for long
-# stretches (module downloads, links, the last crates), and only kubeunit can say which addons to build.
-step "kubeunit and the node's binaries"
-echo "==> building kubeunit, and beside it the pinned binaries of a node for Kubernetes $k8s_version (cached in $cache)"
-scripts/build-test-binaries.sh --node-base "$k8s_version" &
-base_pid=$!
-cargo build --release --locked --quiet || { kill "$base_pid" 2>/dev/null; exit 1; }
-wait "$base_pid" || { echo "up.sh: building the pinned binaries failed (output above)" >&2; exit 1; }
+step "kubeunit (cargo build --release)"
+echo "==> building kubeunit"
+cargo build --release --locked --quiet
 kubeunit=$here/target/release/kubeunit
 # The addons this profile turns on, of those dev leaves off: only theirs are built and imported.
 enabled=$("$kubeunit" profile show "$profile" "$@" |
   awk '/^addons:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  (metricsServer|loadBalancer|gateway): true$/ {sub(":", "", $1); print $1}' |
   paste -sd, -)
 # Only what this environment needs; scripts/test.sh builds the rest (the other minor, dlv, e2e).
-echo "==> the node's images${enabled:+ and the addons $enabled}"
-step "addons and images"
+echo "==> pinned binaries and node images for Kubernetes $k8s_version${enabled:+ and $enabled} (cached in $cache)"
+step "pinned binaries and images (Go)"
 scripts/build-test-binaries.sh --node "$k8s_version" --addons "$enabled"
 step "systemd rootfs (after the builds)"
 if [ -n "$rootfs_pid" ] && ! wait "$rootfs_pid"; then
