@@ -17,8 +17,9 @@ enable and disable set the addon's profile key (addons list shows it) and render
 again; on a running environment they also apply or delete the addon's objects, and the load
 balancer's segment and routes are made or removed on each node. The same as
 `kubeunit gen --set KEY=true` before a start. Offline, the addon's images must be on the node
-already: `kubeunit images load ARCHIVE...` puts them there (scripts/up.sh's dev leaves the
-addons' archives out of its images).
+already: `kubeunit images load ARCHIVE...` puts them there (scripts/up.sh builds only the addons
+its profile turns on; `scripts/build-test-binaries.sh --node --addons loadBalancer` builds one,
+`--print-images --addons loadBalancer` names the dir of its archives).
 
 Exit codes: 0 done, 1 the cluster refused a change, 2 an unknown addon or an unmet need (nothing
 changed).";
