@@ -69,11 +69,6 @@ const KUBERNETES: Component = Component {
 /// What runs on the control-plane hosts of an environment across hosts (and etcd on its etcd hosts).
 const CONTROL_PLANE: OnHosts = OnHosts::With(HostRole::ControlPlane);
 
-/// The Go collector a quarter as often as by default: kube-apiserver starts on about 17% less CPU
-/// (2.1 -> 1.7 CPU-seconds here) for about 100 MB more memory, which matters most with several
-/// environments starting at once. A profile's `env: {GOGC: "100"}` restores Go's default.
-const GO_GC_LESS_OFTEN: &[(&str, &str)] = &[("GOGC", "400")];
-
 /// An HTTPS health endpoint whose serving certificate the cluster CA signed.
 const fn https(port: Port, path: &'static str) -> Option<Probe> {
     Some(Probe {
@@ -483,7 +478,6 @@ pub const COMPONENTS: &[Component] = &[
             link_host: false,
         }),
         ports: &[port::ETCD_CLIENT, port::ETCD_PEER],
-        environment: GO_GC_LESS_OFTEN,
         data_dirs: &["etcd"],
         // A save (the timer's, or by hand) that `stop` ended mid-write leaves its temporary file.
         after_stop: &[Cleanup::UnfinishedSnapshots],
@@ -508,7 +502,8 @@ pub const COMPONENTS: &[Component] = &[
         host_checks: &[host::datastore_reachable],
         probe: https(port::APISERVER, "/readyz"),
         ports: &[port::APISERVER],
-        environment: GO_GC_LESS_OFTEN,
+        // Go's own GOGC (100), as etcd: with 400, dev held about 160 MiB more at rest (its heap
+        // may grow to 5x what it keeps live) for no faster start (benches/memory.rs, alternating).
         // Its loopback client (informers, controllers) and others' watches hold its exit after
         // draining: the idle HTTP/2 connections get golang.org/x/net/http2's fixed 1 s GOAWAY
         // grace (`stop` took 1.2 s instead of about 0.2 s), watches its server's 2 s deadline.

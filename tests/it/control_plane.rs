@@ -130,6 +130,9 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
             &svc,
             "--set",
             "network.advertiseAddress=192.0.2.77",
+            // A profile's env reaches the process (checked after the kill -9 below).
+            "--set",
+            "components.kube-apiserver.env.GOGC=200",
             // The node profile's addons: their objects go in even though no node runs their pods.
             "--set",
             "addons.coredns=true",
@@ -443,13 +446,13 @@ fn end_to_end(version: &str, service_cidr: &str, first_ip: &str) {
 
     // kill -9 of the API server: systemd brings it back, with the data.
     let pid = cl.status()[1]["pid"].as_u64().unwrap();
-    // (Its environment has the component table's GOGC, through the unit's Environment=.)
+    // (Its environment has the profile's GOGC, through the unit's private EnvironmentFile=.)
     let environ = c.run(&["cat", &format!("/proc/{pid}/environ")]);
     assert!(
         environ
             .stdout
             .split(|b| *b == 0)
-            .any(|kv| kv == b"GOGC=400"),
+            .any(|kv| kv == b"GOGC=200"),
         "{}",
         String::from_utf8_lossy(&environ.stdout)
     );
