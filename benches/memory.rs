@@ -3,7 +3,10 @@
 //! environment's units, and of its pods (the rest of its slice), on real systemd (PID 1 in a node
 //! container) and the pinned binaries. PSS, not `memory.current`: in the test containers systemd
 //! accounts no memory (the legacy tree is read-only there) and the page cache would blur it anyway.
-//! Not a test: it reports, as `kubeunit status` would show it per unit.
+//! Not a test: it reports, as `kubeunit status` would show it per unit. Then it loads the e2e images
+//! (`kubeunit images load`), runs the conformance subset (tests/conformance-subset.txt, through
+//! scripts/conformance.sh) and reads the same again: what dev holds once it has served some work.
+//! `KUBEUNIT_BENCH_SUBSET=0` reads at rest only.
 //!
 //! Variants take turns run by run (A, B, then B, A, ...), each from fresh data (`destroy`), so a
 //! noisy minute falls on all of them; each run's `start` is timed too (a lever must not make it
@@ -32,8 +35,17 @@ struct Variant {
     state: PathBuf,
 }
 
-/// One run's readings: seconds to usable, and MiB by unit (and "pods", and "total").
-type Reading = (f64, BTreeMap<String, f64>);
+/// MiB by unit (and "pods", and "total").
+type Mib = BTreeMap<String, f64>;
+
+/// One run's readings: seconds to usable, at rest, and after the conformance subset (if run).
+type Reading = (f64, Mib, Option<Mib>);
+
+/// What the subset needs: the e2e images (scripts/build-e2e-images.sh) and the specs' list.
+struct Subset {
+    images: PathBuf,
+    version: String,
+}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -43,7 +55,25 @@ fn main() {
     let rounds: usize = common::bench_runs(3);
     let _turn = node_lock();
     let version = pinned("KUBERNETES_VERSIONS")[0].clone();
-    let c = Container::boot_node("bench-memory");
+    let subset = (std::env::var("KUBEUNIT_BENCH_SUBSET").as_deref() != Ok("0")).then(|| {
+        let images = common::cache_dir().join(format!("e2e-images-{version}"));
+        assert!(
+            images.join(".complete").exists(),
+            "{} missing: run scripts/build-e2e-images.sh (or KUBEUNIT_BENCH_SUBSET=0)",
+            images.display()
+        );
+        Subset {
+            images,
+            version: version.clone(),
+        }
+    });
+    let bind = subset
+        .as_ref()
+        .map(|s| format!("--bind-ro={}", s.images.display()));
+    let c = Container::boot_node_with(
+        "bench-memory",
+        &bind.iter().map(|b| b.as_str()).collect::<Vec<_>>(),
+    );
     let mut asked: Vec<(String, Vec<String>)> = vec![("default".into(), vec![])];
     for v in std::env::var("KUBEUNIT_BENCH_VARIANTS")
         .unwrap_or_default()
@@ -83,8 +113,13 @@ fn main() {
         })
         .collect();
     println!(
-        "dev at rest, {} s after start, Kubernetes {version}, {} cores, {rounds} rounds, variants alternating: {}\n",
+        "dev at rest, {} s after start{}, Kubernetes {version}, {} cores, {rounds} rounds, variants alternating: {}\n",
         SETTLE.as_secs(),
+        if subset.is_some() {
+            ", then after the conformance subset"
+        } else {
+            ""
+        },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         asked
             .iter()
@@ -100,46 +135,168 @@ fn main() {
         }
         for i in order {
             let v = &variants[i];
-            let reading = one_run(&c, v);
+            let reading = one_run(&c, v, subset.as_ref());
             println!(
-                "  round {round} {:<12} start {:>5.2}s  total {:>5.0} MiB",
-                v.name, reading.0, reading.1["total"]
+                "  round {round} {:<12} start {:>5.2}s  total {:>5.0} MiB at rest{}",
+                v.name,
+                reading.0,
+                reading.1["total"],
+                reading.2.as_ref().map_or(String::new(), |m| format!(
+                    ", {:>5.0} MiB after the subset",
+                    m["total"]
+                ))
             );
             readings[i].push(reading);
         }
     }
-    println!("\nmedians (MiB; start in seconds):");
-    let mut columns: Vec<String> = readings[0][0].1.keys().cloned().collect();
+    print_medians("at rest", &variants, &readings, |r| Some(&r.1), true);
+    if subset.is_some() {
+        print_medians(
+            "after the conformance subset",
+            &variants,
+            &readings,
+            |r| r.2.as_ref(),
+            false,
+        );
+    }
+}
+
+/// The median of each column over the runs, one column per variant.
+fn print_medians(
+    title: &str,
+    variants: &[Variant],
+    readings: &[Vec<Reading>],
+    pick: fn(&Reading) -> Option<&Mib>,
+    with_start: bool,
+) {
+    println!("\nmedians, {title} (MiB; start in seconds):");
+    let Some(first) = readings[0].first().and_then(pick) else {
+        return;
+    };
+    let mut columns: Vec<String> = first.keys().cloned().collect();
     columns.retain(|k| k != "total" && k != "pods");
     columns.extend(["pods".to_string(), "total".to_string()]);
     print!("  {:<28}", "");
-    for v in &variants {
+    for v in variants {
         print!(" {:>12}", v.name);
     }
     println!();
-    let row = |label: &str, pick: &dyn Fn(&Reading) -> f64| {
+    let row = |label: &str, value: &dyn Fn(&Reading) -> f64| {
         print!("  {label:<28}");
-        for r in &readings {
-            let values: Vec<f64> = r.iter().map(pick).collect();
+        for r in readings {
+            let values: Vec<f64> = r.iter().map(value).collect();
             print!(" {:>12.1}", common::median(&values));
         }
         println!();
     };
-    row("start (s)", &|r| r.0);
+    if with_start {
+        row("start (s)", &|r| r.0);
+    }
     for column in &columns {
-        row(column, &|r| r.1.get(column).copied().unwrap_or(0.0));
+        row(column, &|r| {
+            pick(r).and_then(|m| m.get(column)).copied().unwrap_or(0.0)
+        });
     }
 }
 
 /// `start` until usable, `SETTLE`, then the PSS of each unit of the environment's slice, of the
-/// pods (the slice's rest) and of the whole slice; then `destroy`.
-fn one_run(c: &Container, v: &Variant) -> Reading {
+/// pods (the slice's rest) and of the whole slice; the same after the conformance subset; then
+/// `destroy`.
+fn one_run(c: &Container, v: &Variant, subset: Option<&Subset>) -> Reading {
     let sd = v.state.to_string_lossy().into_owned();
     let t0 = Instant::now();
     let out = c.kubeunit(&["start", "--state-dir", &sd, "--timeout", "300"]);
     assert!(out.status.success(), "start {}: {}", v.name, text(&out));
     let started = t0.elapsed().as_secs_f64();
     std::thread::sleep(SETTLE);
+    let at_rest = pss_by_unit(c, v);
+    let after = subset.map(|s| {
+        run_subset(c, v, s);
+        pss_by_unit(c, v)
+    });
+    let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
+    assert!(out.status.success(), "destroy {}: {}", v.name, text(&out));
+    (started, at_rest, after)
+}
+
+/// The e2e images onto the node, then the conformance subset (as tests/it/conformance.rs runs it).
+fn run_subset(c: &Container, v: &Variant, s: &Subset) {
+    let sd = v.state.to_string_lossy().into_owned();
+    let mut load = vec![
+        "images".to_string(),
+        "load".into(),
+        "--state-dir".into(),
+        sd.clone(),
+    ];
+    let list = std::fs::read_to_string(s.images.join("images.txt")).expect("images.txt");
+    load.extend(
+        list.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|f| s.images.join(f).display().to_string()),
+    );
+    let out = c.kubeunit(&load.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.status.success(),
+        "images load {}: {}",
+        v.name,
+        text(&out)
+    );
+    // conformance.sh runs nothing until the node lists them (its status, at the kubelet's next
+    // update): it would load the missing ones itself, through the dev container's systemd.
+    let kubectl = common::built_dir(&format!("kubernetes-{}", s.version)).join("kubectl");
+    let kubeconfig = v.state.join("kubeconfig/admin.kubeconfig");
+    common::wait_for(
+        "the node to list the e2e images",
+        Duration::from_secs(180),
+        || {
+            let nodes = common::run(
+                std::process::Command::new(&kubectl)
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(["get", "nodes", "-o", "json"]),
+            );
+            let mut check = std::process::Command::new(common::script("images-missing.py"));
+            check
+                .arg(s.images.join("images.txt"))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped());
+            let Ok(mut child) = check.spawn() else {
+                return false;
+            };
+            if let Some(mut stdin) = child.stdin.take() {
+                use std::io::Write;
+                let _ = stdin.write_all(&nodes.stdout);
+            }
+            child
+                .wait_with_output()
+                .is_ok_and(|o| o.status.success() && o.stdout.iter().all(u8::is_ascii_whitespace))
+        },
+    );
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let results = c.work.join(format!("subset-{}", v.name));
+    let out = common::run(
+        std::process::Command::new(common::script("conformance.sh"))
+            .args(["--procs", &(4 * cores).to_string()])
+            .args(["--state-dir", &sd, "--minor", &s.version, "--specs"])
+            .arg(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/conformance-subset.txt"),
+            )
+            .arg("--results")
+            .arg(&results),
+    );
+    assert!(
+        out.status.success(),
+        "the conformance subset failed on {}: {}",
+        v.name,
+        text(&out)
+    );
+}
+
+/// The PSS (MiB) of each running unit of the environment's slice, of its pods (the slice's rest)
+/// and of the whole slice.
+fn pss_by_unit(c: &Container, v: &Variant) -> Mib {
     let prefix = unit_prefix(&v.state);
     // Each loaded unit of the slice, with the PSS (KiB) of the processes of its cgroup and below;
     // the slice's own line last.
@@ -154,7 +311,7 @@ fn one_run(c: &Container, v: &Variant) -> Reading {
            echo \"$u $(pss \"$(systemctl show -P ControlGroup \"$u\")\")\"; done; \
          echo \"total $(pss \"$(systemctl show -P ControlGroup {prefix}.slice)\")\""
     ));
-    let mut mib: BTreeMap<String, f64> = BTreeMap::new();
+    let mut mib = Mib::new();
     for line in text(&out).lines() {
         let Some((unit, kib)) = line.rsplit_once(' ') else {
             continue;
@@ -175,7 +332,5 @@ fn one_run(c: &Container, v: &Variant) -> Reading {
         .sum();
     let total = mib.get("total").copied().unwrap_or(f64::NAN);
     mib.insert("pods".into(), (total - units).max(0.0));
-    let out = c.kubeunit(&["destroy", "--state-dir", &sd]);
-    assert!(out.status.success(), "destroy {}: {}", v.name, text(&out));
-    (started, mib)
+    mib
 }
