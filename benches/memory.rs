@@ -226,15 +226,9 @@ fn run_subset(c: &Container, v: &Variant, s: &Subset) {
         "images".to_string(),
         "load".into(),
         "--state-dir".into(),
-        sd.clone(),
+        sd,
     ];
-    let list = std::fs::read_to_string(s.images.join("images.txt")).expect("images.txt");
-    load.extend(
-        list.lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| l.split_whitespace().next())
-            .map(|f| s.images.join(f).display().to_string()),
-    );
+    load.extend(common::archives(&s.images));
     let out = c.kubeunit(&load.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         out.status.success(),
@@ -244,48 +238,25 @@ fn run_subset(c: &Container, v: &Variant, s: &Subset) {
     );
     // conformance.sh runs nothing until the node lists them (its status, at the kubelet's next
     // update): it would load the missing ones itself, through the dev container's systemd.
-    let kubectl = common::built_dir(&format!("kubernetes-{}", s.version)).join("kubectl");
-    let kubeconfig = v.state.join("kubeconfig/admin.kubeconfig");
+    let missing = format!(
+        "{} --kubeconfig {} get nodes -o json | {} {}",
+        common::built_dir(&format!("kubernetes-{}", s.version))
+            .join("kubectl")
+            .display(),
+        v.state.join("kubeconfig/admin.kubeconfig").display(),
+        common::script("images-missing.py").display(),
+        s.images.join("images.txt").display()
+    );
     common::wait_for(
         "the node to list the e2e images",
         Duration::from_secs(180),
         || {
-            let nodes = common::run(
-                std::process::Command::new(&kubectl)
-                    .arg("--kubeconfig")
-                    .arg(&kubeconfig)
-                    .args(["get", "nodes", "-o", "json"]),
-            );
-            let mut check = std::process::Command::new(common::script("images-missing.py"));
-            check
-                .arg(s.images.join("images.txt"))
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped());
-            let Ok(mut child) = check.spawn() else {
-                return false;
-            };
-            if let Some(mut stdin) = child.stdin.take() {
-                use std::io::Write;
-                let _ = stdin.write_all(&nodes.stdout);
-            }
-            child
-                .wait_with_output()
-                .is_ok_and(|o| o.status.success() && o.stdout.iter().all(u8::is_ascii_whitespace))
+            let out = common::run(std::process::Command::new("sh").args(["-ec", &missing]));
+            out.status.success() && out.stdout.iter().all(u8::is_ascii_whitespace)
         },
     );
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let results = c.work.join(format!("subset-{}", v.name));
-    let out = common::run(
-        std::process::Command::new(common::script("conformance.sh"))
-            .args(["--procs", &(4 * cores).to_string()])
-            .args(["--state-dir", &sd, "--minor", &s.version, "--specs"])
-            .arg(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/conformance-subset.txt"),
-            )
-            .arg("--results")
-            .arg(&results),
-    );
+    let out = common::conformance_subset(&v.state, &s.version, &results);
     assert!(
         out.status.success(),
         "the conformance subset failed on {}: {}",

@@ -15,20 +15,6 @@ use crate::common::container::{dev_args, gen_in, with_every_addon, Container};
 use crate::common::ports::Ports;
 use crate::common::*;
 
-/// The archives of a built images dir (its images.txt names them).
-fn archives(dir: &Path) -> Vec<String> {
-    let list = std::fs::read_to_string(dir.join("images.txt"))
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.join("images.txt").display()));
-    list.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            dir.join(l.split_whitespace().next().unwrap())
-                .display()
-                .to_string()
-        })
-        .collect()
-}
-
 #[test]
 fn a_conformance_subset_passes_on_cis() {
     let _turn = node_lock();
@@ -70,13 +56,7 @@ fn a_conformance_subset_passes_on_cis() {
     assert!(out.status.success(), "start:\n{}", text(&out));
 
     let results = c.work.join("conformance-results");
-    let out = run(Command::new(script("conformance.sh"))
-        // 4 per core, as the subset has always run here: it is a few dozen specs, not the suite.
-        .args(["--procs", &(4 * cores()).to_string()])
-        .args(["--state-dir", &state_arg, "--minor", &version, "--specs"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance-subset.txt"))
-        .arg("--results")
-        .arg(&results));
+    let out = conformance_subset(&state, &version, &results);
     let summary = text(&out);
     let log = |part: &str| {
         std::fs::read_to_string(results.join(format!("e2e-{part}.log"))).unwrap_or_default()
@@ -229,8 +209,4 @@ fn failures(log: &str) -> String {
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -189,6 +189,32 @@ pub fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The archives of a built images dir (its images.txt names them).
+pub fn archives(dir: &Path) -> Vec<String> {
+    let list = std::fs::read_to_string(dir.join("images.txt"))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join("images.txt").display()));
+    list.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|f| dir.join(f).display().to_string())
+        .collect()
+}
+
+/// scripts/conformance.sh running the conformance subset (tests/conformance-subset.txt) against the
+/// running environment of `state`, 4 Ginkgo processes per core (it is a few dozen specs, not the
+/// suite), its results in `results`.
+pub fn conformance_subset(state: &Path, version: &str, results: &Path) -> Output {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    run(Command::new(script("conformance.sh"))
+        .args(["--procs", &(4 * cores).to_string()])
+        .arg("--state-dir")
+        .arg(state)
+        .args(["--minor", version, "--specs"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance-subset.txt"))
+        .arg("--results")
+        .arg(results))
+}
+
 /// The cache of pinned binaries and the rootfs, as the scripts compute it (scripts/lib.sh).
 pub fn cache_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
